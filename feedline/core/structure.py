@@ -1,10 +1,14 @@
 """Nested element structures: flatten, pack, map, compare, and describe them.
 
 An element is a leaf or a nest of ``tuple`` (including namedtuples) and ``dict``.
-Leaves are NumPy arrays, NumPy scalars, Python scalars, ``bytes`` or ``str``.
-Dicts flatten in sorted-key order, as ``tf.nest`` does, so two dicts with the same
-keys always line up. Lists are leaves (sources turn them into arrays), except that a
-list *returned by a user function* becomes a tuple, as tf.data does.
+Leaves are NumPy arrays, NumPy scalars, Python scalars or ``bytes``. Dicts flatten in
+sorted-key order, as ``tf.nest`` does, so two dicts with the same keys always line up.
+
+Values become elements the way tf.data makes tensors of them (:func:`normalize_output` for
+what user functions return, :func:`to_leaf_array` for what sources are given): text is
+tf.string, so ``str`` becomes UTF-8 ``bytes`` and string arrays object arrays of ``bytes``;
+a list nested in an element becomes one array; a list *returned* by a function is a tuple
+of components (tf.data's ``_should_pack``).
 """
 
 from __future__ import annotations
@@ -146,29 +150,163 @@ def describe(element: Element) -> str:
     return "leaf"
 
 
+_NUMERIC_SCALARS = frozenset(
+    t for t in set(np.sctypeDict.values()) if issubclass(t, np.number | np.bool_))
+_PLAIN_LEAVES = frozenset({bool, int, float, complex, bytes}) | _NUMERIC_SCALARS
+"""Leaf types that are elements as they are: the fast path of :func:`normalize_output`."""
+_NUMERIC_KINDS = frozenset("biufcmM")
+_EXPECTED = ("NumPy arrays, numbers, bytes or str, nested in tuples, dicts, namedtuples or "
+             "lists")
+
+
 def normalize_output(value: Element) -> Element:
-    """Turn a user function's return value into an element: lists become tuples."""
-    if isinstance(value, list):
-        return tuple(normalize_output(v) for v in value)
+    """Turn a user function's return value into an element, as tf.data makes tensors of it.
+
+    * ``str`` (and NumPy string scalars and arrays) become UTF-8 ``bytes`` (object arrays of
+      ``bytes``): tf.data's tf.string, so a batch never mixes ``str`` and ``bytes``.
+    * A list nested in the result becomes one NumPy array (tf.data converts it to a tensor);
+      a list returned as the whole result is a tuple of components (tf.data's
+      ``_should_pack``), whose own lists become arrays.
+    * Tuples, namedtuples and dicts keep their structure.
+    * Anything else (``None``, a class, an arbitrary object) is a ``TypeError`` naming its
+      type and its position in the result.
+
+    Numbers, ``bytes`` and numeric arrays are returned at the cost of one type check: this
+    runs for every element a function produces.
+
+    Example:
+        >>> normalize_output(([np.int64(1), np.int64(5)], "id"))
+        (array([1, 5]), b'id')
+        >>> normalize_output([1, {"k": [2, 3]}])
+        (1, {'k': array([2, 3])})
+        >>> normalize_output({"x": None})
+        Traceback (most recent call last):
+        ...
+        TypeError: a function returned None (NoneType) at ['x'], which cannot be part of an element: expected NumPy arrays, numbers, bytes or str, nested in tuples, dicts, namedtuples or lists
+    """
+    kind = type(value)
+    if kind in _PLAIN_LEAVES:
+        return value
+    if kind is np.ndarray and value.dtype.kind in _NUMERIC_KINDS:
+        return value
+    if kind is list:
+        return tuple(_normalize(item, f"[{i}]") for i, item in enumerate(value))
+    return _normalize(value, "")
+
+
+def _normalize(value: Any, path: str) -> Any:
+    kind = type(value)
+    if kind in _PLAIN_LEAVES:
+        return value
+    if isinstance(value, np.ndarray):
+        return text_as_bytes(value) if value.dtype.kind in "USO" else value
+    if isinstance(value, str):  # np.str_ too
+        return value.encode("utf-8")
+    if isinstance(value, bytes):  # np.bytes_: plain bytes, as tf.string gives
+        return bytes(value)
     if isinstance(value, tuple):
-        items = [normalize_output(v) for v in value]
-        return type(value)(*items) if _is_namedtuple(value) else tuple(items)
+        items = [_normalize(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return kind(*items) if _is_namedtuple(value) else tuple(items)
     if isinstance(value, dict):
-        return {k: normalize_output(v) for k, v in value.items()}
-    return value
+        return {key: _normalize(item, f"{path}[{key!r}]") for key, item in value.items()}
+    if isinstance(value, list):
+        return _list_as_array(value, path)
+    if isinstance(value, np.generic | int | float | complex):  # other NumPy scalars, int enums
+        return value
+    from feedline.core.dataset import Dataset  # here: dataset.py imports this module
+
+    if isinstance(value, Dataset):  # datasets as elements, as window() makes them
+        return value
+    if hasattr(kind, "__array__") and not isinstance(value, type):
+        # An array of another library (a CPU torch tensor, a JAX array): tf.data would
+        # convert it to a tensor, so it becomes a NumPy array.
+        array = np.asarray(value)
+        if array.dtype != object:
+            return _normalize(array, path)
+    raise TypeError(f"a function returned {_shown(value)}{f' at {path}' if path else ''}, "
+                    f"which cannot be part of an element: expected {_EXPECTED}")
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "None (NoneType)"
+    if isinstance(value, type):
+        return f"the class {value.__qualname__}"
+    return f"a value of type {type(value).__qualname__}"
+
+
+def _list_as_array(value: list[Any], path: str) -> np.ndarray:
+    """A list nested in a function's result as one array (tf.data's tensor of it)."""
+    try:
+        array = np.asarray(value)
+    except ValueError as error:
+        raise StructureError(f"a function returned a list at {path} that cannot become one "
+                             f"array (a list in an element is converted to a tensor, as in "
+                             f"tf.data): {error}") from None
+    if array.dtype.kind in "US" or (array.dtype == object and _contains_bytes(value)):
+        # Strings: NumPy would turn numbers among them into text, and cut trailing NULs.
+        objects = np.array(value, dtype=object)
+        bad = next((x for x in objects.ravel().tolist() if not isinstance(x, str | bytes)),
+                   _END)
+        if bad is not _END or objects.shape != array.shape:
+            raise TypeError(f"a function returned a list at {path} that mixes strings with "
+                            f"{'lists' if bad is _END else _shown(bad)}; a list in an element "
+                            "becomes one array, so its items must all be strings, of equal "
+                            "lengths")
+        return text_as_bytes(objects)
+    if array.dtype == object:
+        bad = next((x for x in np.array(value, dtype=object).ravel().tolist()
+                    if type(x) not in _PLAIN_LEAVES), None)
+        raise TypeError(f"a function returned a list at {path} holding {_shown(bad)}, which "
+                        f"cannot be part of an element: expected {_EXPECTED}")
+    return array
+
+
+def text_as_bytes(array: np.ndarray) -> np.ndarray:
+    """A string array as tf.data holds tf.string: an object array of UTF-8 ``bytes``.
+
+    ``str`` (``U``) and ``bytes`` (``S``) arrays are converted; an object array is returned
+    as it is unless it holds ``str`` items, which are encoded. Other arrays pass through.
+
+    Example:
+        >>> text_as_bytes(np.array(["a", "é"]))
+        array([b'a', b'\\xc3\\xa9'], dtype=object)
+    """
+    kind = array.dtype.kind
+    if kind == "O":
+        items = array.ravel().tolist()
+        if not any(isinstance(x, str) for x in items):
+            return array
+    elif kind in "US":
+        items = array.ravel().tolist()
+    else:
+        return array
+    out = np.empty(array.shape, dtype=object)
+    out.reshape(-1)[:] = [x.encode("utf-8") if isinstance(x, str) else x for x in items]
+    return out
 
 
 def to_leaf_array(value: Any) -> np.ndarray:
-    """Convert one leaf to a NumPy array; ``bytes``/``str`` leaves become object arrays."""
+    """Convert one leaf given to a source to a NumPy array, as tf.data makes a tensor of it.
+
+    ``bytes``/``str`` leaves (and lists of them) become object arrays of ``bytes``, ``str``
+    encoded as UTF-8; NumPy ``str``/``bytes`` arrays likewise. Object arrays are not scanned
+    here (see :func:`text_as_bytes`).
+
+    Example:
+        >>> to_leaf_array("é"), to_leaf_array(["a", b"b"])
+        (array(b'\\xc3\\xa9', dtype=object), array([b'a', b'b'], dtype=object))
+    """
     if isinstance(value, np.ndarray):
-        return value
+        return text_as_bytes(value) if value.dtype.kind in "US" else value
     if isinstance(value, (bytes, str)):
         out = np.empty((), dtype=object)
-        out[()] = value
+        out[()] = value.encode("utf-8") if isinstance(value, str) else bytes(value)
         return out
     if isinstance(value, (list, tuple)) and _contains_bytes(value):
-        return np.array(value, dtype=object)
-    return np.asarray(value)
+        return text_as_bytes(np.array(value, dtype=object))
+    array = np.asarray(value)
+    return text_as_bytes(array) if array.dtype.kind in "US" else array
 
 
 def _contains_bytes(value: Any) -> bool:

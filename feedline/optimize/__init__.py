@@ -15,7 +15,7 @@ def optimize(dataset: Dataset, options: Options) -> Dataset:
         >>> import feedline as fl
         >>> ds = fl.Dataset.range(3).map(lambda x: x + 1).filter(lambda x: x > 1).map(str)
         >>> type(optimize(ds, fl.Options())).__name__, [s for s in ds]
-        ('FusedInlineDataset', ['2', '3'])
+        ('FusedInlineDataset', [b'2', b'3'])
     """
     if options.optimization.map_fusion:
         dataset = fuse_maps(dataset)

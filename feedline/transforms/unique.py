@@ -12,7 +12,8 @@ from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element, TensorSpec, describe
 
-_SUPPORTED = "scalar integer, bytes or str elements"
+_SUPPORTED = "integer or bytes elements (scalars or arrays of any shape)"
+UniqueKey = int | bytes | str | tuple[tuple[int, ...], tuple[int | bytes | str, ...]]
 
 
 def _check_spec(spec: Element | None, stage: str) -> None:
@@ -22,22 +23,31 @@ def _check_spec(spec: Element | None, stage: str) -> None:
         raise TypeError(f"{stage}: supports only {_SUPPORTED} (as tf.data), but the elements "
                         f"are {describe(spec)}")
     kind = np.dtype(spec.dtype).kind
-    if spec.shape != () or kind not in "iuO":
+    if kind not in "iuO":
         raise TypeError(f"{stage}: supports only {_SUPPORTED} (as tf.data), but the elements "
                         f"are {spec}")
 
 
-def unique_key(element: Any, stage: str, index: int) -> int | bytes | str:
+def unique_key(element: Any, stage: str, index: int) -> UniqueKey:
     """The hashable value identifying an element; ``TypeError`` for unsupported elements.
+
+    A scalar is its value; an array (tf.data compares whole tensors: shape and contents) is
+    ``(shape, items)``, so ``[1, 2]`` and ``[[1, 2]]`` differ.
 
     Example:
         >>> unique_key(np.int32(7), "unique", 0), unique_key(b"a", "unique", 1)
         (7, b'a')
+        >>> unique_key(np.array([[1, 2]]), "unique", 2)
+        ((1, 2), (1, 2))
     """
     if isinstance(element, bytes | str):
         return element
-    if isinstance(element, np.ndarray) and element.ndim == 0:
-        element = element[()]
+    if isinstance(element, np.ndarray):
+        if element.ndim == 0:
+            element = element[()]
+        elif element.dtype.kind in "iu" or (element.dtype.kind == "O" and all(
+                isinstance(item, bytes | str) for item in element.flat)):
+            return tuple(element.shape), tuple(element.ravel().tolist())
     if isinstance(element, int | np.integer) and not isinstance(element, bool | np.bool_):
         return int(element)
     if isinstance(element, bytes | str):
@@ -82,7 +92,7 @@ class UniqueIterator(DatasetIterator):
         self._name = name
         self._index = 0
         # A dict rather than a set: insertion order makes saved states reproducible.
-        self._seen: dict[int | bytes | str, None] = {}
+        self._seen: dict[UniqueKey, None] = {}
 
     def __next__(self) -> Any:
         while True:
@@ -101,4 +111,12 @@ class UniqueIterator(DatasetIterator):
     def _set_state(self, state: State) -> None:
         self._upstream.load_state_dict(state["input"])
         self._index = state["index"]
-        self._seen = dict.fromkeys(decode(key) for key in state["seen"])
+        self._seen = dict.fromkeys(_hashable(decode(key)) for key in state["seen"])
+
+
+def _hashable(key: Any) -> UniqueKey:
+    """A key as :func:`unique_key` made it (a state may hold its tuples as lists)."""
+    if isinstance(key, list | tuple):
+        shape, items = key
+        return tuple(int(d) for d in shape), tuple(items)
+    return key

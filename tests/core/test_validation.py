@@ -224,9 +224,9 @@ def test_numpy_arguments_give_the_same_elements_as_ints():
                 .window(k, shift=k - 1, stride=k - 2).flat_map(lambda w: w.batch(k)).take(k)
                 .enumerate(k).map(lambda i, b: (i, b.tolist()), num_parallel_calls=k))
 
-    expected = [(int(i), b) for i, b in pipeline(3)]
-    assert expected == [(int(i), b) for i, b in pipeline(np.int64(3))]
-    assert expected == [(int(i), b) for i, b in pipeline(np.array(3))]
+    expected = [(int(i), b.tolist()) for i, b in pipeline(3)]
+    assert expected == [(int(i), b.tolist()) for i, b in pipeline(np.int64(3))]
+    assert expected == [(int(i), b.tolist()) for i, b in pipeline(np.array(3))]
     it = iter(pipeline(np.int64(3)))
     next(it)
     json.dumps(it.state_dict())

@@ -87,7 +87,7 @@ def test_output_signature_sets_spec_and_converts_python_values():
     out = list(ds)
     assert isinstance(out[0][0], np.float32) and float(out[1][0]) == 2.0
     assert out[1][1].dtype == np.int32 and out[1][1].tolist() == [3, 4, 5]
-    assert out[0][2] == b"a" and out[1][2] == "b"
+    assert out[0][2] == b"a" and out[1][2] == b"b"  # str becomes bytes (tf.string)
     check_checkpointing(ds)
 
 

@@ -79,7 +79,7 @@ def test_infinite_and_unknown_inputs():
     ds = fl.Dataset.zip(fl.Dataset.random(seed=1), fl.Dataset.range(4),
                         fl.Dataset.from_generator(lambda: iter("abcdef")))
     out = list(ds)
-    assert len(out) == 4 and [e[2] for e in out] == ["a", "b", "c", "d"]
+    assert len(out) == 4 and [e[2] for e in out] == [b"a", b"b", b"c", b"d"]
     check_checkpointing(ds)
     check_checkpointing(fl.Dataset.zip(fl.Dataset.random(seed=1), fl.Dataset.random(seed=2)),
                         max_elements=70, steps=[0, 1, 64, 65, 70])

@@ -65,9 +65,11 @@ def test_bytes_leaves_pad_with_empty_bytes_or_given_value():
     assert words.tolist() == [[b"w0", b"<pad>", b"<pad>"], [b"w0", b"w1", b"w2"]]
 
 
-def test_str_leaves_pad_with_empty_str():
+def test_str_leaves_become_bytes_and_pad_with_empty_bytes():
     ds = fl.Dataset.from_tensor_slices([1, 2]).map(lambda n: np.array(["a"] * int(n), dtype=object))
-    assert lists(ds.padded_batch(2)) == [[["a", ""], ["a", "a"]]]
+    assert lists(ds.padded_batch(2)) == [[[b"a", b""], [b"a", b"a"]]]
+    # A str padding value is tf.string too: bytes.
+    assert lists(ds.padded_batch(2, padding_values="-")) == [[[b"a", b"-"], [b"a", b"a"]]]
 
 
 def test_remainder_and_drop_remainder():
