@@ -10,11 +10,13 @@ Example:
 
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
+from feedline.core.error_records import RestoredError
 from feedline.core.errors import (
     CheckpointError,
     DataLossError,
     FeedlineError,
     OutOfRangeError,
+    StopIterationError,
     StructureError,
 )
 from feedline.core.iterator import PipelineIterator
@@ -61,6 +63,8 @@ __all__ = [
     "ParquetDataset",
     "PipelineIterator",
     "RaggedValues",
+    "RestoredError",
+    "StopIterationError",
     "StructureError",
     "TFRecordDataset",
     "TFRecordWriter",

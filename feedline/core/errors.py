@@ -34,3 +34,12 @@ class CheckpointError(FeedlineError, ValueError):
 
 class OutOfRangeError(FeedlineError, IndexError):
     """A reduction or lookup needed an element the dataset does not have."""
+
+
+class StopIterationError(FeedlineError, RuntimeError):
+    """A user function (of ``map``, ``filter``, ``scan``, ``flat_map``, ...) raised
+    ``StopIteration``.
+
+    Left alone it would look like the end of the data and silently shorten the dataset;
+    tf.data treats it as an error too. The original ``StopIteration`` is the ``__cause__``.
+    """

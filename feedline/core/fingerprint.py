@@ -171,7 +171,8 @@ class _Walker:
             return {"builtin": f"{getattr(value, '__module__', None)}:{value.__name__}"}
         attributes = getattr(value, "__dict__", None)
         description: dict[str, Any] = {"object": _qualified_name(type(value))}
-        call = getattr(type(value), "__call__", None)
+        call = next((klass.__dict__["__call__"] for klass in type(value).__mro__
+                     if "__call__" in klass.__dict__), None)
         if isinstance(call, types.FunctionType):
             # A callable object counts by its code; its attributes are often counters or
             # caches that change as the pipeline runs.

@@ -166,8 +166,14 @@ atexit.register(_close_live_iterators)
 class PipelineIterator:
     """What ``iter(dataset)`` returns: runs the pipeline and owns its whole iterator tree.
 
-    It closes the tree when closed explicitly, when used as a context manager, when an
-    exception escapes the pipeline, when garbage-collected and at interpreter exit.
+    It closes the tree when closed explicitly, when used as a context manager, when
+    garbage-collected and at interpreter exit. An error raised by a user function or a reader
+    does not close it: as in tf.data, ``next()`` raises for that element and the following
+    call continues with the next one.
+
+    One iterator may be shared by several threads: ``next()``, ``state_dict()`` and
+    ``load_state_dict()`` take a lock, so each element goes to exactly one caller and a state
+    is never taken in the middle of a step.
 
     Example:
         >>> import feedline as fl
@@ -190,7 +196,9 @@ class PipelineIterator:
         self._ctx = IteratorContext(options=options)
         self._dataset = optimize(dataset, options)
         self._root = self._dataset._make_iterator(self._ctx)
-        self._failed: BaseException | None = None
+        # Stages are single-consumer; this makes the whole pipeline safe to share. close()
+        # does not take it: it must be able to end a next() that is blocked waiting.
+        self._lock = threading.Lock()
         with _LIVE_LOCK:
             _LIVE.add(self)
 
@@ -198,19 +206,23 @@ class PipelineIterator:
         return self
 
     def __next__(self) -> Any:
-        if self._failed is not None:
-            raise RuntimeError("this iterator stopped after an error; create a new one") \
-                from self._failed
-        if self._root._closed:
-            raise StopIteration
-        try:
-            return next(self._root)
-        except StopIteration:
-            raise
-        except BaseException as error:
-            self._failed = error
-            self.close()
-            raise
+        lock, root = self._lock, self._root
+        # An error's traceback keeps this frame alive: without ``self`` in it, an iterator
+        # the user abandons while keeping the error is still collected, and so closed.
+        del self
+        with lock:
+            if root._closed:
+                raise StopIteration
+            try:
+                return next(root)
+            except StopIteration:
+                raise
+            except BaseException:
+                if root._closed:
+                    # close() from another thread ended this call: whatever that left it
+                    # with (an internal BufferClosed, a cancelled call), the consumer stops.
+                    raise StopIteration from None
+                raise
 
     def _fingerprint(self) -> PipelineFingerprint:
         # Computed once, on the graph as the user wrote it (before rewrites such as fusion).
@@ -225,7 +237,9 @@ class PipelineIterator:
         :mod:`feedline.core.pipeline_state`): only this pipeline can load it, and damage is
         detected.
         """
-        return pipeline_state.seal(self._root.state_dict(), self._fingerprint())
+        with self._lock:
+            root_state = self._root.state_dict()
+        return pipeline_state.seal(root_state, self._fingerprint())
 
     def load_state_dict(self, state: State) -> None:
         """Continue exactly where the iterator that produced ``state`` was.
@@ -240,11 +254,17 @@ class PipelineIterator:
         root = pipeline_state.open_sealed(state, self._fingerprint())
         if self._declared_types is None:
             self._declared_types = declared_types(self._user_dataset)
-        with declared_types_in_use(self._declared_types):
+        with self._lock, declared_types_in_use(self._declared_types):
             self._root.load_state_dict(root)
 
     def close(self) -> None:
-        """Stop every thread and release every resource of the pipeline. Idempotent."""
+        """Stop every thread and release every resource of the pipeline. Idempotent.
+
+        It may be called from another thread while a consumer waits in ``next()``: that
+        call ends with ``StopIteration``, as does every later one. ``close()`` returns once
+        the pipeline's threads have ended, so it waits for user functions running at that
+        moment to return.
+        """
         root = getattr(self, "_root", None)
         if root is not None:
             root.close()

@@ -8,8 +8,14 @@ from collections.abc import Iterable
 from typing import Any
 
 
-class BufferClosed(Exception):
-    """The buffer was closed while waiting on it."""
+class BufferClosed(BaseException):
+    """A stage's buffer or call window was closed (its pipeline was closed) while in use.
+
+    A ``BaseException``, like ``GeneratorExit``: it must pass through every ``except
+    Exception`` on its way up (``ignore_errors()`` would otherwise swallow it and ask the
+    closed stage again, forever). :class:`~feedline.core.iterator.PipelineIterator` turns it
+    into ``StopIteration`` for a consumer whose ``next()`` was ended by ``close()``.
+    """
 
 
 class BoundedBuffer:

@@ -7,7 +7,17 @@ import concurrent.futures
 from collections.abc import Callable
 from typing import Any
 
+from feedline.execution.buffer import BufferClosed
 from feedline.execution.executor import Executor
+
+
+class FailedInput:
+    """The window's item for a failure of the input itself (see :meth:`ParallelCalls.add_failed`)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
 
 
 class ParallelCalls:
@@ -15,7 +25,13 @@ class ParallelCalls:
     ``deterministic``, else in completion order.
 
     The inputs of calls not yet handed back are kept, so a checkpoint can store them and a
-    restored stage can run them again: in-flight work is never lost or done twice.
+    restored stage can run them again: in-flight work is never lost or done twice. A failure
+    that happened before a call could be made (the input's own error) takes a place in the
+    window with :meth:`add_failed`, so it is handed back in its turn, after the calls
+    submitted before it.
+
+    :meth:`shutdown` may come from another thread while the consumer waits in :meth:`take`:
+    the wait ends at once with :class:`BufferClosed`, even if a call never finishes.
 
     Example:
         >>> from feedline.execution.executor import ThreadExecutor
@@ -34,6 +50,8 @@ class ParallelCalls:
         self._deterministic = deterministic
         self._pending: collections.deque[tuple[Any, concurrent.futures.Future[Any]]] = \
             collections.deque()
+        # Done once shut down: waited on beside the calls, it wakes a blocked take().
+        self._closed: concurrent.futures.Future[None] = concurrent.futures.Future()
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -46,21 +64,49 @@ class ParallelCalls:
         return len(self._pending) < self.limit
 
     def submit(self, item: Any) -> None:
-        """Start ``fn(item)``."""
-        self._pending.append((item, self._executor.submit(self._fn, item)))
+        """Start ``fn(item)``; :class:`BufferClosed` once shut down."""
+        if self._closed.done():
+            raise BufferClosed
+        try:
+            future = self._executor.submit(self._fn, item)
+        except RuntimeError:
+            if self._closed.done():  # shut down from another thread meanwhile
+                raise BufferClosed from None
+            raise
+        self._pending.append((item, future))
+
+    def add_failed(self, error: BaseException) -> None:
+        """Queue the input's own ``error`` in the window; it is handed back in its turn, as
+        a :class:`FailedInput` item whose future raises ``error``.
+
+        :meth:`pending_inputs` lists it in its place, so a checkpoint stores the failure.
+        """
+        if self._closed.done():
+            raise BufferClosed
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        future.set_exception(error)
+        self._pending.append((FailedInput(error), future))
 
     def take(self) -> tuple[Any, concurrent.futures.Future[Any]]:
         """Wait for the next call to hand back and return ``(input, finished future)``.
 
         ``future.result()`` gives the result, or raises the call's own exception with its
-        traceback; the caller knows which input failed.
+        traceback; the caller knows which input failed. Raises :class:`BufferClosed` when
+        the window is shut down (before or while waiting).
         """
+        closed = self._closed
         if self._deterministic or len(self._pending) == 1:
-            item, future = self._pending.popleft()
-            concurrent.futures.wait([future])
+            item, future = self._pending[0]
+            concurrent.futures.wait([future, closed],
+                                    return_when=concurrent.futures.FIRST_COMPLETED)
+            if closed.done():
+                raise BufferClosed
+            self._pending.popleft()
             return item, future
-        done, _ = concurrent.futures.wait([f for _, f in self._pending],
+        done, _ = concurrent.futures.wait([f for _, f in self._pending] + [closed],
                                           return_when=concurrent.futures.FIRST_COMPLETED)
+        if closed.done():
+            raise BufferClosed
         for position, (item, future) in enumerate(self._pending):
             if future in done:
                 del self._pending[position]
@@ -78,5 +124,14 @@ class ParallelCalls:
         self._pending.clear()
 
     def shutdown(self) -> None:
-        self.discard()
+        """Wake a waiting :meth:`take`, cancel queued calls, wait for running ones. Idempotent."""
+        if not self._closed.done():
+            try:
+                self._closed.set_result(None)
+            except concurrent.futures.InvalidStateError:  # shut down twice at once
+                pass
+        # Cancel without emptying the window: a consumer on another thread may be reading
+        # it, and it sees the closed flag before it takes anything more.
+        for _, future in list(self._pending):
+            future.cancel()
         self._executor.shutdown()

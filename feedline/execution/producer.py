@@ -17,7 +17,15 @@ class BackgroundProducer:
     The thread holds a reference to the source and the buffer only, never to the stage that
     owns it, so an abandoned pipeline is garbage-collected and closed. Each pull and its
     insertion into the buffer happen under :attr:`lock`, so holding the lock gives a
-    consistent view of (source position, buffered elements) for checkpoints.
+    consistent view of (source position, buffered elements and errors) for checkpoints.
+
+    Args:
+        source: The iterator to run ahead.
+        capacity: Results to keep at most.
+        name: Thread name suffix (``feedline-<name>``).
+        preloaded: Results restored from a checkpoint, handed out first: ``(True, element)``
+            or ``(False, error)``, as :meth:`snapshot` returns them.
+        exhausted: The source had ended when the checkpoint was taken.
 
     Example:
         >>> producer = BackgroundProducer(iter([1, 2]), 2, "doc")
@@ -27,12 +35,12 @@ class BackgroundProducer:
     """
 
     def __init__(self, source: Any, capacity: int, name: str,
-                 preloaded: Iterable[Any] = (), exhausted: bool = False) -> None:
+                 preloaded: Iterable[tuple[bool, Any]] = (), exhausted: bool = False) -> None:
         self.buffer = BoundedBuffer(capacity)
         self.lock = threading.Lock()
         self._source = source
         self._stopping = threading.Event()
-        self.buffer.extend((_ELEMENT, e) for e in preloaded)
+        self.buffer.extend((_ELEMENT if ok else _ERROR, value) for ok, value in preloaded)
         if exhausted:
             self.buffer.put_nowait((_END, None))
         self._thread: threading.Thread | None = None
@@ -75,11 +83,15 @@ class BackgroundProducer:
             raise StopIteration
         raise value
 
-    def snapshot(self) -> tuple[list[Any], bool]:
-        """(buffered elements, whether the source is exhausted); call with :attr:`lock` held."""
+    def snapshot(self) -> tuple[list[tuple[bool, Any]], bool]:
+        """(buffered results, whether the source is exhausted); call with :attr:`lock` held.
+
+        Results are ``(True, element)`` or ``(False, error)``, in order: a buffered error is
+        part of the position, raised in its place after a restore (as tf.data does).
+        """
         items = self.buffer.snapshot()
-        elements = [value for kind, value in items if kind == _ELEMENT]
-        return elements, any(kind == _END for kind, _ in items)
+        results = [(kind == _ELEMENT, value) for kind, value in items if kind != _END]
+        return results, any(kind == _END for kind, _ in items)
 
     def stop(self) -> None:
         """End the thread and wait for it. Idempotent."""

@@ -19,7 +19,6 @@ from feedline.core.structure import Element, normalize_output
 from feedline.transforms.filter import FilterDataset, predicate_result
 from feedline.transforms.map import MapDataset
 
-_CONTAINERS = frozenset({list, tuple, dict})
 _TRUE, _FALSE = np.True_, np.False_
 
 
@@ -72,6 +71,9 @@ class FusedInlineIterator(DatasetIterator):
                 seen[position] += 1
                 try:
                     out = fn(*element) if unpack and type(element) is tuple else fn(element)
+                    if not is_filter:
+                        # Inside the try: a result that is no element is this stage's error.
+                        out = normalize_output(out)
                 except Exception as error:  # noqa: BLE001 - re-raised with the stage named
                     raise annotate_error(error, self._stages[position].name, seen[position] - 1)
                 if is_filter:
@@ -81,7 +83,7 @@ class FusedInlineIterator(DatasetIterator):
                             out, self._stages[position].name, seen[position] - 1):
                         break
                 else:
-                    element = normalize_output(out) if type(out) in _CONTAINERS else out
+                    element = out
             else:
                 return element
 

@@ -76,6 +76,14 @@ class ZipDataset(Dataset):
 
 
 class ZipIterator(DatasetIterator):
+    """Takes one element from each input per step.
+
+    When an input fails, the others are still advanced for that position, so they stay
+    aligned: the step raises the first error and the next step combines the next elements
+    (tf.data's zip). An input that ends ends the zip; if an earlier input failed at that
+    same position, its error is raised first.
+    """
+
     def __init__(self, ctx: IteratorContext, structure: Element,
                  inputs: list[DatasetIterator]) -> None:
         super().__init__(ctx, inputs)
@@ -86,12 +94,20 @@ class ZipIterator(DatasetIterator):
         if self._exhausted:
             raise StopIteration
         parts = []
+        failure: Exception | None = None
         for upstream in self._inputs:
             try:
                 parts.append(next(upstream))
             except StopIteration:
                 self._exhausted = True
-                raise
+                break
+            except Exception as error:  # noqa: BLE001 - raised once every input has moved on
+                if failure is None:
+                    failure = error
+        if failure is not None:
+            raise failure
+        if self._exhausted:
+            raise StopIteration
         return pack_as(self._structure, parts)
 
     def _get_state(self) -> State:

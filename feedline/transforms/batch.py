@@ -9,6 +9,7 @@ import numpy as np
 
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
+from feedline.core.error_records import error_record, restore_error
 from feedline.core.errors import StructureError
 from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
@@ -24,7 +25,7 @@ from feedline.core.structure import (
 )
 from feedline.core.validation import resolve_parallelism, validate_int, validate_parallelism
 from feedline.execution.executor import make_executor
-from feedline.execution.parallel_calls import ParallelCalls
+from feedline.execution.parallel_calls import FailedInput, ParallelCalls
 
 
 def stack_leaves(values: Sequence[Any], path: str = "<element>") -> np.ndarray:
@@ -177,7 +178,12 @@ class BatchIterator(DatasetIterator):
 
 
 class ParallelBatchIterator(DatasetIterator):
-    """Collects elements on the consumer's thread and stacks several batches at once."""
+    """Collects elements on the consumer's thread and stacks several batches at once.
+
+    An error of the upstream ends the batch being collected, whose elements are dropped,
+    and takes that batch's place: the batches before it come out first, then the error,
+    then a batch starting after the failed element (tf.data's ``batch``, parallel or not).
+    """
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, batch_size: int,
                  drop_remainder: bool, name: str, parallelism: int, deterministic: bool) -> None:
@@ -192,35 +198,48 @@ class ParallelBatchIterator(DatasetIterator):
         self._exhausted = False
 
     def __next__(self) -> Any:
-        while not self._exhausted and self._calls.has_room():
+        calls = self._calls
+        while not self._exhausted and calls.has_room():
             try:
                 elements = pull_batch(self._upstream, self._batch_size, self._drop_remainder)
             except StopIteration:
                 self._exhausted = True
                 break
-            self._calls.submit((self._batches, elements))
+            except Exception as error:  # noqa: BLE001 - handed out in its turn
+                calls.add_failed(error)
+                continue
+            calls.submit((self._batches, elements))
             self._batches += 1
-        if not len(self._calls):
+        if not len(calls):
             raise StopIteration
-        (index, _), future = self._calls.take()
+        item, future = calls.take()
+        if isinstance(item, FailedInput):
+            raise item.error  # the upstream's error, already annotated by its stage
+        index = item[0]
         try:
             return future.result()
         except StructureError as error:
             raise annotate_error(error, self._name, index)
 
     def _get_state(self) -> State:
+        # Batches in flight are stacked again on restore; the upstream's failures are stored.
+        in_flight = [{"input_error": error_record(item.error)} if isinstance(item, FailedInput)
+                     else [item[0], [encode(e) for e in item[1]]]
+                     for item in self._calls.pending_inputs()]
         return {"batches": self._batches, "exhausted": self._exhausted,
-                "in_flight": [[i, [encode(e) for e in elements]]
-                              for i, elements in self._calls.pending_inputs()],
-                "input": self._upstream.state_dict()}
+                "in_flight": in_flight, "input": self._upstream.state_dict()}
 
     def _set_state(self, state: State) -> None:
         self._calls.discard()
         self._upstream.load_state_dict(state["input"])
         self._batches = state["batches"]
         self._exhausted = state["exhausted"]
-        for i, elements in state["in_flight"]:
-            self._calls.submit((i, [decode(e) for e in elements]))
+        for saved in state["in_flight"]:
+            if isinstance(saved, dict):
+                self._calls.add_failed(restore_error(saved["input_error"]))
+            else:
+                index, elements = saved
+                self._calls.submit((index, [decode(e) for e in elements]))
 
     def _release(self) -> None:
         self._calls.shutdown()

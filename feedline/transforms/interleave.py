@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import importlib
 import math
 import threading
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from typing import Any
 
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
+from feedline.core.error_records import error_record, restore_error
 from feedline.core.errors import CheckpointError
 from feedline.core.functions import annotate_error, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
@@ -77,40 +77,6 @@ def _open_inner(map_func: Callable[..., Any], ctx: IteratorContext, stage: str, 
         return dataset._make_iterator(ctx)
     except Exception as error:  # noqa: BLE001 - re-raised with a note
         raise annotate_error(error, stage, index)
-
-
-# ------------------------------------------------------------------ errors inside states
-def encode_error(error: BaseException) -> dict[str, Any]:
-    """A JSON-safe record of an error that a checkpoint must deliver later (as tf.data does)."""
-    cls = type(error)
-    return {"type": f"{cls.__module__}:{cls.__qualname__}", "message": str(error),
-            "notes": [str(n) for n in getattr(error, "__notes__", ())]}
-
-
-def decode_error(saved: dict[str, Any]) -> BaseException:
-    """The error recorded by :func:`encode_error`: the same type when it can be rebuilt from
-    its message, else a ``RuntimeError`` naming the original type.
-
-    Example:
-        >>> decode_error(encode_error(KeyError("k")))
-        KeyError("'k'")
-    """
-    module, _, qualname = saved["type"].partition(":")
-    error: BaseException | None = None
-    try:
-        cls: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            cls = getattr(cls, part)
-        if isinstance(cls, type) and issubclass(cls, Exception):
-            error = cls(saved["message"])
-    except Exception:  # noqa: BLE001 - any failure to rebuild falls back to RuntimeError
-        error = None
-    if error is None:
-        error = RuntimeError(f"{saved['type']}: {saved['message']}")
-    for note in saved.get("notes", ()):
-        error.add_note(note)
-    error.add_note("feedline: this error was recorded in a checkpoint and raised after restoring")
-    return error
 
 
 # ------------------------------------------------------------------ the dataset node
@@ -422,7 +388,7 @@ def _encode_item(item: tuple[int, Any]) -> list[Any]:
         return ["element", encode(value)]
     if kind == _END:
         return ["end"]
-    return ["error" if kind == _ERROR else "failed", encode_error(value)]
+    return ["error" if kind == _ERROR else "failed", error_record(value)]
 
 
 def _decode_item(saved: list[Any]) -> tuple[int, Any]:
@@ -431,7 +397,9 @@ def _decode_item(saved: list[Any]) -> tuple[int, Any]:
         return (_ELEMENT, decode(saved[1]))
     if kind == "end":
         return (_END, None)
-    return (_ERROR if kind == "error" else _FAILED, decode_error(saved[1]))
+    if kind not in ("error", "failed"):
+        raise CheckpointError(f"unknown interleave buffer entry {kind!r}")
+    return (_ERROR if kind == "error" else _FAILED, restore_error(saved[1]))
 
 
 class _InputError:
@@ -691,7 +659,7 @@ class ParallelInterleaveIterator(DatasetIterator):
         futures: list[Any] = []
         for entry in self._futures:
             if isinstance(entry, _InputError):
-                futures.append({"input_error": encode_error(entry.error)})
+                futures.append({"input_error": error_record(entry.error)})
             else:
                 futures.append(entry.state())
         return {"cycle_index": self._cycle_index, "block_index": self._block_index,
@@ -707,7 +675,7 @@ class ParallelInterleaveIterator(DatasetIterator):
                 self._num_open += 1
         for saved in state["futures"]:
             if "input_error" in saved:
-                self._futures.append(_InputError(decode_error(saved["input_error"])))
+                self._futures.append(_InputError(restore_error(saved["input_error"])))
             else:
                 self._futures.append(self._restore_slot(saved, self._future_capacity))
         if self._executor is not None:  # else they start with the executor

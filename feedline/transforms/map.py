@@ -10,13 +10,15 @@ from collections.abc import Callable
 from typing import Any
 
 from feedline.core.dataset import Dataset
+from feedline.core.error_records import error_record, restore_error
 from feedline.core.functions import annotate_error, call_with_element, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import normalize_output
 from feedline.core.validation import resolve_parallelism, validate_parallelism
+from feedline.execution.buffer import BufferClosed
 from feedline.execution.executor import make_executor
-from feedline.execution.parallel_calls import ParallelCalls
+from feedline.execution.parallel_calls import FailedInput, ParallelCalls
 
 
 class MapDataset(Dataset):
@@ -56,9 +58,6 @@ class MapDataset(Dataset):
             ctx.deterministic(self.deterministic), self.executor)
 
 
-_CONTAINERS = frozenset({list, tuple, dict})
-
-
 def _call_whole(fn: Callable[[Any], Any], element: Any) -> Any:
     return fn(element)
 
@@ -87,10 +86,10 @@ class MapIterator(DatasetIterator):
         element = next(self._upstream)
         self._index += 1
         try:
-            result = self._call(self._fn, element)
+            # Inside the try: a result that is no element is this stage's error.
+            return normalize_output(self._call(self._fn, element))
         except Exception as error:  # noqa: BLE001 - re-raised with the stage named
             raise annotate_error(error, self._name, self._index - 1)
-        return normalize_output(result) if type(result) in _CONTAINERS else result
 
     def _get_state(self) -> State:
         return {"index": self._index, "input": self._upstream.state_dict()}
@@ -139,6 +138,10 @@ class ParallelMapIterator(DatasetIterator):
     makes the state exact: the upstream position plus the inputs not yet handed out.
     Elements travel to workers in chunks sized from measured call times, so cheap functions
     do not pay a thread hand-off per element.
+
+    An error of the upstream takes its place in the window of calls: the elements pulled
+    before it come out first, in order, then the error, then the elements after it (as in
+    tf.data; nothing is dropped). A checkpoint stores it in its place too.
     """
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
@@ -154,7 +157,9 @@ class ParallelMapIterator(DatasetIterator):
         self._calls: ParallelCalls | None = None
         # Computed but not yet handed out: (index, input, ok, result or error).
         self._ready: collections.deque[tuple[int, Any, bool, Any]] = collections.deque()
-        self._restored_inputs: list[tuple[int, Any]] = []
+        # In-flight inputs from a checkpoint, submitted by _start(): (index, input) pairs
+        # and the upstream's failures in their places.
+        self._restored_inputs: list[tuple[int, Any] | FailedInput] = []
         self._next_index = 0
         self._exhausted = False
         self._chunk_size = 1
@@ -162,32 +167,53 @@ class ParallelMapIterator(DatasetIterator):
 
     def _start(self) -> ParallelCalls:
         runner = _ChunkRunner(self._fn, self._executor_kind == "process")
-        self._calls = ParallelCalls(
+        calls = self._calls = ParallelCalls(
             runner, make_executor(self._parallelism, self._name, self._executor_kind),
             2 * self._parallelism, self._deterministic)
+        if self._closed:
+            # close() from another thread ran before self._calls was set: it could not
+            # shut these workers down, so this thread does.
+            calls.shutdown()
+            raise BufferClosed
         self._submit_in_chunks(self._restored_inputs)
         self._restored_inputs = []
-        return self._calls
+        return calls
 
-    def _submit_in_chunks(self, items: list[tuple[int, Any]]) -> None:
-        assert self._calls is not None
-        for start in range(0, len(items), self._chunk_size):
-            self._calls.submit(items[start:start + self._chunk_size])
+    def _submit_in_chunks(self, items: list[tuple[int, Any] | FailedInput]) -> None:
+        calls = self._calls
+        assert calls is not None
+        run: list[tuple[int, Any]] = []
+        for item in [*items, None]:
+            if isinstance(item, tuple):
+                run.append(item)
+                continue
+            for start in range(0, len(run), self._chunk_size):
+                calls.submit(run[start:start + self._chunk_size])
+            run = []
+            if item is not None:
+                calls.add_failed(item.error)
 
     def _fill(self, calls: ParallelCalls) -> None:
         upstream = self._upstream
         while not self._exhausted and calls.has_room():
             chunk: list[tuple[int, Any]] = []
+            failure: Exception | None = None
             for _ in range(self._chunk_size):
                 try:
                     element = next(upstream)
                 except StopIteration:
                     self._exhausted = True
                     break
+                except Exception as error:  # noqa: BLE001 - handed out in its turn
+                    failure = error
+                    break
                 chunk.append((self._next_index, element))
                 self._next_index += 1
             if chunk:
                 calls.submit(chunk)
+            if failure is not None:
+                # After the chunk pulled before it; the upstream goes on past a failure.
+                calls.add_failed(failure)
 
     def _adapt_chunk_size(self, elements: int, seconds: float) -> None:
         per_element = seconds / elements
@@ -205,6 +231,8 @@ class ParallelMapIterator(DatasetIterator):
             if not len(calls):
                 raise StopIteration
             chunk, future = calls.take()
+            if isinstance(chunk, FailedInput):
+                raise chunk.error  # the upstream's error, already annotated by its stage
             outcomes, seconds = future.result()  # the runner never raises; a dead worker does
             self._adapt_chunk_size(len(chunk), seconds)
             self._ready.extend((index, element, ok, value)
@@ -214,16 +242,25 @@ class ParallelMapIterator(DatasetIterator):
             return value
         raise annotate_error(value, self._name, index)
 
-    def _pending_inputs(self) -> list[tuple[int, Any]]:
+    def _pending_inputs(self) -> list[tuple[int, Any] | FailedInput]:
         if self._calls is None:
             return self._restored_inputs
-        ready = [(index, element) for index, element, _, _ in self._ready]
-        return ready + [item for chunk in self._calls.pending_inputs() for item in chunk]
+        pending: list[tuple[int, Any] | FailedInput] = [
+            (index, element) for index, element, _, _ in self._ready]
+        for chunk in self._calls.pending_inputs():
+            if isinstance(chunk, FailedInput):
+                pending.append(chunk)
+            else:
+                pending.extend(chunk)
+        return pending
 
     def _get_state(self) -> State:
+        # Inputs are re-run on restore (a failing call fails again); the upstream's own
+        # failures cannot be re-run (the upstream is past them), so they are stored.
+        in_flight = [{"input_error": error_record(item.error)} if isinstance(item, FailedInput)
+                     else [item[0], encode(item[1])] for item in self._pending_inputs()]
         return {"next_index": self._next_index, "exhausted": self._exhausted,
-                "in_flight": [[i, encode(e)] for i, e in self._pending_inputs()],
-                "input": self._upstream.state_dict()}
+                "in_flight": in_flight, "input": self._upstream.state_dict()}
 
     def _set_state(self, state: State) -> None:
         self._ready.clear()
@@ -232,7 +269,9 @@ class ParallelMapIterator(DatasetIterator):
         self._upstream.load_state_dict(state["input"])
         self._next_index = state["next_index"]
         self._exhausted = state["exhausted"]
-        items = [(i, decode(e)) for i, e in state["in_flight"]]
+        items: list[tuple[int, Any] | FailedInput] = [
+            FailedInput(restore_error(saved["input_error"])) if isinstance(saved, dict)
+            else (int(saved[0]), decode(saved[1])) for saved in state["in_flight"]]
         if self._calls is not None:
             self._submit_in_chunks(items)
         else:
@@ -240,5 +279,6 @@ class ParallelMapIterator(DatasetIterator):
 
     def _release(self) -> None:
         self._ready.clear()
-        if self._calls is not None:
-            self._calls.shutdown()
+        calls = self._calls
+        if calls is not None:
+            calls.shutdown()

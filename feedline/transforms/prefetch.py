@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
 
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
+from feedline.core.error_records import error_record, restore_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.options import AUTOTUNE_FIXED_BUFFER
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element, flatten
 from feedline.core.validation import validate_int
+from feedline.execution.buffer import BufferClosed
 from feedline.execution.producer import BackgroundProducer
 
 AUTOTUNE_MAX_BUFFER = 16
@@ -62,9 +65,32 @@ class PrefetchDataset(Dataset):
         return PrefetchIterator(ctx, upstream, self.buffer_size, self.name)
 
 
+def encode_results(results: list[tuple[bool, Any]]) -> list[list[Any]]:
+    """Buffered ``(True, element)`` / ``(False, error)`` results as JSON-safe state entries."""
+    return [["element", encode(value)] if ok else ["error", error_record(value)]
+            for ok, value in results]
+
+
+def decode_results(saved: list[list[Any]]) -> list[tuple[bool, Any]]:
+    """The results :func:`encode_results` stored (errors as restored feedline errors)."""
+    results: list[tuple[bool, Any]] = []
+    for kind, value in saved:
+        if kind not in ("element", "error"):
+            raise ValueError(f"unknown buffered entry {kind!r}")
+        results.append((True, decode(value)) if kind == "element"
+                       else (False, restore_error(value)))
+    return results
+
+
 class PrefetchIterator(DatasetIterator):
     """Starts its thread on the first ``next()``; ``AUTOTUNE`` grows the buffer by one each time
-    the consumer finds it empty, up to :data:`AUTOTUNE_MAX_BUFFER`."""
+    the consumer finds it empty, up to :data:`AUTOTUNE_MAX_BUFFER`.
+
+    Errors of the upstream are buffered in their places, and a checkpoint stores them there
+    (version 2 of the state): after a restore they are raised where they would have been.
+    """
+
+    STATE_VERSION = 2
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, buffer_size: int,
                  name: str) -> None:
@@ -79,14 +105,22 @@ class PrefetchIterator(DatasetIterator):
         self._ram_budget = ctx.options.autotune_ram_budget() if self._autotune else 0
         self._name = name
         self._producer: BackgroundProducer | None = None
-        self._restored: list[Any] = []
+        # Starting, stopping and replacing the producer: two consumers (or a consumer and
+        # close() on another thread) must never start two threads, or one nobody stops.
+        self._producer_lock = threading.Lock()
+        self._restored: list[tuple[bool, Any]] = []
         self._restored_exhausted = False
 
     def _start(self) -> BackgroundProducer:
-        self._producer = BackgroundProducer(self._upstream, self._capacity, self._name,
-                                            self._restored, self._restored_exhausted)
-        self._restored, self._restored_exhausted = [], False
-        return self._producer
+        with self._producer_lock:
+            if self._producer is None:
+                if self._closed:
+                    raise BufferClosed
+                self._producer = BackgroundProducer(
+                    self._upstream, self._capacity, self._name, self._restored,
+                    self._restored_exhausted)
+                self._restored, self._restored_exhausted = [], False
+            return self._producer
 
     def __next__(self) -> Any:
         producer = self._producer if self._producer is not None else self._start()
@@ -105,24 +139,28 @@ class PrefetchIterator(DatasetIterator):
         return self._capacity
 
     def _get_state(self) -> State:
-        if self._producer is None:
-            elements, exhausted = self._restored, self._restored_exhausted
+        producer = self._producer
+        if producer is None:
+            results, exhausted = self._restored, self._restored_exhausted
             upstream = self._upstream.state_dict()
         else:
-            with self._producer.lock:
-                elements, exhausted = self._producer.snapshot()
+            with producer.lock:
+                results, exhausted = producer.snapshot()
                 upstream = self._upstream.state_dict()
-        return {"buffered": [encode(e) for e in elements], "exhausted": exhausted,
+        return {"buffered": encode_results(results), "exhausted": exhausted,
                 "input": upstream}
 
     def _set_state(self, state: State) -> None:
-        if self._producer is not None:
-            self._producer.stop()
-            self._producer = None
+        with self._producer_lock:
+            producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.stop()
         self._upstream.load_state_dict(state["input"])
-        self._restored = [decode(e) for e in state["buffered"]]
-        self._restored_exhausted = state["exhausted"]
+        self._restored = decode_results(state["buffered"])
+        self._restored_exhausted = bool(state["exhausted"])
 
     def _release(self) -> None:
-        if self._producer is not None:
-            self._producer.stop()
+        with self._producer_lock:
+            producer = self._producer
+        if producer is not None:
+            producer.stop()

@@ -87,9 +87,8 @@ class ScanIterator(DatasetIterator):
         try:
             # On failure the state is left as it was: the element is skipped, not half-applied.
             self._state, output = self._step(element)
-        except Exception as error:
-            annotate_error(error, self._name, index)
-            raise
+        except Exception as error:  # noqa: BLE001 - re-raised with the stage named
+            raise annotate_error(error, self._name, index)
         return output
 
     def _get_state(self) -> State:

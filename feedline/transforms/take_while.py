@@ -78,9 +78,8 @@ class TakeWhileIterator(DatasetIterator):
         self._index += 1
         try:
             keep = predicate_result(call_with_element(self._predicate, element), self._name)
-        except Exception as error:
-            annotate_error(error, self._name, index)
-            raise
+        except Exception as error:  # noqa: BLE001 - re-raised with the stage named
+            raise annotate_error(error, self._name, index)
         if not keep:
             # Stop for good: the input is not read any further.
             self._done = True

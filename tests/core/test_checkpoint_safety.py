@@ -158,7 +158,7 @@ def test_a_changed_constant_in_a_function_is_another_pipeline():
     scale = 2
     first = fl.Dataset.range(10).map(lambda x: x * scale)
     state = _saved(first, 3)
-    scale = 3  # noqa: F841 -- read by the closure when the second fingerprint is taken
+    scale = 3
     with pytest.raises(fl.CheckpointError, match="stage 2 differs"):
         iter(fl.Dataset.range(10).map(lambda x: x * scale)).load_state_dict(state)
 

@@ -263,7 +263,7 @@ def test_a_changed_byte_is_data_loss(tmp_path):
 
 
 def test_a_cache_file_of_another_pipeline_is_never_read(tmp_path, caplog):
-    prefix, path = _complete_cache(tmp_path, 5)
+    prefix, _ = _complete_cache(tmp_path, 5)
     calls = []
 
     def times_ten(x):

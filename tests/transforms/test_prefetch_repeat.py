@@ -34,11 +34,12 @@ def test_prefetch_error_surfaces_after_good_elements_and_threads_end():
             raise OSError("disk gone")
         return x
 
-    with no_leaked_threads():
-        it = iter(fl.Dataset.range(10).map(fail_at_3).prefetch(2))
+    with no_leaked_threads(), iter(fl.Dataset.range(10).map(fail_at_3).prefetch(2)) as it:
         assert ints([next(it) for _ in range(3)]) == [0, 1, 2]
         with pytest.raises(OSError, match="disk gone"):
             next(it)
+        # The error took element 3's place; the iterator goes on (tf.data).
+        assert ints(it) == [4, 5, 6, 7, 8, 9]
 
 
 def test_prefetch_negative_rejected():

@@ -1,0 +1,126 @@
+"""Errors inside iterator states: a failure a stage had buffered is part of its checkpoint.
+
+A prefetch buffer or an interleave slot may hold an error that the consumer has not reached
+yet; tf.data raises it in its place after a restore, so feedline stores it too. States are
+data that travel between machines and users: they must stay JSON-safe, and restoring one
+must never import, look up or construct a class the state names. So an error is stored as
+a plain record (its type's name, its message, its notes) and restored as a
+:class:`RestoredError`. When the original type is, or derives from, one of a fixed list of
+builtin and feedline exception types, the restored error is an instance of that type too,
+so ``except ValueError`` (or ``ignore_errors()``) treats it as it treated the original.
+
+Example:
+    >>> error = restore_error(error_record(KeyError("missing")))
+    >>> isinstance(error, KeyError), isinstance(error, RestoredError), str(error)
+    (True, True, "'missing'")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from feedline.core.errors import (
+    CheckpointError,
+    DataLossError,
+    FeedlineError,
+    OutOfRangeError,
+    StopIterationError,
+    StructureError,
+)
+
+
+class RestoredError(FeedlineError):
+    """An error restored from a checkpoint, raised where the original would have been.
+
+    ``str(error)`` is the original message; a note names the original type. Restored
+    errors of allow-listed types are also instances of that type (see the module doc).
+
+    Attributes:
+        original_type: The original exception's ``module.QualifiedName``.
+        message: The original ``str(error)``.
+    """
+
+    original_type: str = ""
+    message: str = ""
+
+    def __str__(self) -> str:
+        # The original's text: KeyError and OSError would otherwise format the argument.
+        return self.message
+
+
+# Fixed in code, never extended from a state. Each gets a RestoredError subclass; an error
+# whose type is not listed is restored as the closest listed base class in its MRO.
+_RESTORABLE_TYPES: tuple[type[BaseException], ...] = (
+    Exception, ArithmeticError, AssertionError, AttributeError, BufferError, EOFError,
+    FloatingPointError, ImportError, IndexError, KeyError, LookupError, MemoryError,
+    NameError, NotImplementedError, OSError, ConnectionError, FileExistsError,
+    FileNotFoundError, InterruptedError, IsADirectoryError, NotADirectoryError,
+    PermissionError, TimeoutError, OverflowError, RecursionError, RuntimeError,
+    TypeError, UnicodeError, ValueError, ZeroDivisionError,
+    FeedlineError, CheckpointError, DataLossError, OutOfRangeError, StopIterationError,
+    StructureError,
+)
+
+
+def _restored_class(base: type[BaseException]) -> type[RestoredError]:
+    if base is Exception or base is FeedlineError:
+        return RestoredError
+    return type(f"Restored{base.__name__}", (RestoredError, base), {
+        "__module__": __name__,
+        "__doc__": f"A restored error that was a {base.__name__} when it was raised.",
+    })
+
+
+_RESTORED: dict[str, type[RestoredError]] = {
+    base.__name__: _restored_class(base) for base in _RESTORABLE_TYPES}
+_BY_TYPE: dict[type[BaseException], str] = {base: base.__name__ for base in _RESTORABLE_TYPES}
+
+
+def _qualified_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def error_record(error: BaseException) -> dict[str, Any]:
+    """A JSON-safe record of ``error`` for a state; :func:`restore_error` raises it later.
+
+    Args:
+        error: The buffered error.
+
+    Returns:
+        ``{"type", "kind", "message", "notes"}``: the original type's name, the closest
+        allow-listed type it derives from, ``str(error)`` and its notes.
+    """
+    if isinstance(error, RestoredError):  # saved again: keep what it was originally
+        original = error.original_type
+    else:
+        original = _qualified_name(type(error))
+    kind = next((_BY_TYPE[cls] for cls in type(error).__mro__ if cls in _BY_TYPE), "Exception")
+    return {"type": original, "kind": kind, "message": str(error),
+            "notes": [str(note) for note in getattr(error, "__notes__", ())]}
+
+
+_RESTORED_NOTE = "feedline: restored from a checkpoint; raised originally as {}"
+
+
+def restore_error(record: Any) -> RestoredError:
+    """The error :func:`error_record` recorded, as a :class:`RestoredError`.
+
+    Only the fixed classes of this module are ever built; the record's names are data.
+
+    Raises:
+        CheckpointError: ``record`` is not such a record.
+    """
+    if not isinstance(record, dict) or not all(
+            isinstance(record.get(key), str) for key in ("type", "kind", "message")) \
+            or not isinstance(record.get("notes", []), list):
+        raise CheckpointError(f"damaged error record in a state: {record!r:.200}")
+    cls = _RESTORED.get(record["kind"], RestoredError)
+    error = cls(record["message"])
+    error.original_type = record["type"]
+    error.message = record["message"]
+    restored_note = _RESTORED_NOTE.format(record["type"])
+    for note in record.get("notes", []):
+        if note != restored_note:
+            error.add_note(str(note))
+    error.add_note(restored_note)
+    return error
