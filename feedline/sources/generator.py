@@ -22,6 +22,7 @@ from feedline.core.structure import (
     same_structure,
     to_leaf_array,
 )
+from feedline.core.unary import require_callable
 from feedline.core.validation import validate_int
 
 _STRING_KINDS = "OSU"
@@ -162,10 +163,9 @@ class GeneratorDataset(Dataset):
     def __init__(self, generator: Callable[..., Iterable[Any]], output_signature: Element = None,
                  args: Sequence[Any] = (), restorable: bool = True) -> None:
         super().__init__()
-        if not callable(generator):
-            raise TypeError("from_generator(): `generator` must be a callable returning an "
-                            f"iterable (pass the generator function, not a generator object); "
-                            f"got {type(generator).__name__}")
+        require_callable(generator, "from_generator()", "generator",
+                         " returning an iterable (pass the generator function, not a "
+                         "generator object)")
         if args is None:
             args = ()
         if not isinstance(args, Sequence) or isinstance(args, str | bytes):

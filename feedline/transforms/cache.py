@@ -19,6 +19,7 @@ from feedline.core.fingerprint import DeclaredTypes, PipelineFingerprint, declar
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element
+from feedline.core.unary import UnaryDataset
 
 logger = logging.getLogger(__name__)
 
@@ -281,7 +282,7 @@ class _FileStore:
 
 
 # ----------------------------------------------------------------------------- the dataset
-class CacheDataset(Dataset):
+class CacheDataset(UnaryDataset):
     """The node of ``Dataset.cache``.
 
     With ``filename=""`` the cache lives in memory and belongs to this dataset object: the
@@ -303,7 +304,7 @@ class CacheDataset(Dataset):
 
     def __init__(self, input_dataset: Dataset, filename: str | os.PathLike[str] = "",
                  name: str | None = None) -> None:
-        super().__init__([input_dataset])
+        super().__init__(input_dataset)
         if not isinstance(filename, str | os.PathLike):
             raise TypeError(f"cache(filename) must be a str or path, got {filename!r}")
         self.filename = os.fspath(filename)
@@ -340,12 +341,6 @@ class CacheDataset(Dataset):
         self.__dict__.update(state)
         self._store = self._new_store()
 
-    def _element_spec(self) -> Element | None:
-        return self._inputs[0]._element_spec()
-
-    def cardinality(self) -> int:
-        return self._inputs[0].cardinality()
-
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return CacheIterator(ctx, self)
 
@@ -371,7 +366,7 @@ class CacheIterator(DatasetIterator):
         self._done = False
         self._reader = self._store.open_reader(0, None)
         if self._reader is None:
-            self._set_upstream(node._inputs[0]._make_iterator(ctx))
+            self._set_upstream(node._make_input_iterator(ctx))
             self._writer = self._store.open_writer()
 
     def _set_upstream(self, upstream: DatasetIterator | None) -> None:
@@ -419,7 +414,7 @@ class CacheIterator(DatasetIterator):
         if self._reader is not None:
             self._position = position
             return
-        upstream = self._node._inputs[0]._make_iterator(self._ctx)
+        upstream = self._node._make_input_iterator(self._ctx)
         self._set_upstream(upstream)
         if state["mode"] == "input":
             upstream.load_state_dict(state["input"][0])

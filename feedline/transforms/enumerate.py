@@ -9,10 +9,11 @@ import numpy as np
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import Element, TensorSpec
+from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import as_int
 
 
-class EnumerateDataset(Dataset):
+class EnumerateDataset(UnaryDataset):
     """The node of ``Dataset.enumerate``: ``(np.int64 index, element)`` pairs.
 
     Example:
@@ -22,7 +23,7 @@ class EnumerateDataset(Dataset):
     """
 
     def __init__(self, input_dataset: Dataset, start: int = 0, name: str | None = None) -> None:
-        super().__init__([input_dataset])
+        super().__init__(input_dataset)
         self.start = as_int(start, "enumerate(start)")
         self.name = name or "enumerate"
 
@@ -32,17 +33,13 @@ class EnumerateDataset(Dataset):
             return None
         return (TensorSpec((), np.dtype(np.int64)), inner)
 
-    def cardinality(self) -> int:
-        return self._inputs[0].cardinality()
-
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return EnumerateIterator(ctx, self._inputs[0]._make_iterator(ctx), self.start)
+        return EnumerateIterator(ctx, self._make_input_iterator(ctx), self.start)
 
 
-class EnumerateIterator(DatasetIterator):
+class EnumerateIterator(UnaryIterator):
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, start: int) -> None:
-        super().__init__(ctx, [upstream])
-        self._upstream = upstream
+        super().__init__(ctx, upstream)
         self._next = start
 
     def __next__(self) -> Any:
@@ -60,8 +57,8 @@ class EnumerateIterator(DatasetIterator):
         return np.int64(index), element
 
     def _get_state(self) -> State:
-        return {"next": self._next, "input": self._upstream.state_dict()}
+        return self._with_input_state({"next": self._next})
 
     def _set_state(self, state: State) -> None:
-        self._upstream.load_state_dict(state["input"])
+        self._load_input_state(state)
         self._next = state["next"]

@@ -11,7 +11,7 @@ from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
-from feedline.core.structure import Element
+from feedline.core.unary import UnaryDataset, UnaryIterator, require_callable
 
 
 def predicate_result(value: Any, stage: str, index: int) -> bool:
@@ -44,7 +44,7 @@ def predicate_result(value: Any, stage: str, index: int) -> bool:
 _TRUE, _FALSE = np.True_, np.False_
 
 
-class FilterDataset(Dataset):
+class FilterDataset(UnaryDataset):
     """The node of ``Dataset.filter``.
 
     Example:
@@ -55,30 +55,24 @@ class FilterDataset(Dataset):
 
     def __init__(self, input_dataset: Dataset, predicate: Callable[..., Any],
                  name: str | None = None) -> None:
-        super().__init__([input_dataset])
-        if not callable(predicate):
-            raise TypeError(f"filter() needs a callable predicate, got {type(predicate).__name__}")
-        self.predicate = predicate
+        super().__init__(input_dataset)
+        self.predicate = require_callable(predicate, "filter()", "predicate")
         self.name = name or f"filter({function_name(predicate)})"
-
-    def _element_spec(self) -> Element | None:
-        return self._inputs[0]._element_spec()
 
     def cardinality(self) -> int:
         # tf.data reports UNKNOWN for filter whatever its input: how many pass is unknowable.
         return UNKNOWN
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return FilterIterator(ctx, self._inputs[0]._make_iterator(ctx), self.predicate, self.name)
+        return FilterIterator(ctx, self._make_input_iterator(ctx), self.predicate, self.name)
 
 
-class FilterIterator(DatasetIterator):
+class FilterIterator(UnaryIterator):
     """Pulls input elements until one passes; a failing predicate consumes its element."""
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
                  predicate: Callable[..., Any], name: str) -> None:
-        super().__init__(ctx, [upstream])
-        self._upstream = upstream
+        super().__init__(ctx, upstream)
         self._predicate = predicate
         self._name = name
         self._index = 0
@@ -100,8 +94,8 @@ class FilterIterator(DatasetIterator):
                 return element
 
     def _get_state(self) -> State:
-        return {"index": self._index, "input": self._upstream.state_dict()}
+        return self._with_input_state({"index": self._index})
 
     def _set_state(self, state: State) -> None:
-        self._upstream.load_state_dict(state["input"])
+        self._load_input_state(state)
         self._index = state["index"]

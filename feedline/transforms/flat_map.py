@@ -10,6 +10,8 @@ from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, call_with_element, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode
+from feedline.core.structure import Element
+from feedline.core.unary import UnaryDataset, UnaryIterator, require_callable
 
 
 def make_inner_dataset(map_func: Callable[..., Any], element: Any, stage: str,
@@ -42,7 +44,7 @@ def note_inner_error(error: BaseException, stage: str, index: int) -> BaseExcept
     return error
 
 
-class FlatMapDataset(Dataset):
+class FlatMapDataset(UnaryDataset):
     """The node of ``Dataset.flat_map``.
 
     Example:
@@ -54,21 +56,22 @@ class FlatMapDataset(Dataset):
 
     def __init__(self, input_dataset: Dataset, map_func: Callable[..., Dataset],
                  name: str | None = None) -> None:
-        super().__init__([input_dataset])
-        if not callable(map_func):
-            raise TypeError(f"flat_map() needs a callable, got {type(map_func).__name__}")
-        self.map_func = map_func
+        super().__init__(input_dataset)
+        self.map_func = require_callable(map_func, "flat_map()", "map_func")
         self.name = name or f"flat_map({function_name(map_func)})"
+
+    def _element_spec(self) -> Element | None:
+        return None  # the inner datasets' elements: seen only by running map_func
 
     def cardinality(self) -> int:
         # As tf.data: the inner datasets' sizes are unknown until they are made.
         return 0 if self._inputs[0].cardinality() == 0 else UNKNOWN
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return FlatMapIterator(ctx, self._inputs[0]._make_iterator(ctx), self.map_func, self.name)
+        return FlatMapIterator(ctx, self._make_input_iterator(ctx), self.map_func, self.name)
 
 
-class FlatMapIterator(DatasetIterator):
+class FlatMapIterator(UnaryIterator):
     """Reads one inner dataset to its end, then makes the next from the next input element.
 
     The state keeps the input element the current inner dataset was made from, so a restore
@@ -77,8 +80,7 @@ class FlatMapIterator(DatasetIterator):
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
                  map_func: Callable[..., Dataset], name: str) -> None:
-        super().__init__(ctx, [upstream])
-        self._upstream = upstream
+        super().__init__(ctx, upstream)
         self._map_func = map_func
         self._name = name
         self._index = 0  # input elements taken so far
@@ -114,11 +116,11 @@ class FlatMapIterator(DatasetIterator):
     def _get_state(self) -> State:
         # A list, empty between inner datasets, so the state keeps one shape at every step.
         current = [] if self._inner is None else [encode(self._element), self._inner.state_dict()]
-        return {"index": self._index, "current": current, "input": self._upstream.state_dict()}
+        return self._with_input_state({"index": self._index, "current": current})
 
     def _set_state(self, state: State) -> None:
         self._set_inner(None)
-        self._upstream.load_state_dict(state["input"])
+        self._load_input_state(state)
         self._index = state["index"]
         if state["current"]:
             encoded, inner_state = state["current"]

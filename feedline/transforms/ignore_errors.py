@@ -7,12 +7,12 @@ from typing import Any
 
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator, State
-from feedline.core.structure import Element
+from feedline.core.unary import UnaryDataset, UnaryIterator
 
 logger = logging.getLogger(__name__)
 
 
-class IgnoreErrorsDataset(Dataset):
+class IgnoreErrorsDataset(UnaryDataset):
     """The node of ``Dataset.ignore_errors``.
 
     Any ``Exception`` raised while producing an element (by a map function, a parser, a reader
@@ -29,23 +29,20 @@ class IgnoreErrorsDataset(Dataset):
 
     def __init__(self, input_dataset: Dataset, log_warning: bool = False,
                  name: str | None = None) -> None:
-        super().__init__([input_dataset])
+        super().__init__(input_dataset)
         self.log_warning = bool(log_warning)
         self.name = name or "ignore_errors"
-
-    def _element_spec(self) -> Element | None:
-        return self._inputs[0]._element_spec()
 
     def cardinality(self) -> int:
         # tf.data's choice: the input's, although dropped elements make it an upper bound.
         return self._inputs[0].cardinality()
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return IgnoreErrorsIterator(ctx, self._inputs[0]._make_iterator(ctx), self.log_warning,
+        return IgnoreErrorsIterator(ctx, self._make_input_iterator(ctx), self.log_warning,
                                     self.name)
 
 
-class IgnoreErrorsIterator(DatasetIterator):
+class IgnoreErrorsIterator(UnaryIterator):
     """Asks its input again after each failure; upstream stages continue past a failed
     element (parallel map and prefetch hand failures over as items of their buffers).
 
@@ -55,8 +52,7 @@ class IgnoreErrorsIterator(DatasetIterator):
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, log_warning: bool,
                  name: str) -> None:
-        super().__init__(ctx, [upstream])
-        self._upstream = upstream
+        super().__init__(ctx, upstream)
         self._log_warning = log_warning
         self._name = name
         self.errors_ignored = 0
@@ -79,10 +75,10 @@ class IgnoreErrorsIterator(DatasetIterator):
                 error.__traceback__ = None
 
     def _get_state(self) -> State:
-        return {"errors_ignored": self.errors_ignored, "input": self._upstream.state_dict()}
+        return self._with_input_state({"errors_ignored": self.errors_ignored})
 
     def _set_state(self, state: State) -> None:
-        self._upstream.load_state_dict(state["input"])
+        self._load_input_state(state)
         self.errors_ignored = state["errors_ignored"]
 
 

@@ -20,6 +20,7 @@ from feedline.core.structure import (
     pack_as,
     same_structure,
 )
+from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import as_int
 from feedline.transforms.batch import batched_cardinality, pull_batch, validate_batch_size
 
@@ -253,7 +254,7 @@ def pad_leaf(values: list[Any], leaf: _LeafPlan, first_index: int) -> np.ndarray
     return out
 
 
-class PaddedBatchDataset(Dataset):
+class PaddedBatchDataset(UnaryDataset):
     """The node of ``Dataset.padded_batch``.
 
     Args:
@@ -278,7 +279,7 @@ class PaddedBatchDataset(Dataset):
     def __init__(self, input_dataset: Dataset, batch_size: int, padded_shapes: Element = None,
                  padding_values: Element = None, drop_remainder: bool = False,
                  name: str | None = None) -> None:
-        super().__init__([input_dataset])
+        super().__init__(input_dataset)
         self.batch_size = validate_batch_size(batch_size, "padded_batch(batch_size)")
         # Plain Python values (NumPy scalars and arrays unwrapped, str as UTF-8 bytes): the node
         # is fingerprinted and pickled, and the padding of a bytes leaf must be bytes.
@@ -312,14 +313,13 @@ class PaddedBatchDataset(Dataset):
                                    self.drop_remainder)
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return PaddedBatchIterator(ctx, self._inputs[0]._make_iterator(ctx), self)
+        return PaddedBatchIterator(ctx, self._make_input_iterator(ctx), self)
 
 
-class PaddedBatchIterator(DatasetIterator):
+class PaddedBatchIterator(UnaryIterator):
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
                  node: PaddedBatchDataset) -> None:
-        super().__init__(ctx, [upstream])
-        self._upstream = upstream
+        super().__init__(ctx, upstream)
         self._node = node
         self._plan: list[_LeafPlan] | None = None
         self._template: Element = None
@@ -360,10 +360,9 @@ class PaddedBatchIterator(DatasetIterator):
                                      for column, leaf in zip(columns, plan)])
 
     def _get_state(self) -> State:
-        return {"batches": self._batches, "elements": self._elements,
-                "input": self._upstream.state_dict()}
+        return self._with_input_state({"batches": self._batches, "elements": self._elements})
 
     def _set_state(self, state: State) -> None:
-        self._upstream.load_state_dict(state["input"])
+        self._load_input_state(state)
         self._batches = state["batches"]
         self._elements = state["elements"]

@@ -21,6 +21,7 @@ from feedline.core.structure import (
     pack_as,
     same_structure,
 )
+from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import as_int, validate_int
 from feedline.transforms.unbatch import check_static_batched, split_leaves
 
@@ -69,7 +70,7 @@ def concatenate_pieces(pieces: list[list[np.ndarray]], paths: list[str], stage: 
     return out
 
 
-class RebatchDataset(Dataset):
+class RebatchDataset(UnaryDataset):
     """The node of ``Dataset.rebatch``: ``unbatch().batch(n)`` in one copy, where ``n`` cycles
     through ``batch_size`` when it is a list (tf.data's ``rebatch``).
 
@@ -82,7 +83,7 @@ class RebatchDataset(Dataset):
 
     def __init__(self, input_dataset: Dataset, batch_size: int | Sequence[int],
                  drop_remainder: bool = False, name: str | None = None) -> None:
-        super().__init__([input_dataset])
+        super().__init__(input_dataset)
         self.batch_sizes = validate_batch_sizes(batch_size)
         self.drop_remainder = bool(drop_remainder)
         self.name = name or "rebatch"
@@ -113,19 +114,18 @@ class RebatchDataset(Dataset):
         return UNKNOWN
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return RebatchIterator(ctx, self._inputs[0]._make_iterator(ctx), self.batch_sizes,
+        return RebatchIterator(ctx, self._make_input_iterator(ctx), self.batch_sizes,
                                self.drop_remainder, self.name,
                                self._inputs[0]._element_spec())
 
 
-class RebatchIterator(DatasetIterator):
+class RebatchIterator(UnaryIterator):
     """Holds the current input batch and an offset into it; output batches are slices of it,
     joined with slices of the following input batches when one is not enough."""
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, sizes: list[int],
                  drop_remainder: bool, name: str, input_spec: Element | None) -> None:
-        super().__init__(ctx, [upstream])
-        self._upstream = upstream
+        super().__init__(ctx, upstream)
         self._sizes = sizes
         self._drop_remainder = drop_remainder
         self._name = name
@@ -202,12 +202,12 @@ class RebatchIterator(DatasetIterator):
         if self._offset < self._rows:
             held = [encode(pack_as(self._structure,
                                    [leaf[self._offset:] for leaf in self._leaves]))]
-        return {"size_index": self._size_index, "inputs_taken": self._inputs_taken,
-                "batches": self._batches, "exhausted": self._exhausted, "held": held,
-                "input": self._upstream.state_dict()}
+        return self._with_input_state({
+            "size_index": self._size_index, "inputs_taken": self._inputs_taken,
+            "batches": self._batches, "exhausted": self._exhausted, "held": held})
 
     def _set_state(self, state: State) -> None:
-        self._upstream.load_state_dict(state["input"])
+        self._load_input_state(state)
         self._size_index = state["size_index"]
         self._inputs_taken = state["inputs_taken"]
         self._batches = state["batches"]

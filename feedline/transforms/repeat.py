@@ -7,11 +7,11 @@ from typing import Any
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
-from feedline.core.structure import Element
+from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_count
 
 
-class RepeatDataset(Dataset):
+class RepeatDataset(UnaryDataset):
     """The node of ``Dataset.repeat``; ``count`` None or negative repeats forever (as tf.data,
     stored as -1), 0 gives nothing.
 
@@ -24,12 +24,9 @@ class RepeatDataset(Dataset):
 
     def __init__(self, input_dataset: Dataset, count: int | None = None,
                  name: str | None = None) -> None:
-        super().__init__([input_dataset])
+        super().__init__(input_dataset)
         self.count = -1 if count is None else validate_count(count, "repeat(count)")
         self.name = name or "repeat"
-
-    def _element_spec(self) -> Element | None:
-        return self._inputs[0]._element_spec()
 
     def cardinality(self) -> int:
         n = self._inputs[0].cardinality()
@@ -45,7 +42,7 @@ class RepeatDataset(Dataset):
         return RepeatIterator(ctx, self._inputs[0], self.count)
 
 
-class RepeatIterator(DatasetIterator):
+class RepeatIterator(UnaryIterator):
     """Builds a fresh input iterator per epoch (so per-epoch behaviour, like reshuffling, applies).
 
     The finished iterator keeps its last input iterator, so the state has the same shape at
@@ -53,18 +50,15 @@ class RepeatIterator(DatasetIterator):
     """
 
     def __init__(self, ctx: IteratorContext, source: Dataset, count: int) -> None:
-        super().__init__(ctx)
+        super().__init__(ctx, source._make_iterator(ctx))
         self._source = source
         self._count = count
         self._epoch = 0
         self._done = count == 0
-        self._upstream: DatasetIterator = source._make_iterator(ctx)
-        self._inputs = [self._upstream]
 
     def _new_epoch(self) -> None:
         self._upstream.close()
-        self._upstream = self._source._make_iterator(self._ctx)
-        self._inputs = [self._upstream]
+        self._set_upstream(self._source._make_iterator(self._ctx))
 
     def __next__(self) -> Any:
         if self._done:
@@ -84,10 +78,10 @@ class RepeatIterator(DatasetIterator):
                 fresh_epoch = True
 
     def _get_state(self) -> State:
-        return {"epoch": self._epoch, "done": self._done, "input": self._upstream.state_dict()}
+        return self._with_input_state({"epoch": self._epoch, "done": self._done})
 
     def _set_state(self, state: State) -> None:
         self._epoch = state["epoch"]
         self._done = state["done"]
         self._new_epoch()
-        self._upstream.load_state_dict(state["input"])
+        self._load_input_state(state)

@@ -10,6 +10,7 @@ from feedline.core.functions import annotate_error, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element, describe, normalize_output, pack_as, same_structure
+from feedline.core.unary import UnaryDataset, UnaryIterator, require_callable
 from feedline.sources.tensor_slices import as_leaf_arrays
 
 
@@ -25,7 +26,7 @@ def as_initial_state(initial_state: Element) -> Element:
     return pack_as(structure, [leaf[()] if leaf.ndim == 0 else leaf for leaf in leaves])
 
 
-class ScanDataset(Dataset):
+class ScanDataset(UnaryDataset):
     """The node of ``Dataset.scan``: ``scan_func(state, element) -> (new_state, output)``.
 
     The element is passed whole (a tuple element is not spread over arguments), as tf.data
@@ -41,26 +42,23 @@ class ScanDataset(Dataset):
     def __init__(self, input_dataset: Dataset, initial_state: Element,
                  scan_func: Callable[[Any, Any], tuple[Any, Any]],
                  name: str | None = None) -> None:
-        super().__init__([input_dataset])
-        if not callable(scan_func):
-            raise TypeError(f"scan() needs a callable scan_func, got {type(scan_func).__name__}")
+        super().__init__(input_dataset)
+        self.scan_func = require_callable(scan_func, "scan()", "scan_func")
         self.initial_state = as_initial_state(initial_state)
-        self.scan_func = scan_func
         self.name = name or f"scan({function_name(scan_func)})"
 
-    def cardinality(self) -> int:
-        return self._inputs[0].cardinality()
+    def _element_spec(self) -> Element | None:
+        return None  # the outputs are whatever scan_func returns: seen only by running it
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return ScanIterator(ctx, self._inputs[0]._make_iterator(ctx), self.initial_state,
+        return ScanIterator(ctx, self._make_input_iterator(ctx), self.initial_state,
                             self.scan_func, self.name)
 
 
-class ScanIterator(DatasetIterator):
+class ScanIterator(UnaryIterator):
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, initial_state: Element,
                  scan_func: Callable[[Any, Any], tuple[Any, Any]], name: str) -> None:
-        super().__init__(ctx, [upstream])
-        self._upstream = upstream
+        super().__init__(ctx, upstream)
         self._initial = initial_state
         self._state = initial_state
         self._fn = scan_func
@@ -92,10 +90,9 @@ class ScanIterator(DatasetIterator):
         return output
 
     def _get_state(self) -> State:
-        return {"index": self._index, "scan_state": encode(self._state),
-                "input": self._upstream.state_dict()}
+        return self._with_input_state({"index": self._index, "scan_state": encode(self._state)})
 
     def _set_state(self, state: State) -> None:
-        self._upstream.load_state_dict(state["input"])
+        self._load_input_state(state)
         self._index = state["index"]
         self._state = decode(state["scan_state"])

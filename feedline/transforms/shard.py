@@ -7,11 +7,11 @@ from typing import Any
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
-from feedline.core.structure import Element
+from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import as_int
 
 
-class ShardDataset(Dataset):
+class ShardDataset(UnaryDataset):
     """The node of ``Dataset.shard``: keeps the elements at positions ``index``,
     ``index + num_shards``, ``index + 2 * num_shards``, ... of the input.
 
@@ -24,7 +24,7 @@ class ShardDataset(Dataset):
 
     def __init__(self, input_dataset: Dataset, num_shards: int, index: int,
                  name: str | None = None) -> None:
-        super().__init__([input_dataset])
+        super().__init__(input_dataset)
         num_shards = as_int(num_shards, "shard(num_shards)")
         index = as_int(index, "shard(index)")
         if num_shards < 1:
@@ -36,9 +36,6 @@ class ShardDataset(Dataset):
         self.index = index
         self.name = name or "shard"
 
-    def _element_spec(self) -> Element | None:
-        return self._inputs[0]._element_spec()
-
     def cardinality(self) -> int:
         n = self._inputs[0].cardinality()
         if n in (INFINITE, UNKNOWN):
@@ -46,18 +43,17 @@ class ShardDataset(Dataset):
         return n // self.num_shards + (1 if self.index < n % self.num_shards else 0)
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return ShardIterator(ctx, self._inputs[0]._make_iterator(ctx), self.num_shards,
+        return ShardIterator(ctx, self._make_input_iterator(ctx), self.num_shards,
                              self.index)
 
 
-class ShardIterator(DatasetIterator):
+class ShardIterator(UnaryIterator):
     """Pulls the elements of other shards only when asked for the next one of its own, so
     the input is never read past the last element this shard yields."""
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, num_shards: int,
                  index: int) -> None:
-        super().__init__(ctx, [upstream])
-        self._upstream = upstream
+        super().__init__(ctx, upstream)
         self._num_shards = num_shards
         self._index = index
         self._position = 0  # position in the input of the next element to pull
@@ -79,8 +75,8 @@ class ShardIterator(DatasetIterator):
                 return element
 
     def _get_state(self) -> State:
-        return {"position": self._position, "input": self._upstream.state_dict()}
+        return self._with_input_state({"position": self._position})
 
     def _set_state(self, state: State) -> None:
-        self._upstream.load_state_dict(state["input"])
+        self._load_input_state(state)
         self._position = state["position"]

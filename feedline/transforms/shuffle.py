@@ -32,7 +32,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.seeds import rng_from_json, rng_state_to_json
 from feedline.core.state_codec import decode, encode
-from feedline.core.structure import Element
+from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_int, validate_seed
 
 RANDOM_BLOCK = 1024
@@ -56,7 +56,7 @@ def _graph_size(dataset: Dataset) -> int:
     return len(seen)
 
 
-class ShuffleDataset(Dataset):
+class ShuffleDataset(UnaryDataset):
     """The node of ``Dataset.shuffle``.
 
     Args:
@@ -81,7 +81,7 @@ class ShuffleDataset(Dataset):
 
     def __init__(self, input_dataset: Dataset, buffer_size: int, seed: int | None = None,
                  reshuffle_each_iteration: bool | None = True, name: str | None = None) -> None:
-        super().__init__([input_dataset])
+        super().__init__(input_dataset)
         self.buffer_size = validate_int(buffer_size, "shuffle(buffer_size)", minimum=1,
                                         hint="a positive int")
         self.seed = validate_seed(seed, "shuffle(seed)")
@@ -91,12 +91,6 @@ class ShuffleDataset(Dataset):
         # object repeats one random order: fix its seed now.
         self._unseeded_fixed_seed = secrets.randbits(64)
         self.name = name or "shuffle"
-
-    def _element_spec(self) -> Element | None:
-        return self._inputs[0]._element_spec()
-
-    def cardinality(self) -> int:
-        return self._inputs[0].cardinality()
 
     def _seed_entropy(self, ctx: IteratorContext, epoch: int) -> list[int] | None:
         """What seeds epoch ``epoch``'s generator; ``None`` means fresh OS entropy."""
@@ -114,10 +108,10 @@ class ShuffleDataset(Dataset):
         epoch = ctx.start_iteration(self)
         entropy = self._seed_entropy(ctx, epoch)
         generator = np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))
-        return ShuffleIterator(ctx, self._inputs[0]._make_iterator(ctx), self, generator, epoch)
+        return ShuffleIterator(ctx, self._make_input_iterator(ctx), self, generator, epoch)
 
 
-class ShuffleIterator(DatasetIterator):
+class ShuffleIterator(UnaryIterator):
     """Fills the buffer lazily (just before each draw), so no input element is read early.
 
     The state holds the buffer (encoded), the epoch, and the generator as it was before the
@@ -127,8 +121,7 @@ class ShuffleIterator(DatasetIterator):
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, node: ShuffleDataset,
                  generator: np.random.Generator, epoch: int) -> None:
-        super().__init__(ctx, [upstream])
-        self._upstream = upstream
+        super().__init__(ctx, upstream)
         self._node = node
         self._buffer_size = node.buffer_size
         self._epoch = epoch
@@ -168,12 +161,12 @@ class ShuffleIterator(DatasetIterator):
         return element
 
     def _get_state(self) -> State:
-        return {"epoch": self._epoch, "rng": self._block_state, "used": self._used,
-                "exhausted": self._exhausted, "buffer": [encode(e) for e in self._buffer],
-                "input": self._upstream.state_dict()}
+        return self._with_input_state({
+            "epoch": self._epoch, "rng": self._block_state, "used": self._used,
+            "exhausted": self._exhausted, "buffer": [encode(e) for e in self._buffer]})
 
     def _set_state(self, state: State) -> None:
-        self._upstream.load_state_dict(state["input"])
+        self._load_input_state(state)
         self._epoch = state["epoch"]
         # The next iterator of this node (the next epoch under repeat) continues from here.
         self._ctx.set_iterations(self._node, self._epoch + 1)

@@ -7,11 +7,11 @@ from typing import Any
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
-from feedline.core.structure import Element
+from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_count
 
 
-class SkipDataset(Dataset):
+class SkipDataset(UnaryDataset):
     """The node of ``Dataset.skip``: drops the first ``count`` elements (any negative count:
     all of them, as tf.data; stored as -1).
 
@@ -23,12 +23,9 @@ class SkipDataset(Dataset):
     """
 
     def __init__(self, input_dataset: Dataset, count: int, name: str | None = None) -> None:
-        super().__init__([input_dataset])
+        super().__init__(input_dataset)
         self.count = validate_count(count, "skip(count)")
         self.name = name or "skip"
-
-    def _element_spec(self) -> Element | None:
-        return self._inputs[0]._element_spec()
 
     def cardinality(self) -> int:
         n = self._inputs[0].cardinality()
@@ -37,15 +34,14 @@ class SkipDataset(Dataset):
         return 0 if self.count == -1 else max(0, n - self.count)
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return SkipIterator(ctx, self._inputs[0]._make_iterator(ctx), self.count)
+        return SkipIterator(ctx, self._make_input_iterator(ctx), self.count)
 
 
-class SkipIterator(DatasetIterator):
+class SkipIterator(UnaryIterator):
     """Skips lazily, on the first ``next()``, as tf.data does."""
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, count: int) -> None:
-        super().__init__(ctx, [upstream])
-        self._upstream = upstream
+        super().__init__(ctx, upstream)
         self._count = count
         self._skipped = 0
 
@@ -57,8 +53,8 @@ class SkipIterator(DatasetIterator):
         return next(self._upstream)
 
     def _get_state(self) -> State:
-        return {"skipped": self._skipped, "input": self._upstream.state_dict()}
+        return self._with_input_state({"skipped": self._skipped})
 
     def _set_state(self, state: State) -> None:
-        self._upstream.load_state_dict(state["input"])
+        self._load_input_state(state)
         self._skipped = state["skipped"]

@@ -7,11 +7,11 @@ from typing import Any
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
-from feedline.core.structure import Element
+from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_count
 
 
-class TakeDataset(Dataset):
+class TakeDataset(UnaryDataset):
     """The node of ``Dataset.take``: at most ``count`` elements (any negative count: all of
     them, as tf.data; stored as -1).
 
@@ -23,12 +23,9 @@ class TakeDataset(Dataset):
     """
 
     def __init__(self, input_dataset: Dataset, count: int, name: str | None = None) -> None:
-        super().__init__([input_dataset])
+        super().__init__(input_dataset)
         self.count = validate_count(count, "take(count)")
         self.name = name or "take"
-
-    def _element_spec(self) -> Element | None:
-        return self._inputs[0]._element_spec()
 
     def cardinality(self) -> int:
         # tf.data's rule, including its choice to keep an unknown input unknown.
@@ -42,13 +39,12 @@ class TakeDataset(Dataset):
         return min(n, self.count)
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return TakeIterator(ctx, self._inputs[0]._make_iterator(ctx), self.count)
+        return TakeIterator(ctx, self._make_input_iterator(ctx), self.count)
 
 
-class TakeIterator(DatasetIterator):
+class TakeIterator(UnaryIterator):
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, count: int) -> None:
-        super().__init__(ctx, [upstream])
-        self._upstream = upstream
+        super().__init__(ctx, upstream)
         self._count = count
         self._taken = 0
 
@@ -63,8 +59,8 @@ class TakeIterator(DatasetIterator):
         return element
 
     def _get_state(self) -> State:
-        return {"taken": self._taken, "input": self._upstream.state_dict()}
+        return self._with_input_state({"taken": self._taken})
 
     def _set_state(self, state: State) -> None:
-        self._upstream.load_state_dict(state["input"])
+        self._load_input_state(state)
         self._taken = state["taken"]

@@ -11,7 +11,7 @@ from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, call_with_element, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
-from feedline.core.structure import Element
+from feedline.core.unary import UnaryDataset, UnaryIterator, require_callable
 
 
 def predicate_result(value: Any, stage: str) -> bool:
@@ -30,7 +30,7 @@ def predicate_result(value: Any, stage: str) -> bool:
     raise TypeError(f"{stage}: the predicate must return a scalar bool, got {found}")
 
 
-class TakeWhileDataset(Dataset):
+class TakeWhileDataset(UnaryDataset):
     """The node of ``Dataset.take_while``.
 
     Example:
@@ -41,30 +41,23 @@ class TakeWhileDataset(Dataset):
 
     def __init__(self, input_dataset: Dataset, predicate: Callable[..., Any],
                  name: str | None = None) -> None:
-        super().__init__([input_dataset])
-        if not callable(predicate):
-            raise TypeError(f"take_while() needs a callable predicate, got "
-                            f"{type(predicate).__name__}")
-        self.predicate = predicate
+        super().__init__(input_dataset)
+        self.predicate = require_callable(predicate, "take_while()", "predicate")
         self.name = name or f"take_while({function_name(predicate)})"
-
-    def _element_spec(self) -> Element | None:
-        return self._inputs[0]._element_spec()
 
     def cardinality(self) -> int:
         # Where the predicate first fails cannot be known without running it (tf.data's rule).
         return UNKNOWN
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return TakeWhileIterator(ctx, self._inputs[0]._make_iterator(ctx), self.predicate,
+        return TakeWhileIterator(ctx, self._make_input_iterator(ctx), self.predicate,
                                  self.name)
 
 
-class TakeWhileIterator(DatasetIterator):
+class TakeWhileIterator(UnaryIterator):
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
                  predicate: Callable[..., Any], name: str) -> None:
-        super().__init__(ctx, [upstream])
-        self._upstream = upstream
+        super().__init__(ctx, upstream)
         self._predicate = predicate
         self._name = name
         self._index = 0
@@ -87,9 +80,9 @@ class TakeWhileIterator(DatasetIterator):
         return element
 
     def _get_state(self) -> State:
-        return {"index": self._index, "done": self._done, "input": self._upstream.state_dict()}
+        return self._with_input_state({"index": self._index, "done": self._done})
 
     def _set_state(self, state: State) -> None:
-        self._upstream.load_state_dict(state["input"])
+        self._load_input_state(state)
         self._index = state["index"]
         self._done = state["done"]

@@ -18,6 +18,7 @@ from feedline.core.structure import (
     pack_as,
     unbatched_spec,
 )
+from feedline.core.unary import UnaryDataset, UnaryIterator
 
 
 def check_static_batched(spec: Element | None, stage: str) -> None:
@@ -70,7 +71,7 @@ def static_batch_size(spec: Element | None) -> int | None:
     return dims.pop()
 
 
-class UnbatchDataset(Dataset):
+class UnbatchDataset(UnaryDataset):
     """The node of ``Dataset.unbatch``.
 
     Example:
@@ -81,7 +82,7 @@ class UnbatchDataset(Dataset):
     """
 
     def __init__(self, input_dataset: Dataset, name: str | None = None) -> None:
-        super().__init__([input_dataset])
+        super().__init__(input_dataset)
         self.name = name or "unbatch"
         check_static_batched(input_dataset._element_spec(), self.name)
 
@@ -98,13 +99,12 @@ class UnbatchDataset(Dataset):
         return UNKNOWN if batch is None else n * batch
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return UnbatchIterator(ctx, self._inputs[0]._make_iterator(ctx), self.name)
+        return UnbatchIterator(ctx, self._make_input_iterator(ctx), self.name)
 
 
-class UnbatchIterator(DatasetIterator):
+class UnbatchIterator(UnaryIterator):
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, name: str) -> None:
-        super().__init__(ctx, [upstream])
-        self._upstream = upstream
+        super().__init__(ctx, upstream)
         self._name = name
         self._index = 0  # input elements taken
         self._structure: Element = None
@@ -136,10 +136,10 @@ class UnbatchIterator(DatasetIterator):
         held = []
         if self._row < self._rows:
             held = [encode(pack_as(self._structure, [leaf[self._row:] for leaf in self._leaves]))]
-        return {"index": self._index, "held": held, "input": self._upstream.state_dict()}
+        return self._with_input_state({"index": self._index, "held": held})
 
     def _set_state(self, state: State) -> None:
-        self._upstream.load_state_dict(state["input"])
+        self._load_input_state(state)
         self._index = state["index"]
         self._leaves, self._rows, self._row = [], 0, 0
         if state["held"]:

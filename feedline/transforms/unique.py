@@ -11,6 +11,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element, TensorSpec, describe
+from feedline.core.unary import UnaryDataset, UnaryIterator
 
 _SUPPORTED = "integer or bytes elements (scalars or arrays of any shape)"
 UniqueKey = int | bytes | str | tuple[tuple[int, ...], tuple[int | bytes | str, ...]]
@@ -59,7 +60,7 @@ def unique_key(element: Any, stage: str, index: int) -> UniqueKey:
                     f"{index} is {found}")
 
 
-class UniqueDataset(Dataset):
+class UniqueDataset(UnaryDataset):
     """The node of ``Dataset.unique``: the first occurrence of each value, in input order.
 
     Example:
@@ -69,26 +70,22 @@ class UniqueDataset(Dataset):
     """
 
     def __init__(self, input_dataset: Dataset, name: str | None = None) -> None:
-        super().__init__([input_dataset])
+        super().__init__(input_dataset)
         self.name = name or "unique"
         _check_spec(input_dataset._element_spec(), self.name)
-
-    def _element_spec(self) -> Element | None:
-        return self._inputs[0]._element_spec()
 
     def cardinality(self) -> int:
         return UNKNOWN  # as tf.data: how many repeat is not known in advance
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return UniqueIterator(ctx, self._inputs[0]._make_iterator(ctx), self.name)
+        return UniqueIterator(ctx, self._make_input_iterator(ctx), self.name)
 
 
-class UniqueIterator(DatasetIterator):
+class UniqueIterator(UnaryIterator):
     """Remembers every distinct value seen, so its memory and state grow with them."""
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, name: str) -> None:
-        super().__init__(ctx, [upstream])
-        self._upstream = upstream
+        super().__init__(ctx, upstream)
         self._name = name
         self._index = 0
         # A dict rather than a set: insertion order makes saved states reproducible.
@@ -105,11 +102,11 @@ class UniqueIterator(DatasetIterator):
                 return element
 
     def _get_state(self) -> State:
-        return {"index": self._index, "seen": [encode(key) for key in self._seen],
-                "input": self._upstream.state_dict()}
+        return self._with_input_state({"index": self._index,
+                                       "seen": [encode(key) for key in self._seen]})
 
     def _set_state(self, state: State) -> None:
-        self._upstream.load_state_dict(state["input"])
+        self._load_input_state(state)
         self._index = state["index"]
         self._seen = dict.fromkeys(_hashable(decode(key)) for key in state["seen"])
 

@@ -12,6 +12,7 @@ from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode, register_state_type
 from feedline.core.structure import Element, describe, flatten, pack_as, same_structure, spec_of
+from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_int
 
 
@@ -133,7 +134,7 @@ class _Failed:
         self.error = error
 
 
-class WindowDataset(Dataset):
+class WindowDataset(UnaryDataset):
     """The node of ``Dataset.window``: window ``i`` holds input elements
     ``i * shift + j * stride`` for ``j < size`` (those that exist).
 
@@ -148,12 +149,15 @@ class WindowDataset(Dataset):
 
     def __init__(self, input_dataset: Dataset, size: int, shift: int | None = None,
                  stride: int = 1, drop_remainder: bool = False, name: str | None = None) -> None:
-        super().__init__([input_dataset])
+        super().__init__(input_dataset)
         self.size = _positive_int(size, "size")
         self.shift = self.size if shift is None else _positive_int(shift, "shift")
         self.stride = _positive_int(stride, "stride")
         self.drop_remainder = bool(drop_remainder)
         self.name = name or "window"
+
+    def _element_spec(self) -> Element | None:
+        return None  # windows are datasets, not tensors: no TensorSpec describes them
 
     def cardinality(self) -> int:
         n = self._inputs[0].cardinality()
@@ -165,18 +169,17 @@ class WindowDataset(Dataset):
         return -(-n // self.shift)
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return WindowIterator(ctx, self._inputs[0]._make_iterator(ctx), self.size, self.shift,
+        return WindowIterator(ctx, self._make_input_iterator(ctx), self.size, self.shift,
                               self.stride, self.drop_remainder, self.name)
 
 
-class WindowIterator(DatasetIterator):
+class WindowIterator(UnaryIterator):
     """Keeps the ``(size - 1) * stride + 1`` input elements the next window spans, as
     tf.data's kernel does (element for element, failures included)."""
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, size: int, shift: int,
                  stride: int, drop_remainder: bool, name: str) -> None:
-        super().__init__(ctx, [upstream])
-        self._upstream = upstream
+        super().__init__(ctx, upstream)
         self._size = size
         self._shift = shift
         self._stride = stride
@@ -230,11 +233,11 @@ class WindowIterator(DatasetIterator):
         buffered = [{"failed": f"{type(item.error).__name__}: {item.error}"}
                     if isinstance(item, _Failed) else {"element": encode(item)}
                     for item in self._buffer]
-        return {"windows": self._windows, "exhausted": self._exhausted, "buffer": buffered,
-                "input": self._upstream.state_dict()}
+        return self._with_input_state({"windows": self._windows, "exhausted": self._exhausted,
+                                       "buffer": buffered})
 
     def _set_state(self, state: State) -> None:
-        self._upstream.load_state_dict(state["input"])
+        self._load_input_state(state)
         self._windows = state["windows"]
         self._exhausted = state["exhausted"]
         self._buffer = [

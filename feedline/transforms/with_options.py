@@ -5,27 +5,21 @@ from __future__ import annotations
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
-from feedline.core.structure import Element
+from feedline.core.unary import UnaryDataset
 
 
-class OptionsDataset(Dataset):
+class OptionsDataset(UnaryDataset):
     """Carries options; at run time it adds no stage (its iterator is its input's)."""
 
     # The options that change elements (the seed) enter the fingerprint once, merged.
     _FINGERPRINT_TRANSPARENT = True
 
     def __init__(self, input_dataset: Dataset, options: Options, name: str | None = None) -> None:
-        super().__init__([input_dataset])
+        super().__init__(input_dataset)
         if not isinstance(options, Options):
             raise TypeError(f"with_options() needs a feedline.Options, got {type(options).__name__}")
         self._own_options = options
         self.name = name or "with_options"
 
-    def _element_spec(self) -> Element | None:
-        return self._inputs[0]._element_spec()
-
-    def cardinality(self) -> int:
-        return self._inputs[0].cardinality()
-
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return self._inputs[0]._make_iterator(ctx)
+        return self._make_input_iterator(ctx)
