@@ -69,11 +69,17 @@ class IteratorContext:
 class DatasetIterator(abc.ABC):
     """One running stage. Subclasses implement ``__next__``, ``_get_state`` and ``_set_state``.
 
-    ``state_dict()`` wraps ``_get_state()`` with the class name and ``STATE_VERSION`` so that a
-    state restored into the wrong pipeline or an incompatible version fails clearly.
+    ``state_dict()`` wraps ``_get_state()`` with the stage's :attr:`OPERATION` (or, for
+    stages that do not name one, the class name) and ``STATE_VERSION``, so that a state
+    restored into the wrong pipeline or an incompatible version fails clearly. Keying states
+    by operation, not class, lets the iterators of one operation (inline and parallel map,
+    the fused chain) share one state layout: a checkpoint restores whatever execution
+    choices (``num_parallel_calls``, ``deterministic``, fusion) the restoring run makes.
     """
 
     STATE_VERSION: ClassVar[int] = 1
+    OPERATION: ClassVar[str | None] = None
+    """The operation this iterator runs (``"map"``); every iterator of it writes one layout."""
 
     def __init__(self, ctx: IteratorContext, inputs: Sequence[DatasetIterator] = ()) -> None:
         self._ctx = ctx
@@ -95,9 +101,24 @@ class DatasetIterator(abc.ABC):
     def _set_state(self, state: State) -> None:
         """Move to the position ``state`` (from ``_get_state`` of the same kind of stage)."""
 
+    @classmethod
+    def state_type(cls) -> str:
+        """The ``"type"`` of this stage's states: its operation, else its class name."""
+        return cls.OPERATION or cls.__name__
+
+    @property
+    def replay_exact(self) -> bool:
+        """Whether reading again from a restored state gives the same items in the same order.
+
+        True unless this stage or one of its inputs hands out in completion order
+        (``deterministic=False``); stages that checkpoint by position
+        (:mod:`feedline.execution.positions`) snapshot such an input after every item.
+        """
+        return all(child.replay_exact for child in self._inputs)
+
     def state_dict(self) -> State:
         """A JSON-serializable description of the position of this stage and all its inputs."""
-        state = {"type": type(self).__name__, "version": self.STATE_VERSION, **self._get_state()}
+        state = {"type": self.state_type(), "version": self.STATE_VERSION, **self._get_state()}
         self._state_shape = pipeline_state.state_shape(state)
         return state
 
@@ -107,32 +128,32 @@ class DatasetIterator(abc.ABC):
         A state whose keys or values are not what this stage wrote is a ``CheckpointError``
         naming the stage, never a ``KeyError`` or ``TypeError`` from deep inside it.
         """
-        if not isinstance(state, dict) or state.get("type") != type(self).__name__:
+        kind = self.state_type()
+        if not isinstance(state, dict) or state.get("type") != kind:
             found = state.get("type") if isinstance(state, dict) else type(state).__name__
             raise CheckpointError(
-                f"state of a {found!r} stage given to a {type(self).__name__!r} stage: "
+                f"state of a {found!r} stage given to a {kind!r} stage: "
                 "was it saved from a different pipeline?")
         if state.get("version") != self.STATE_VERSION:
             raise CheckpointError(
-                f"{type(self).__name__} state version {state.get('version')} is not supported "
+                f"{kind} state version {state.get('version')} is not supported "
                 f"(this feedline writes version {self.STATE_VERSION})")
         # A state with other keys or kinds of value than this stage writes is refused before
         # the stage sees it. The shape comes from the stage's own state (cheap before it runs).
         expected = getattr(self, "_state_shape", None)
         if expected is None:
             expected = pipeline_state.state_shape(
-                {"type": type(self).__name__, "version": self.STATE_VERSION, **self._get_state()})
+                {"type": kind, "version": self.STATE_VERSION, **self._get_state()})
         problem = pipeline_state.shape_mismatch(expected, state)
         if problem:
-            raise CheckpointError(f"damaged state for the {type(self).__name__} stage: {problem}")
+            raise CheckpointError(f"damaged state for the {kind} stage: {problem}")
         try:
             self._set_state(state)
         except CheckpointError:
             raise
         except (KeyError, TypeError, ValueError, IndexError, AttributeError,
                 OverflowError) as error:
-            raise CheckpointError(
-                f"damaged state for the {type(self).__name__} stage: {error!r}") from error
+            raise CheckpointError(f"damaged state for the {kind} stage: {error!r}") from error
 
     def close(self) -> None:
         """Stop this stage's threads, release its resources, then close its inputs. Idempotent."""
@@ -261,9 +282,11 @@ class PipelineIterator:
         """Stop every thread and release every resource of the pipeline. Idempotent.
 
         It may be called from another thread while a consumer waits in ``next()``: that
-        call ends with ``StopIteration``, as does every later one. ``close()`` returns once
-        the pipeline's threads have ended, so it waits for user functions running at that
-        moment to return.
+        call ends with ``StopIteration``, as does every later one. Each stage waits at most
+        ``Options().threading.close_timeout`` seconds for the user functions running at
+        that moment; threads still running one then are abandoned (daemon threads, ended
+        with the process) with a ``RuntimeWarning`` naming the stage, so ``close()``, a
+        garbage-collected iterator and interpreter exit never hang on a stuck function.
         """
         root = getattr(self, "_root", None)
         if root is not None:

@@ -11,17 +11,38 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from feedline.core.validation import schedulable_cpus
+
 
 @dataclass(frozen=True)
 class ThreadingOptions:
-    """Thread budget of one pipeline.
+    """Thread budget and time limits of one pipeline.
 
     Attributes:
         max_parallelism: Upper bound on threads any one parallel stage uses; ``None`` means
-            the number of CPUs.
+            the number of CPUs this process may run on.
+        element_timeout: Seconds a read-ahead stage (prefetch, parallel map/batch/interleave)
+            waits for one element before raising ``TimeoutError`` naming the stage and the
+            element (PyTorch DataLoader's ``timeout``); ``None`` waits as long as it takes.
+            The element keeps its place: a later ``next()`` waits for it again.
+        close_timeout: Seconds closing a stage waits for its running user functions; threads
+            still running one then are abandoned as daemon threads with a ``RuntimeWarning``
+            naming the stage, so ``close()``, ``break`` and interpreter exit never hang.
+
+    Example:
+        >>> ThreadingOptions(element_timeout=30.0).close_timeout
+        2.0
     """
 
     max_parallelism: int | None = None
+    element_timeout: float | None = None
+    close_timeout: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.element_timeout is not None and not self.element_timeout > 0:
+            raise ValueError(f"element_timeout must be None or > 0, got {self.element_timeout!r}")
+        if not self.close_timeout >= 0:
+            raise ValueError(f"close_timeout must be >= 0, got {self.close_timeout!r}")
 
 
 AUTOTUNE_FIXED_BUFFER = 2
@@ -91,7 +112,7 @@ class Options:
 
     def max_parallelism(self) -> int:
         """Threads a parallel stage may use under these options."""
-        cpus = os.cpu_count() or 1
+        cpus = schedulable_cpus()
         limit = self.threading.max_parallelism
         return max(1, min(cpus, limit) if limit else cpus)
 

@@ -3,31 +3,74 @@
 Every parallel stage gets its own executor from :func:`make_executor`, so that stages never
 wait on each other's workers (a nested pipeline inside ``interleave`` cannot deadlock on a
 pool its parent has filled) and closing a stage ends exactly its own threads.
+
+Worker threads are **daemon threads**, on purpose: a user function that never returns (a
+stuck network read, a deadlocked lock) must not keep the interpreter from exiting. Closing
+a stage waits at most ``close_timeout`` seconds for its running calls; threads still busy
+then are abandoned (they end with the process) and a ``RuntimeWarning`` names the stage.
+``concurrent.futures.ThreadPoolExecutor`` is not used because its threads are joined,
+without a time limit, at interpreter exit.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import itertools
+import queue
 import threading
+import time
+import warnings
 from collections.abc import Callable
 from typing import Any, Protocol
 
 _STAGE_IDS = itertools.count()
 
+DEFAULT_CLOSE_TIMEOUT = 2.0
+"""Seconds ``close()`` waits for a stage's running calls (``Options().threading.close_timeout``)."""
+
 
 class Executor(Protocol):
-    """What a parallel stage needs from an executor."""
+    """What a read-ahead stage needs from an executor."""
 
     def submit(self, fn: Callable[..., Any], /, *args: Any) -> concurrent.futures.Future[Any]:
         """Start ``fn(*args)``; its result or exception arrives through the future."""
 
     def shutdown(self) -> None:
-        """Cancel queued calls, wait for running ones and end the workers. Idempotent."""
+        """Cancel queued calls and end the workers, waiting a bounded time. Idempotent."""
+
+
+def _run(future: concurrent.futures.Future[Any], fn: Callable[..., Any], args: tuple[Any, ...]
+         ) -> None:
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        result = fn(*args)
+    except BaseException as error:  # noqa: BLE001 - handed to whoever waits on the future
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+def _worker(work: queue.SimpleQueue[Any], idle: threading.Semaphore) -> None:
+    # Refers to the queue only, never to the stage: an abandoned pipeline is still collected.
+    while True:
+        item = work.get()
+        if item is None:
+            return
+        _run(*item)
+        del item  # drop the finished call's arguments before waiting for the next
+        idle.release()
 
 
 class ThreadExecutor:
-    """A pool of named daemon threads; the default, since NumPy, I/O and codecs release the GIL.
+    """A pool of up to ``workers`` named daemon threads, started as calls need them.
+
+    Args:
+        workers: Calls that may run at once.
+        name: Stage name, used in thread names (``feedline-<name>-<id>_<k>``) and warnings.
+        close_timeout: Seconds :meth:`shutdown` waits for running calls before abandoning
+            their threads with a ``RuntimeWarning``.
 
     Example:
         >>> executor = ThreadExecutor(2, "demo")
@@ -36,34 +79,150 @@ class ThreadExecutor:
         >>> executor.shutdown()
     """
 
-    def __init__(self, workers: int, name: str) -> None:
+    def __init__(self, workers: int, name: str,
+                 close_timeout: float = DEFAULT_CLOSE_TIMEOUT) -> None:
+        self.name = name
         self._prefix = f"feedline-{name}-{next(_STAGE_IDS)}"
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max(1, workers), thread_name_prefix=self._prefix)
+        self._workers = max(1, workers)
+        self._close_timeout = close_timeout
+        self._work: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._shut = False
 
     def submit(self, fn: Callable[..., Any], /, *args: Any) -> concurrent.futures.Future[Any]:
-        return self._pool.submit(fn, *args)
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if self._shut:
+                raise RuntimeError(f"the executor of {self.name} is shut down")
+            self._work.put((future, fn, args))
+            # A thread that finished a call and waits for work takes this one.
+            if not self._idle.acquire(blocking=False) and len(self._threads) < self._workers:
+                thread = threading.Thread(
+                    target=_worker, args=(self._work, self._idle), daemon=True,
+                    name=f"{self._prefix}_{len(self._threads)}")
+                thread.start()
+                self._threads.append(thread)
+        return future
 
     def shutdown(self) -> None:
-        # A pipeline garbage-collected on one of its own workers must not join that worker.
-        on_own_worker = threading.current_thread().name.startswith(self._prefix + "_")
-        self._pool.shutdown(wait=not on_own_worker, cancel_futures=True)
+        """Cancel queued calls, wait up to ``close_timeout`` for running ones. Idempotent.
+
+        Threads still running a call after that are abandoned (daemon threads end with the
+        process; each ends by itself once its call returns) and a ``RuntimeWarning`` names
+        the stage.
+        """
+        with self._lock:
+            if self._shut:
+                return
+            self._shut = True
+            threads = list(self._threads)
+        while True:  # cancel what has not started
+            try:
+                item = self._work.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        for _ in threads:
+            self._work.put(None)
+        current = threading.current_thread()
+        deadline = time.monotonic() + self._close_timeout
+        for thread in threads:
+            # A pipeline garbage-collected on one of its own workers must not join that worker.
+            if thread is not current:
+                thread.join(max(0.0, deadline - time.monotonic()))
+        stuck = [t.name for t in threads if t.is_alive() and t is not current]
+        if stuck:
+            warnings.warn(
+                f"feedline: {self.name} did not stop within {self._close_timeout} s "
+                f"(Options().threading.close_timeout); abandoned {len(stuck)} daemon "
+                f"thread(s) still running a call: {', '.join(stuck)}",
+                RuntimeWarning, stacklevel=2)
 
 
-def make_executor(workers: int, name: str, kind: str = "thread") -> Executor:
+class Strand:
+    """Runs the calls submitted through it one at a time, in order, on a shared executor.
+
+    Several readers (interleave's open datasets) share one pool of workers, but each reads
+    an iterator that must never be advanced by two threads at once: a strand gives that
+    guarantee without a thread of its own. :meth:`shutdown` cancels the strand's queued
+    calls only; the shared executor is shut down by its owner.
+
+    Example:
+        >>> pool = ThreadExecutor(2, "doc")
+        >>> strand = Strand(pool)
+        >>> futures = [strand.submit(pow, 2, n) for n in range(3)]
+        >>> [f.result() for f in futures]
+        [1, 2, 4]
+        >>> strand.shutdown(); pool.shutdown()
+    """
+
+    def __init__(self, executor: Executor) -> None:
+        self._executor = executor
+        self._queue: collections.deque[tuple[concurrent.futures.Future[Any],
+                                             Callable[..., Any], tuple[Any, ...]]] = \
+            collections.deque()
+        self._lock = threading.Lock()
+        self._running = False
+        self._shut = False
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if self._shut:
+                raise RuntimeError("the strand is shut down")
+            self._queue.append((future, fn, args))
+            start = not self._running
+            self._running = True
+        if start:
+            self._executor.submit(self._run_next)
+        return future
+
+    def _run_next(self) -> None:
+        with self._lock:
+            if not self._queue:
+                self._running = False
+                return
+            future, fn, args = self._queue.popleft()
+        _run(future, fn, args)
+        with self._lock:
+            more = bool(self._queue) and not self._shut
+            self._running = more
+        if more:
+            # One call per turn: other strands waiting on the pool get theirs in between.
+            try:
+                self._executor.submit(self._run_next)
+            except RuntimeError:  # the pool shut down meanwhile: nothing more will run
+                self.shutdown()
+
+    def shutdown(self) -> None:
+        """Cancel the calls not started yet. Idempotent."""
+        with self._lock:
+            self._shut = True
+            queued = list(self._queue)
+            self._queue.clear()
+        for future, _, _ in queued:
+            future.cancel()
+
+
+def make_executor(workers: int, name: str, kind: str = "thread",
+                  close_timeout: float = DEFAULT_CLOSE_TIMEOUT) -> Executor:
     """The executor for one parallel stage.
 
     Args:
         workers: Calls to run at once.
         name: Stage name, used in thread names (visible in profilers and debuggers).
         kind: ``"thread"`` (the default) or ``"process"`` for GIL-bound Python functions.
+        close_timeout: Seconds shutting down waits for running calls (threads only).
 
     Example:
         >>> ex = make_executor(1, "doc"); ex.submit(len, "abc").result(); ex.shutdown()
         3
     """
     if kind == "thread":
-        return ThreadExecutor(workers, name)
+        return ThreadExecutor(workers, name, close_timeout)
     if kind == "process":
         from feedline.execution.processes import ProcessExecutor
 

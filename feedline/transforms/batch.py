@@ -9,11 +9,9 @@ import numpy as np
 
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
-from feedline.core.error_records import error_record, restore_error
 from feedline.core.errors import StructureError
 from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
-from feedline.core.state_codec import decode, encode
 from feedline.core.structure import (
     Element,
     batched_spec,
@@ -25,7 +23,13 @@ from feedline.core.structure import (
 )
 from feedline.core.validation import resolve_parallelism, validate_int, validate_parallelism
 from feedline.execution.executor import make_executor
-from feedline.execution.parallel_calls import FailedInput, ParallelCalls
+from feedline.execution.positions import (
+    PositionReader,
+    PositionTracker,
+    initial_position,
+    replay_from,
+)
+from feedline.execution.read_ahead import ReadAhead
 
 
 def stack_leaves(values: Sequence[Any], path: str = "<element>") -> np.ndarray:
@@ -151,6 +155,15 @@ def pull_batch(upstream: DatasetIterator, batch_size: int, drop_remainder: bool)
 
 
 class BatchIterator(DatasetIterator):
+    """Collects and stacks each batch on the consumer's thread.
+
+    Its state has the layout every batch iterator writes (:mod:`feedline.execution.positions`,
+    one item per batch), so a checkpoint of a parallel batch restores here and back.
+    """
+
+    OPERATION = "batch"
+    STATE_VERSION = 2
+
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, batch_size: int,
                  drop_remainder: bool, name: str) -> None:
         super().__init__(ctx, [upstream])
@@ -159,9 +172,25 @@ class BatchIterator(DatasetIterator):
         self._drop_remainder = drop_remainder
         self._name = name
         self._batches = 0
+        # Set while re-reading after a restore from a parallel batch's position.
+        self._replay: PositionReader | None = None
+
+    def _pull(self) -> list[Any]:
+        return pull_batch(self._upstream, self._batch_size, self._drop_remainder)
 
     def __next__(self) -> Any:
-        elements = pull_batch(self._upstream, self._batch_size, self._drop_remainder)
+        if self._replay is not None:
+            replay = self._replay
+            item, is_error, elements, _ = replay.pull()
+            replay.handed_out(item)
+            self._batches = item
+            if not replay.replaying:
+                self._replay = None
+            if is_error:
+                self._batches += 1
+                raise elements  # the input's error (or its record), in its place
+        else:
+            elements = self._pull()
         index = self._batches
         self._batches += 1
         try:
@@ -170,20 +199,33 @@ class BatchIterator(DatasetIterator):
             raise annotate_error(error, self._name, index)
 
     def _get_state(self) -> State:
-        return {"batches": self._batches, "input": self._upstream.state_dict()}
+        if self._replay is not None:
+            return self._replay.inline_position()
+        return initial_position(self._upstream.state_dict(), self._batches)
 
     def _set_state(self, state: State) -> None:
         self._upstream.load_state_dict(state["input"])
-        self._batches = state["batches"]
+        self._batches = int(state["at"])
+        self._replay = replay_from(self._upstream, state, self._pull)
+
+
+def _stack(elements: list[Any]) -> Any:
+    return stack_elements(elements)
 
 
 class ParallelBatchIterator(DatasetIterator):
-    """Collects elements on the consumer's thread and stacks several batches at once.
+    """Collects elements on the consumer's thread and stacks several batches at once, on a
+    :class:`~feedline.execution.read_ahead.ReadAhead` window of ``parallelism`` tasks.
 
     An error of the upstream ends the batch being collected, whose elements are dropped,
     and takes that batch's place: the batches before it come out first, then the error,
     then a batch starting after the failed element (tf.data's ``batch``, parallel or not).
+    The state is a position in batches (:mod:`feedline.execution.positions`): batches in
+    flight are collected and stacked again after a restore.
     """
+
+    OPERATION = "batch"
+    STATE_VERSION = 2
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, batch_size: int,
                  drop_remainder: bool, name: str, parallelism: int, deterministic: bool) -> None:
@@ -192,54 +234,63 @@ class ParallelBatchIterator(DatasetIterator):
         self._batch_size = batch_size
         self._drop_remainder = drop_remainder
         self._name = name
-        self._calls = ParallelCalls(lambda item: stack_elements(item[1]),
-                                    make_executor(parallelism, name), parallelism, deterministic)
-        self._batches = 0
+        self._deterministic = deterministic
+        threading_options = ctx.options.threading
+        self._window = ReadAhead(
+            name, lambda: make_executor(parallelism, name,
+                                        close_timeout=threading_options.close_timeout),
+            limit=parallelism, deterministic=deterministic,
+            element_timeout=threading_options.element_timeout,
+            describe=lambda item: f"batch {item}")
+        self._positions = PositionReader(self._pull, upstream.state_dict, upstream.replay_exact)
+        self._tracker = PositionTracker()
         self._exhausted = False
 
+    @property
+    def replay_exact(self) -> bool:
+        return self._deterministic and super().replay_exact
+
+    def _pull(self) -> list[Any]:
+        return pull_batch(self._upstream, self._batch_size, self._drop_remainder)
+
     def __next__(self) -> Any:
-        calls = self._calls
-        while not self._exhausted and calls.has_room():
+        window, positions, tracker = self._window, self._positions, self._tracker
+        if not tracker.has_snapshot:
+            tracker.add_snapshot((positions.pulled, self._upstream.state_dict()))
+        while not self._exhausted and window.has_room():
             try:
-                elements = pull_batch(self._upstream, self._batch_size, self._drop_remainder)
+                item, is_error, value, snapshot = positions.pull()
             except StopIteration:
                 self._exhausted = True
                 break
-            except Exception as error:  # noqa: BLE001 - handed out in its turn
-                calls.add_failed(error)
-                continue
-            calls.submit((self._batches, elements))
-            self._batches += 1
-        if not len(calls):
+            tracker.add_snapshot(snapshot)
+            if is_error:
+                window.add_failed(item, value)
+            else:
+                window.submit(item, _stack, value)
+        if not len(window):
             raise StopIteration
-        item, future = calls.take()
-        if isinstance(item, FailedInput):
-            raise item.error  # the upstream's error, already annotated by its stage
-        index = item[0]
-        try:
+        item, future = window.take()
+        tracker.handed_out(item)
+        positions.handed_out(item)
+        error = future.exception()
+        if error is None:
             return future.result()
-        except StructureError as error:
-            raise annotate_error(error, self._name, index)
+        if isinstance(error, StructureError):
+            raise annotate_error(error, self._name, item)
+        raise error  # the upstream's error, already annotated by its stage
 
     def _get_state(self) -> State:
-        # Batches in flight are stacked again on restore; the upstream's failures are stored.
-        in_flight = [{"input_error": error_record(item.error)} if isinstance(item, FailedInput)
-                     else [item[0], [encode(e) for e in item[1]]]
-                     for item in self._calls.pending_inputs()]
-        return {"batches": self._batches, "exhausted": self._exhausted,
-                "in_flight": in_flight, "input": self._upstream.state_dict()}
+        if not self._tracker.has_snapshot:
+            return initial_position(self._upstream.state_dict(), self._positions.pulled)
+        return self._tracker.state(self._positions.pending_errors(self._tracker))
 
     def _set_state(self, state: State) -> None:
-        self._calls.discard()
+        self._window.discard()
+        self._exhausted = False
         self._upstream.load_state_dict(state["input"])
-        self._batches = state["batches"]
-        self._exhausted = state["exhausted"]
-        for saved in state["in_flight"]:
-            if isinstance(saved, dict):
-                self._calls.add_failed(restore_error(saved["input_error"]))
-            else:
-                index, elements = saved
-                self._calls.submit((index, [decode(e) for e in elements]))
+        self._positions.restore(state)
+        self._tracker.restore(state)
 
     def _release(self) -> None:
-        self._calls.shutdown()
+        self._window.shutdown()

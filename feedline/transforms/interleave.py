@@ -37,7 +37,16 @@ from feedline.core.validation import (
     validate_optional_int,
     validate_parallelism,
 )
-from feedline.execution.executor import Executor, make_executor
+from feedline.execution.executor import Executor, Strand, make_executor
+from feedline.execution.positions import PositionReader, initial_position, replay_from
+from feedline.execution.read_ahead import (
+    ELEMENT,
+    ERROR,
+    BufferClosed,
+    SequentialReader,
+    StopSignal,
+    wait_any,
+)
 from feedline.transforms.flat_map import make_inner_dataset, note_inner_error
 
 PREFETCH_INPUT_FACTOR = 1
@@ -77,26 +86,6 @@ def _open_inner(map_func: Callable[..., Any], ctx: IteratorContext, stage: str, 
         return dataset._make_iterator(ctx)
     except Exception as error:  # noqa: BLE001 - re-raised with a note
         raise annotate_error(error, stage, index)
-
-
-# ------------------------------------------------------------------ the dataset node
-def load_cycle_position(iterator: Any, state: State, stop_cycle: Callable[[], None]) -> None:
-    """The part of restoring shared by both interleave iterators: check the cycle length,
-    stop the open datasets (``stop_cycle``), rewind the input and the cycle position.
-
-    The caller then reopens the saved slots.
-    """
-    if len(state["slots"]) != len(iterator._cycle):
-        raise CheckpointError(
-            f"{iterator._name}: the state has {len(state['slots'])} cycle slots but this "
-            f"pipeline's cycle_length is {len(iterator._cycle)}")
-    stop_cycle()
-    iterator._upstream.load_state_dict(state["input"])
-    iterator._cycle_index = state["cycle_index"]
-    iterator._block_index = state["block_index"]
-    iterator._end_of_input = state["end_of_input"]
-    iterator._next_input_index = state["next_input_index"]
-    iterator._num_open = 0
 
 
 class InterleaveDataset(Dataset):
@@ -166,28 +155,48 @@ class InterleaveDataset(Dataset):
             ctx.deterministic(self.deterministic))
 
 
+
 Opener = Callable[[Any, int], DatasetIterator]
 
 
-# ------------------------------------------------------------------ sequential
-class _Open:
-    """A cycle slot of the sequential stage: the input element and its dataset's iterator."""
+class _InputError:
+    """An error the input raised while the stage read ahead; raised when its turn comes."""
 
-    __slots__ = ("element", "index", "iterator")
+    __slots__ = ("error",)
 
-    def __init__(self, index: int, element: Any, iterator: DatasetIterator) -> None:
-        self.index = index
-        self.element = element
-        self.iterator = iterator
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
 
 
-class InterleaveIterator(DatasetIterator):
-    """The synchronous stage: tf.data's ``InterleaveDataset`` loop, step for step.
+def _entry_state(index: int, element: Any, inner: State | None) -> State:
+    """One opened dataset in a state: its input element (to make the dataset again) and its
+    position (:mod:`feedline.execution.positions`); ``inner`` is ``None`` when ``map_func``
+    failed on it (it is called again, and fails again, on restore)."""
+    return {"index": index, "element": encode(element), "inner": inner}
 
-    Errors: a failing ``map_func`` consumes its input element and leaves the slot empty (the
-    next call fills it from the next element); an error from an inner dataset leaves the
-    position unchanged, so the next call asks that dataset again.
+
+def _future_states(futures: Any, state_of: Callable[[Any], State]) -> list[State]:
+    return [{"input_error": error_record(entry.error)} if isinstance(entry, _InputError)
+            else state_of(entry) for entry in futures]
+
+
+class _InterleaveBase(DatasetIterator):
+    """What both interleave iterators share: the cycle position and its checkpoint layout.
+
+    The state is the same for the sequential and the parallel stage, so a checkpoint
+    restores whatever ``num_parallel_calls`` or ``deterministic`` the restoring run uses::
+
+        {"cycle_length", "cycle_index", "block_index", "end_of_input", "next_input_index",
+         "slots": [None | {"index", "element", "inner"}], "futures": [...], "input"}
+
+    ``cycle_length`` is the resolved one: a checkpoint from a machine with another CPU count
+    (``cycle_length=None``) restores with the cycle it was taken with. ``futures`` are
+    datasets opened ahead (parallel stage) not yet in the cycle, or input errors in their
+    place. Each dataset's ``inner`` is a position, never the elements read ahead.
     """
+
+    OPERATION = "interleave"
+    STATE_VERSION = 2
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, opener: Opener,
                  cycle_length: int, block_length: int, name: str) -> None:
@@ -196,7 +205,7 @@ class InterleaveIterator(DatasetIterator):
         self._opener = opener
         self._block_length = block_length
         self._name = name
-        self._cycle: list[_Open | None] = [None] * cycle_length
+        self._cycle: list[Any] = [None] * cycle_length
         self._cycle_index = 0
         self._block_index = 0
         self._end_of_input = False
@@ -207,13 +216,109 @@ class InterleaveIterator(DatasetIterator):
         self._block_index = 0
         self._cycle_index = (self._cycle_index + 1) % len(self._cycle)
 
+    def _position_state(self, slots: list[State | None], futures: list[State]) -> State:
+        return {"cycle_length": len(self._cycle), "cycle_index": self._cycle_index,
+                "block_index": self._block_index, "end_of_input": self._end_of_input,
+                "next_input_index": self._next_input_index, "slots": slots,
+                "futures": futures, "input": self._upstream.state_dict()}
+
+    def _load_position(self, state: State) -> None:
+        """Rewind the input and the cycle position (the caller has stopped its datasets)."""
+        cycle_length = int(state["cycle_length"])
+        if cycle_length < 1 or len(state["slots"]) != cycle_length:
+            raise CheckpointError(f"{self._name}: the state's cycle_length {cycle_length} "
+                                  f"does not match its {len(state['slots'])} slots")
+        self._cycle = [None] * cycle_length
+        self._upstream.load_state_dict(state["input"])
+        self._cycle_index = state["cycle_index"]
+        self._block_index = state["block_index"]
+        self._end_of_input = state["end_of_input"]
+        self._next_input_index = state["next_input_index"]
+        self._num_open = 0
+
+
+# ------------------------------------------------------------------ sequential
+class _Open:
+    """A cycle slot of the sequential stage: the input element and its dataset's iterator.
+
+    ``replay`` re-reads after a restore from a read-ahead position; ``failure`` is a
+    ``map_func`` error restored in its place (raised when the cycle reaches it).
+    """
+
+    __slots__ = ("element", "failure", "index", "iterator", "replay")
+
+    def __init__(self, index: int, element: Any, iterator: DatasetIterator | None,
+                 replay: PositionReader | None = None,
+                 failure: BaseException | None = None) -> None:
+        self.index = index
+        self.element = element
+        self.iterator = iterator
+        self.replay = replay
+        self.failure = failure
+
+    def next(self) -> Any:
+        replay = self.replay
+        if replay is None:
+            return next(self.iterator)  # type: ignore[arg-type]
+        item, is_error, value, _ = replay.pull()
+        replay.handed_out(item)
+        if not replay.replaying:
+            self.replay = None
+        if is_error:
+            raise value
+        return value
+
+    def state(self) -> State:
+        if self.iterator is None:
+            return _entry_state(self.index, self.element, None)
+        inner = self.replay.inline_position() if self.replay is not None else \
+            initial_position(self.iterator.state_dict())
+        return _entry_state(self.index, self.element, inner)
+
+
+class InterleaveIterator(_InterleaveBase):
+    """The synchronous stage: tf.data's ``InterleaveDataset`` loop, step for step.
+
+    Errors: a failing ``map_func`` consumes its input element and leaves the slot empty (the
+    next call fills it from the next element); an error from an inner dataset leaves the
+    position unchanged, so the next call asks that dataset again.
+    """
+
+    def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, opener: Opener,
+                 cycle_length: int, block_length: int, name: str) -> None:
+        super().__init__(ctx, upstream, opener, cycle_length, block_length, name)
+        # Datasets a parallel stage had opened ahead, from a restored checkpoint.
+        self._pending: collections.deque[_Open | _InputError] = collections.deque()
+
+    def _open_next(self) -> _Open | None:
+        """The next input element's dataset (``None`` at the end of the input)."""
+        if self._pending:
+            entry = self._pending.popleft()
+            if isinstance(entry, _InputError):
+                raise entry.error
+            if entry.failure is not None:
+                raise entry.failure
+            return entry
+        try:
+            element = next(self._upstream)
+        except StopIteration:
+            self._end_of_input = True
+            return None
+        index = self._next_input_index
+        self._next_input_index += 1
+        return _Open(index, element, self._opener(element, index))
+
     def __next__(self) -> Any:
         cycle = self._cycle
-        while not self._end_of_input or self._num_open:
+        while not self._end_of_input or self._num_open or self._pending:
             current = cycle[self._cycle_index]
             if current is not None:
+                if current.failure is not None:
+                    cycle[self._cycle_index] = None
+                    self._num_open -= 1
+                    raise current.failure
                 try:
-                    element = next(current.iterator)
+                    element = current.next()
                 except StopIteration:
                     current.iterator.close()
                     cycle[self._cycle_index] = None
@@ -226,247 +331,153 @@ class InterleaveIterator(DatasetIterator):
                 if self._block_index == self._block_length:
                     self._advance_to_next_in_cycle()
                 return element
-            if self._end_of_input:
+            if self._end_of_input and not self._pending:
                 self._advance_to_next_in_cycle()
                 continue
-            try:
-                element = next(self._upstream)
-            except StopIteration:
-                self._end_of_input = True
+            opened = self._open_next()
+            if opened is None:
                 continue
-            index = self._next_input_index
-            self._next_input_index += 1
-            cycle[self._cycle_index] = _Open(index, element, self._opener(element, index))
+            cycle[self._cycle_index] = opened
             self._num_open += 1
         raise StopIteration
 
     def _get_state(self) -> State:
-        slots = [None if s is None else [s.index, encode(s.element), s.iterator.state_dict()]
-                 for s in self._cycle]
-        return {"cycle_index": self._cycle_index, "block_index": self._block_index,
-                "end_of_input": self._end_of_input, "next_input_index": self._next_input_index,
-                "slots": slots, "input": self._upstream.state_dict()}
+        slots = [None if s is None else s.state() for s in self._cycle]
+        return self._position_state(slots, _future_states(self._pending, _Open.state))
 
     def _set_state(self, state: State) -> None:
-        load_cycle_position(self, state, self._release)
+        self._release()
+        self._load_position(state)
         for position, saved in enumerate(state["slots"]):
-            if saved is None:
-                continue
-            index, encoded, inner_state = saved
-            element = decode(encoded)
-            iterator = self._opener(element, index)
-            self._cycle[position] = _Open(index, element, iterator)
-            self._num_open += 1
-            iterator.load_state_dict(inner_state)
+            if saved is not None:
+                self._cycle[position] = self._restore_open(saved)
+                self._num_open += 1
+        self._pending.clear()
+        for saved in state["futures"]:
+            self._pending.append(_InputError(restore_error(saved["input_error"]))
+                                 if "input_error" in saved else self._restore_open(saved))
+
+    def _restore_open(self, saved: State) -> _Open:
+        index, element, inner = int(saved["index"]), decode(saved["element"]), saved["inner"]
+        if inner is None:  # map_func failed on it: it fails again, in its place
+            try:
+                iterator = self._opener(element, index)
+            except Exception as error:  # noqa: BLE001 - raised when the cycle reaches it
+                return _Open(index, element, None, failure=error)
+            return _Open(index, element, iterator)
+        iterator = self._opener(element, index)
+        iterator.load_state_dict(inner["input"])
+        return _Open(index, element, iterator, replay_from(iterator, inner))
 
     def _release(self) -> None:
-        for position, slot in enumerate(self._cycle):
-            if slot is not None:
-                self._cycle[position] = None
-                slot.iterator.close()
+        entries = [*self._cycle, *self._pending]
+        self._cycle = [None] * len(self._cycle)
+        self._pending.clear()
+        for entry in entries:
+            if isinstance(entry, _Open) and entry.iterator is not None:
+                entry.iterator.close()
 
 
 # ------------------------------------------------------------------ parallel
-_ELEMENT, _END, _ERROR, _FAILED = 0, 1, 2, 3
-"""Items of a slot's read-ahead buffer: an element, the end of its dataset, an error from
-its dataset (reading may continue after it), or a failure to make the dataset at all."""
+class _SharedPool:
+    """The stage's pool of reading threads, made by the first read; every open dataset
+    reads on it through its own :class:`~feedline.execution.executor.Strand`."""
+
+    def __init__(self, workers: int, name: str, close_timeout: float) -> None:
+        self._args = (workers, name, close_timeout)
+        self._executor: Executor | None = None
+        self._lock = threading.Lock()
+        self._shut = False
+
+    def strand(self) -> Strand:
+        with self._lock:
+            if self._shut:
+                raise BufferClosed
+            if self._executor is None:
+                workers, name, close_timeout = self._args
+                self._executor = make_executor(workers, name, close_timeout=close_timeout)
+            return Strand(self._executor)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._shut = True
+            executor = self._executor
+        if executor is not None:
+            executor.shutdown()
 
 
 class _Slot:
-    """One input element's dataset, opened and read ahead by tasks on the stage's executor.
+    """One input element's dataset, opened on the consumer's thread (in input order, like
+    the sequential stage, so ``map_func`` needs no locking) and read ahead by a
+    :class:`~feedline.execution.read_ahead.SequentialReader`. A ``map_func`` failure is kept
+    as ``failure`` and raised when the cycle reaches the slot."""
 
-    At most one task per slot runs at a time. A task holds ``pull_lock`` while it opens or
-    advances the inner iterator and appends the result, so whoever holds ``pull_lock`` sees
-    the inner iterator's position and the buffer agree (what a checkpoint needs). The buffer
-    and the flags are guarded by ``cond``, shared by all slots of a stage so that the
-    consumer can wait for "any slot has an item".
-
-    The inner iterator is made on the consumer's thread, in input order, like the sequential
-    stage does (so ``map_func`` needs no locking and per-node epoch counts stay the same);
-    a failure to make it is stored as the slot's only item. A slot refers to its executor,
-    ``cond`` and inner iterator only, never to the stage iterator, so an abandoned pipeline
-    can still be garbage-collected (and so closed) while tasks run.
-    """
+    __slots__ = ("element", "failure", "index", "iterator", "reader")
 
     def __init__(self, index: int, element: Any, iterator: DatasetIterator | None,
-                 capacity: int, executor: Executor, cond: threading.Condition,
-                 preloaded: tuple[tuple[int, Any], ...] = ()) -> None:
+                 reader: SequentialReader | None, failure: BaseException | None = None) -> None:
         self.index = index
         self.element = element
-        self.items: collections.deque[tuple[int, Any]] = collections.deque(preloaded)
-        self.capacity = capacity
-        self.low_water = capacity // 2
-        # The dataset has ended or could not be made: nothing more will be read.
-        self.ended = any(kind in (_END, _FAILED) for kind, _ in preloaded)
-        self.running = False
-        self.stopped = False
         self.iterator = iterator
-        self.executor = executor
-        self._cond = cond
-        self.pull_lock = threading.Lock()
+        self.reader = reader
+        self.failure = failure
 
-    def request(self) -> None:
-        """Start a read-ahead task unless one runs or nothing is left; hold ``cond``."""
-        if not self.running and not self.ended and not self.stopped \
-                and len(self.items) < self.capacity:
-            self.running = True
-            self.executor.submit(self._fill)
+    def state(self) -> State:
+        inner = None if self.reader is None else self.reader.position()
+        return _entry_state(self.index, self.element, inner)
 
-    def _fill(self) -> None:
-        cond, items = self._cond, self.items
-        try:
-            while True:
-                with self.pull_lock:
-                    # Reads of ``stopped`` and ``len(items)`` without ``cond`` are hints only:
-                    # the decisions that matter are taken again under ``cond`` below.
-                    if self.stopped:
-                        with cond:
-                            self.running = False
-                        return
-                    # Pull several items per hand-off (fewer lock round trips), but hand
-                    # over at once when the consumer has run dry.
-                    batch = [self._pull()]
-                    room = self.capacity - len(items) - 1
-                    while room > 0 and batch[-1][0] == _ELEMENT and items \
-                            and not self.stopped:
-                        batch.append(self._pull())
-                        room -= 1
-                    with cond:
-                        if self.stopped:
-                            self.running = False
-                            return
-                        items.extend(batch)
-                        kind = batch[-1][0]
-                        if kind in (_END, _FAILED):
-                            self.ended = True
-                        done = self.ended or kind == _ERROR or len(items) >= self.capacity
-                        if done:
-                            self.running = False
-                        cond.notify_all()
-                if done:
-                    return
-        except BaseException as error:  # noqa: BLE001 - a bug must not leave the consumer waiting
-            with cond:
-                self.items.append((_ERROR, error))
-                self.running = False
-                cond.notify_all()
-
-    def _pull(self) -> tuple[int, Any]:
-        """Read one item (call with ``pull_lock`` held)."""
-        try:
-            return (_ELEMENT, next(self.iterator))  # type: ignore[arg-type]
-        except StopIteration:
-            return (_END, None)
-        except BaseException as error:  # noqa: BLE001 - handed over; reading may go on after it
-            return (_ERROR, error)
-
-    def state(self) -> dict[str, Any]:
-        """This slot's part of a checkpoint; call on the consumer's thread, ``cond`` not held."""
-        with self.pull_lock:
-            with self._cond:
-                items = list(self.items)
-            if self.ended or self.iterator is None:
-                inner = None  # never read again: nothing to reopen
-            else:
-                inner = self.iterator.state_dict()
-        return {"index": self.index, "element": encode(self.element), "inner": [inner],
-                "items": [_encode_item(item) for item in items]}
-
-    def stop(self) -> None:
-        """Stop reading, wait for a read in progress, close the inner iterator. Idempotent."""
-        with self._cond:
-            self.stopped = True
-        with self.pull_lock:
-            iterator, self.iterator = self.iterator, None
+    def stop(self, wait: bool) -> None:
+        """Stop reading and close the dataset; ``wait`` for a read in progress first."""
+        reader, iterator = self.reader, self.iterator
+        self.reader = self.iterator = None
+        if reader is not None:
+            if wait:
+                reader.discard()
+            reader.shutdown(stop_all=False)
         if iterator is not None:
             iterator.close()
 
 
-def _encode_item(item: tuple[int, Any]) -> list[Any]:
-    kind, value = item
-    if kind == _ELEMENT:
-        return ["element", encode(value)]
-    if kind == _END:
-        return ["end"]
-    return ["error" if kind == _ERROR else "failed", error_record(value)]
-
-
-def _decode_item(saved: list[Any]) -> tuple[int, Any]:
-    kind = saved[0]
-    if kind == "element":
-        return (_ELEMENT, decode(saved[1]))
-    if kind == "end":
-        return (_END, None)
-    if kind not in ("error", "failed"):
-        raise CheckpointError(f"unknown interleave buffer entry {kind!r}")
-    return (_ERROR if kind == "error" else _FAILED, restore_error(saved[1]))
-
-
-class _InputError:
-    """An error the input raised while the stage read ahead; raised when its turn comes."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-
-
-class ParallelInterleaveIterator(DatasetIterator):
+class ParallelInterleaveIterator(_InterleaveBase):
     """Reads every open dataset ahead on a pool of ``workers`` threads.
 
     The consumer's thread runs the same cycle as :class:`InterleaveIterator`, but takes each
-    element from the slot's read-ahead buffer. Input elements are pulled, and ``map_func``
-    makes their datasets, on the consumer's thread in input order (the input stays
-    single-threaded and ``map_func`` needs no locking); they wait in a queue of *future*
-    slots (up to ``PREFETCH_INPUT_FACTOR * cycle_length``) that start reading at once, and
-    an empty cycle slot takes the next one from that queue. Since slots are refilled in
-    exactly the order the sequential cycle refills them, the output order is the same.
-    Workers read one slot at a time each, a few elements per task, and stop when the
-    slot's buffer is full, so ``workers`` threads serve any number of slots.
+    element from the dataset's read-ahead. Input elements are pulled, and ``map_func``
+    makes their datasets, on the consumer's thread in input order; they wait in a queue of
+    *future* datasets (up to ``PREFETCH_INPUT_FACTOR * cycle_length``) that start reading
+    at once, and an empty cycle slot takes the next one from that queue. Since slots are
+    refilled in exactly the order the sequential cycle refills them, the output order is the
+    same. Each dataset reads on the shared pool through its own strand (one read at a time),
+    a few elements per task, and stops when its read-ahead is full, so ``workers`` threads
+    serve any number of datasets.
 
     With ``deterministic=False`` the consumer takes from the first slot, in cycle order from
     the current position, that has an item ready, and only waits when none has.
-
-    State: the input's state, the cycle position, and for each cycle slot and future slot
-    its input element, its inner iterator's state and its buffered items (elements, end
-    marks and errors, encoded), all taken while the slot's reader is paused.
     """
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, opener: Opener,
                  cycle_length: int, block_length: int, name: str, workers: int,
                  deterministic: bool) -> None:
-        super().__init__(ctx, [upstream])
-        self._upstream = upstream
-        self._opener = opener
-        self._block_length = block_length
-        self._name = name
-        self._workers = max(1, workers)
+        super().__init__(ctx, upstream, opener, cycle_length, block_length, name)
         self._deterministic = deterministic
         self._capacity = max(2 * block_length + 1, MIN_SLOT_BUFFER)
         # Datasets waiting to enter the cycle read only tf.data's 2 * block_length + 1 ahead:
         # enough to hide opening them, without holding a full buffer each.
         self._future_capacity = min(self._capacity, 2 * block_length + 1)
-        self._max_open = cycle_length * (1 + PREFETCH_INPUT_FACTOR)
-        self._cond = threading.Condition(threading.Lock())
-        self._executor: Executor | None = None
-        self._cycle: list[_Slot | None] = [None] * cycle_length
+        threading_options = ctx.options.threading
+        self._timeout = threading_options.element_timeout
+        self._pool = _SharedPool(max(1, workers), name, threading_options.close_timeout)
+        self._stop = StopSignal()
         self._futures: collections.deque[_Slot | _InputError] = collections.deque()
-        self._cycle_index = 0
-        self._block_index = 0
-        self._end_of_input = False
-        self._num_open = 0
-        self._next_input_index = 0
-        self._closing = False
+        self._started = False
 
-    # ---------------------------------------------------------------- helpers
-    def _executor_or_start(self) -> Executor:
-        if self._executor is None:
-            executor = self._executor = make_executor(self._workers, self._name)
-            with self._cond:  # slots restored from a checkpoint start reading now
-                for slot in self._all_slots():
-                    slot.executor = executor
-                    slot.request()
-        return self._executor
+    @property
+    def replay_exact(self) -> bool:
+        return self._deterministic and super().replay_exact
+
+    @property
+    def _max_open(self) -> int:
+        return len(self._cycle) * (1 + PREFETCH_INPUT_FACTOR)
 
     def _all_slots(self) -> list[_Slot]:
         slots = [s for s in self._cycle if s is not None]
@@ -474,25 +485,22 @@ class ParallelInterleaveIterator(DatasetIterator):
         return slots
 
     def _new_slot(self, index: int, element: Any, capacity: int,
-                  inner_state: State | None = None,
-                  preloaded: tuple[tuple[int, Any], ...] = ()) -> _Slot:
+                  inner: State | None = None) -> _Slot:
         """A slot for input element ``index``, its dataset made (and restored) now."""
-        executor = self._executor or _DeferredExecutor()
-        iterator = None
-        if not any(kind in (_END, _FAILED) for kind, _ in preloaded):
-            try:
-                iterator = self._opener(element, index)
-                if inner_state is not None:
-                    iterator.load_state_dict(inner_state)
-            except Exception as error:  # raised in its turn, or re-raised
-                if iterator is not None:
-                    iterator.close()
-                if inner_state is not None:
-                    raise  # a checkpoint that cannot be restored fails load_state_dict()
-                # A map_func failure is raised when the cycle reaches this element, as in
-                # the sequential stage.
-                iterator, preloaded = None, ((_FAILED, error),)
-        return _Slot(index, element, iterator, capacity, executor, self._cond, preloaded)
+        try:
+            iterator = self._opener(element, index)
+        except Exception as error:  # raised in its turn
+            if inner is not None:
+                raise  # a checkpoint that cannot be restored fails load_state_dict()
+            # A map_func failure is raised when the cycle reaches this element, as in the
+            # sequential stage.
+            return _Slot(index, element, None, None, error)
+        pool = self._pool
+        reader = SequentialReader(self._name, iterator, pool.strand, capacity, self._timeout,
+                                  self._stop)
+        if inner is not None:
+            reader.restore(inner)
+        return _Slot(index, element, iterator, reader)
 
     def _top_up(self) -> None:
         """Open input elements ahead until ``cycle_length * (1 + factor)`` are open."""
@@ -510,8 +518,8 @@ class ParallelInterleaveIterator(DatasetIterator):
             self._next_input_index += 1
             slot = self._new_slot(index, element, self._future_capacity)
             futures.append(slot)
-            with self._cond:
-                slot.request()
+            if slot.reader is not None:
+                slot.reader.prime()
 
     def _fill_slot(self, position: int) -> _Slot | None:
         """Move the next future into the empty slot ``position``; ``None`` at end of input.
@@ -527,148 +535,95 @@ class ParallelInterleaveIterator(DatasetIterator):
             raise entry.error
         self._cycle[position] = entry
         self._num_open += 1
-        with self._cond:  # in the cycle now: read further ahead
-            entry.capacity, entry.low_water = self._capacity, self._capacity // 2
-            entry.request()
+        if entry.reader is not None:  # in the cycle now: read further ahead
+            entry.reader.capacity = self._capacity
+            entry.reader.prime()
         return entry
-
-    def _advance_to_next_in_cycle(self) -> None:
-        self._block_index = 0
-        self._cycle_index = (self._cycle_index + 1) % len(self._cycle)
-
-    def _consume(self, position: int, slot: _Slot, item: tuple[int, Any]) -> tuple[bool, Any]:
-        """Act on an item taken from ``slot``: ``(True, element)`` to return it, ``(False,
-        None)`` when the slot's dataset ended; raises the slot's errors."""
-        kind, value = item
-        if kind == _ELEMENT:
-            self._block_index += 1
-            if self._block_index == self._block_length:
-                self._advance_to_next_in_cycle()
-            return True, value
-        # The dataset is done (ended or never made): free the slot for the next input element.
-        self._cycle[position] = None
-        self._num_open -= 1
-        slot.stop()
-        if kind == _END:
-            self._advance_to_next_in_cycle()
-            return False, None
-        if kind == _FAILED:
-            raise value  # already names the stage and input element
-        raise AssertionError("unexpected item kind")
-
-    def _refill_soon(self, slot: _Slot) -> None:
-        """After taking from ``slot``: ask for more once it is half empty.
-
-        ``running``/``ended`` read without ``cond`` are hints; ``request()`` re-checks under
-        it, and a slot found empty is always requested by the waiting code.
-        """
-        if len(slot.items) <= slot.low_water and not slot.running and not slot.ended:
-            with self._cond:
-                slot.request()
 
     # ---------------------------------------------------------------- iteration
     def __next__(self) -> Any:
-        if self._closing:
+        if self._stop.is_set():
             raise StopIteration
-        if self._executor is None:
-            self._executor_or_start()
+        if not self._started:
+            self._started = True
+            for slot in self._all_slots():  # restored from a checkpoint: start reading now
+                if slot.reader is not None:
+                    slot.reader.prime()
         if not self._end_of_input and self._num_open + len(self._futures) < self._max_open:
             self._top_up()
-        if self._deterministic:
-            return self._next_in_order()
-        return self._next_ready()
-
-    def _next_in_order(self) -> Any:
-        cond = self._cond
         while self._num_open or self._futures or not self._end_of_input:
-            position = self._cycle_index
+            position = self._cycle_index if self._deterministic else self._ready_position()
+            if position is None:
+                if not self._num_open and not self._futures and self._end_of_input:
+                    break
+                self._wait_for_any()
+                continue
+            if position != self._cycle_index:
+                self._cycle_index, self._block_index = position, 0
             slot = self._cycle[position]
             if slot is None:
                 slot = self._fill_slot(position)
                 if slot is None:
                     self._advance_to_next_in_cycle()
                     continue
-            items = slot.items
-            try:
-                # Fast path without ``cond``: only this thread removes items, and a deque's
-                # popleft/extend are atomic, so the worker's appends cannot interleave badly.
-                item = items.popleft()
-            except IndexError:
-                with cond:
-                    while not items:
-                        if self._closing:
-                            raise StopIteration
-                        slot.request()
-                        cond.wait()
-                    item = items.popleft()
-            if len(items) <= slot.low_water and not slot.running and not slot.ended:
-                self._refill_soon(slot)
-            kind = item[0]
-            if kind == _ELEMENT:  # the common case, inlined from _consume()
-                self._block_index += 1
-                if self._block_index == self._block_length:
-                    self._block_index = 0
-                    self._cycle_index = (position + 1) % len(self._cycle)
-                return item[1]
-            if kind == _ERROR:
-                raise note_inner_error(item[1], self._name, slot.index)
-            self._consume(position, slot, item)
-        raise StopIteration
-
-    def _next_ready(self) -> Any:
-        cond = self._cond
-        cycle = self._cycle
-        length = len(cycle)
-        while self._num_open or self._futures or not self._end_of_input:
-            found: tuple[int, _Slot, tuple[int, Any]] | None = None
-            for offset in range(length):
-                position = (self._cycle_index + offset) % length
-                slot = cycle[position]
-                if slot is None:
-                    slot = self._fill_slot(position)
-                    if slot is None:
-                        continue
-                if slot.items:  # only this thread removes items: a non-empty deque stays so
-                    found = (position, slot, slot.items.popleft())
-                    break
-            if found is None:
-                if not self._num_open and not self._futures and self._end_of_input:
-                    break
-                with cond:
-                    for slot in cycle:
-                        if slot is not None:
-                            slot.request()
-                    while not self._closing and not any(s is not None and s.items for s in cycle):
-                        cond.wait()
-                    if self._closing:
-                        raise StopIteration
-                continue
-            position, slot, item = found
-            self._refill_soon(slot)
-            if position != self._cycle_index:
-                self._cycle_index, self._block_index = position, 0
-            if item[0] == _ERROR:
-                raise note_inner_error(item[1], self._name, slot.index)
-            produced, element = self._consume(position, slot, item)
+            produced, element = self._take(position, slot)
             if produced:
                 return element
         raise StopIteration
 
+    def _take(self, position: int, slot: _Slot) -> tuple[bool, Any]:
+        """Take from ``slot``: ``(True, element)``, or ``(False, None)`` when its dataset
+        ended; raises its errors."""
+        if slot.failure is not None:
+            self._cycle[position] = None
+            self._num_open -= 1
+            raise slot.failure  # already names the stage and input element
+        assert slot.reader is not None
+        tag, value = slot.reader.next_item()
+        if tag == ELEMENT:
+            self._block_index += 1
+            if self._block_index == self._block_length:
+                self._advance_to_next_in_cycle()
+            return True, value
+        if tag == ERROR:
+            raise note_inner_error(value, self._name, slot.index)
+        # The dataset is done: free the slot for the next input element.
+        self._cycle[position] = None
+        self._num_open -= 1
+        slot.stop(wait=False)
+        self._advance_to_next_in_cycle()
+        return False, None
+
+    def _ready_position(self) -> int | None:
+        """The first slot, in cycle order from the current one, with an item ready."""
+        cycle, length = self._cycle, len(self._cycle)
+        for offset in range(length):
+            position = (self._cycle_index + offset) % length
+            slot = cycle[position]
+            if slot is None:
+                slot = self._fill_slot(position)
+                if slot is None:
+                    continue
+            if slot.failure is not None or slot.reader.ready():  # type: ignore[union-attr]
+                return position
+        return None
+
+    def _wait_for_any(self) -> None:
+        windows = [s.reader.window for s in self._cycle if s is not None and s.reader is not None]
+        if not wait_any(windows, self._stop, self._timeout):
+            raise TimeoutError(f"{self._name}: no element ready within {self._timeout} s "
+                               "(Options().threading.element_timeout)")
+        if self._stop.is_set():
+            raise BufferClosed
+
     # ---------------------------------------------------------------- checkpoints
     def _get_state(self) -> State:
-        futures: list[Any] = []
-        for entry in self._futures:
-            if isinstance(entry, _InputError):
-                futures.append({"input_error": error_record(entry.error)})
-            else:
-                futures.append(entry.state())
-        return {"cycle_index": self._cycle_index, "block_index": self._block_index,
-                "end_of_input": self._end_of_input, "next_input_index": self._next_input_index,
-                "slots": [None if s is None else s.state() for s in self._cycle],
-                "futures": futures, "input": self._upstream.state_dict()}
+        slots = [None if s is None else s.state() for s in self._cycle]
+        return self._position_state(slots, _future_states(self._futures, _Slot.state))
 
     def _set_state(self, state: State) -> None:
-        load_cycle_position(self, state, self._stop_slots)
+        self._stop_slots(wait=True)
+        self._load_position(state)
         for position, saved in enumerate(state["slots"]):
             if saved is not None:
                 self._cycle[position] = self._restore_slot(saved, self._capacity)
@@ -678,44 +633,25 @@ class ParallelInterleaveIterator(DatasetIterator):
                 self._futures.append(_InputError(restore_error(saved["input_error"])))
             else:
                 self._futures.append(self._restore_slot(saved, self._future_capacity))
-        if self._executor is not None:  # else they start with the executor
-            with self._cond:
-                for slot in self._all_slots():
-                    slot.request()
+        if self._started:  # else they start reading with the first next()
+            for slot in self._all_slots():
+                if slot.reader is not None:
+                    slot.reader.prime()
 
-    def _restore_slot(self, saved: dict[str, Any], capacity: int) -> _Slot:
-        items = tuple(_decode_item(item) for item in saved["items"])
-        return self._new_slot(saved["index"], decode(saved["element"]), capacity,
-                              saved["inner"][0], items)
+    def _restore_slot(self, saved: State, capacity: int) -> _Slot:
+        return self._new_slot(int(saved["index"]), decode(saved["element"]), capacity,
+                              saved["inner"])
 
-    def _stop_slots(self) -> None:
+    def _stop_slots(self, wait: bool) -> None:
         slots = self._all_slots()
         self._cycle = [None] * len(self._cycle)
         self._futures.clear()
-        with self._cond:
-            for slot in slots:
-                slot.stopped = True
         for slot in slots:
-            slot.stop()
+            slot.stop(wait)
 
     def _release(self) -> None:
-        with self._cond:
-            self._closing = True
-            for slot in self._all_slots():
-                slot.stopped = True
-            self._cond.notify_all()
-        if self._executor is not None:
-            # Cancels queued reads and waits for running ones (each ends after one item).
-            self._executor.shutdown()
-        self._stop_slots()
-
-
-class _DeferredExecutor:
-    """Stands in for the executor before the first ``next()``: slots made while restoring a
-    checkpoint must not start threads until the stage is used (and closed) for real."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Any:
-        raise AssertionError("a slot read before its stage started")
-
-    def shutdown(self) -> None:
-        """Nothing ever started."""
+        # Wake a consumer waiting on any dataset, stop the pool (a bounded wait for running
+        # reads), then close the datasets.
+        self._stop.set()
+        self._pool.shutdown()
+        self._stop_slots(wait=False)

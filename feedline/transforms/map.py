@@ -10,15 +10,18 @@ from collections.abc import Callable
 from typing import Any
 
 from feedline.core.dataset import Dataset
-from feedline.core.error_records import error_record, restore_error
 from feedline.core.functions import annotate_error, call_with_element, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
-from feedline.core.state_codec import decode, encode
 from feedline.core.structure import normalize_output
 from feedline.core.validation import resolve_parallelism, validate_parallelism
-from feedline.execution.buffer import BufferClosed
 from feedline.execution.executor import make_executor
-from feedline.execution.parallel_calls import FailedInput, ParallelCalls
+from feedline.execution.positions import (
+    PositionReader,
+    PositionTracker,
+    initial_position,
+    replay_from,
+)
+from feedline.execution.read_ahead import ReadAhead
 
 
 class MapDataset(Dataset):
@@ -71,7 +74,14 @@ def _caller(fn: Callable[..., Any]) -> Callable[[Callable[..., Any], Any], Any]:
 
 
 class MapIterator(DatasetIterator):
-    """Calls the function inline: no thread hand-off, the cheapest way for light functions."""
+    """Calls the function inline: no thread hand-off, the cheapest way for light functions.
+
+    Its state has the layout every map iterator writes (:mod:`feedline.execution.positions`),
+    so a checkpoint of a parallel or fused map restores here and the other way round.
+    """
+
+    OPERATION = "map"
+    STATE_VERSION = 2
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
                  map_func: Callable[..., Any], name: str) -> None:
@@ -80,23 +90,43 @@ class MapIterator(DatasetIterator):
         self._fn = map_func
         self._call = _caller(map_func)
         self._name = name
-        self._index = 0
+        self._index = 0  # input elements received: the index errors report
+        # Set while re-reading after a restore from a read-ahead map's position.
+        self._replay: PositionReader | None = None
 
     def __next__(self) -> Any:
-        element = next(self._upstream)
-        self._index += 1
+        if self._replay is not None:
+            element = self._next_replayed()
+        else:
+            element = next(self._upstream)
+            self._index += 1
         try:
             # Inside the try: a result that is no element is this stage's error.
             return normalize_output(self._call(self._fn, element))
         except Exception as error:  # noqa: BLE001 - re-raised with the stage named
             raise annotate_error(error, self._name, self._index - 1)
 
+    def _next_replayed(self) -> Any:
+        replay = self._replay
+        assert replay is not None
+        item, is_error, value, _ = replay.pull()
+        replay.handed_out(item)
+        self._index = item + 1
+        if not replay.replaying:
+            self._replay = None
+        if is_error:
+            raise value  # the input's error (or its record), in its place
+        return value
+
     def _get_state(self) -> State:
-        return {"index": self._index, "input": self._upstream.state_dict()}
+        if self._replay is not None:
+            return self._replay.inline_position()
+        return initial_position(self._upstream.state_dict(), self._index)
 
     def _set_state(self, state: State) -> None:
         self._upstream.load_state_dict(state["input"])
-        self._index = state["index"]
+        self._index = int(state["at"])
+        self._replay = replay_from(self._upstream, state)
 
 
 TARGET_TASK_SECONDS = {"thread": 0.0005, "process": 0.005}
@@ -117,11 +147,11 @@ class _ChunkRunner:
         self.call = _caller(fn)
         self.in_subprocess = in_subprocess
 
-    def __call__(self, chunk: list[tuple[int, Any]]) -> tuple[list[tuple[bool, Any]], float]:
+    def __call__(self, chunk: list[Any]) -> tuple[list[tuple[bool, Any]], float]:
         started = time.perf_counter()
         outcomes: list[tuple[bool, Any]] = []
         fn, call = self.fn, self.call
-        for _, element in chunk:
+        for element in chunk:
             try:
                 outcomes.append((True, normalize_output(call(fn, element))))
             except Exception as error:  # noqa: BLE001 - raised on the consumer's thread
@@ -134,86 +164,77 @@ class _ChunkRunner:
 class ParallelMapIterator(DatasetIterator):
     """Runs the function on ``parallelism`` workers; pulls inputs on the consumer's thread.
 
-    Pulling on the consumer's thread keeps the upstream single-threaded (no locks there) and
-    makes the state exact: the upstream position plus the inputs not yet handed out.
+    Pulling on the consumer's thread keeps the upstream single-threaded (no locks there).
     Elements travel to workers in chunks sized from measured call times, so cheap functions
-    do not pay a thread hand-off per element.
+    do not pay a thread hand-off per element; the chunks run on a
+    :class:`~feedline.execution.read_ahead.ReadAhead` window of ``2 * parallelism`` tasks.
 
-    An error of the upstream takes its place in the window of calls: the elements pulled
-    before it come out first, in order, then the error, then the elements after it (as in
-    tf.data; nothing is dropped). A checkpoint stores it in its place too.
+    An error of the upstream takes its place in the window: the elements pulled before it
+    come out first, in order, then the error, then the elements after it (as in tf.data;
+    nothing is dropped).
+
+    The state is a position (:mod:`feedline.execution.positions`): the input's state at or
+    before the first element not handed out, plus which later ones went out already
+    (``deterministic=False``). Elements in flight are computed again after a restore; an
+    input error pulled but not raised yet is stored as a record.
     """
+
+    OPERATION = "map"
+    STATE_VERSION = 2
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
                  map_func: Callable[..., Any], name: str, parallelism: int,
                  deterministic: bool, executor_kind: str) -> None:
         super().__init__(ctx, [upstream])
         self._upstream = upstream
-        self._fn = map_func
         self._name = name
-        self._parallelism = parallelism
         self._deterministic = deterministic
         self._executor_kind = executor_kind
-        self._calls: ParallelCalls | None = None
-        # Computed but not yet handed out: (index, input, ok, result or error).
-        self._ready: collections.deque[tuple[int, Any, bool, Any]] = collections.deque()
-        # In-flight inputs from a checkpoint, submitted by _start(): (index, input) pairs
-        # and the upstream's failures in their places.
-        self._restored_inputs: list[tuple[int, Any] | FailedInput] = []
-        self._next_index = 0
+        self._runner = _ChunkRunner(map_func, executor_kind == "process")
+        threading_options = ctx.options.threading
+        self._window = ReadAhead(
+            name, lambda: make_executor(parallelism, name, executor_kind,
+                                        threading_options.close_timeout),
+            limit=2 * parallelism, deterministic=deterministic,
+            element_timeout=threading_options.element_timeout, describe=_describe_chunk)
+        self._positions = PositionReader(upstream.__next__, upstream.state_dict,
+                                         upstream.replay_exact)
+        self._tracker = PositionTracker()
+        # Computed but not yet handed out: (item, ok, result or error).
+        self._ready: collections.deque[tuple[int, bool, Any]] = collections.deque()
         self._exhausted = False
         self._chunk_size = 1
         self._seconds_per_element: float | None = None
 
-    def _start(self) -> ParallelCalls:
-        runner = _ChunkRunner(self._fn, self._executor_kind == "process")
-        calls = self._calls = ParallelCalls(
-            runner, make_executor(self._parallelism, self._name, self._executor_kind),
-            2 * self._parallelism, self._deterministic)
-        if self._closed:
-            # close() from another thread ran before self._calls was set: it could not
-            # shut these workers down, so this thread does.
-            calls.shutdown()
-            raise BufferClosed
-        self._submit_in_chunks(self._restored_inputs)
-        self._restored_inputs = []
-        return calls
+    @property
+    def replay_exact(self) -> bool:
+        return self._deterministic and super().replay_exact
 
-    def _submit_in_chunks(self, items: list[tuple[int, Any] | FailedInput]) -> None:
-        calls = self._calls
-        assert calls is not None
-        run: list[tuple[int, Any]] = []
-        for item in [*items, None]:
-            if isinstance(item, tuple):
-                run.append(item)
-                continue
-            for start in range(0, len(run), self._chunk_size):
-                calls.submit(run[start:start + self._chunk_size])
-            run = []
-            if item is not None:
-                calls.add_failed(item.error)
-
-    def _fill(self, calls: ParallelCalls) -> None:
-        upstream = self._upstream
-        while not self._exhausted and calls.has_room():
-            chunk: list[tuple[int, Any]] = []
-            failure: Exception | None = None
+    def _fill(self) -> None:
+        window, positions, tracker = self._window, self._positions, self._tracker
+        if not tracker.has_snapshot:
+            tracker.add_snapshot((positions.pulled, self._upstream.state_dict()))
+        while not self._exhausted and window.has_room():
+            items: list[int] = []
+            values: list[Any] = []
+            failure: tuple[int, BaseException] | None = None
             for _ in range(self._chunk_size):
                 try:
-                    element = next(upstream)
+                    item, is_error, value, snapshot = positions.pull()
                 except StopIteration:
                     self._exhausted = True
                     break
-                except Exception as error:  # noqa: BLE001 - handed out in its turn
-                    failure = error
+                tracker.add_snapshot(snapshot)
+                if is_error:
+                    failure = (item, value)
                     break
-                chunk.append((self._next_index, element))
-                self._next_index += 1
-            if chunk:
-                calls.submit(chunk)
+                items.append(item)
+                values.append(value)
+            if items:
+                window.submit(items, self._runner, values)
             if failure is not None:
                 # After the chunk pulled before it; the upstream goes on past a failure.
-                calls.add_failed(failure)
+                window.add_failed(failure[0], failure[1])
 
     def _adapt_chunk_size(self, elements: int, seconds: float) -> None:
         per_element = seconds / elements
@@ -224,61 +245,49 @@ class ParallelMapIterator(DatasetIterator):
         self._chunk_size = max(1, min(MAX_CHUNK, int(target / max(self._seconds_per_element,
                                                                     1e-9))))
 
+    def _handed_out(self, item: int) -> None:
+        self._tracker.handed_out(item)
+        self._positions.handed_out(item)
+
     def __next__(self) -> Any:
         if not self._ready:
-            calls = self._calls if self._calls is not None else self._start()
-            self._fill(calls)
-            if not len(calls):
+            self._fill()
+            if not len(self._window):
                 raise StopIteration
-            chunk, future = calls.take()
-            if isinstance(chunk, FailedInput):
-                raise chunk.error  # the upstream's error, already annotated by its stage
+            tag, future = self._window.take()
+            if isinstance(tag, int):  # the upstream's error, already annotated by its stage
+                self._handed_out(tag)
+                error = future.exception()
+                assert error is not None
+                raise error
             outcomes, seconds = future.result()  # the runner never raises; a dead worker does
-            self._adapt_chunk_size(len(chunk), seconds)
-            self._ready.extend((index, element, ok, value)
-                               for (index, element), (ok, value) in zip(chunk, outcomes))
-        index, _, ok, value = self._ready.popleft()
+            self._adapt_chunk_size(len(tag), seconds)
+            self._ready.extend((item, ok, value) for item, (ok, value) in zip(tag, outcomes))
+        item, ok, value = self._ready.popleft()
+        self._handed_out(item)
         if ok:
             return value
-        raise annotate_error(value, self._name, index)
-
-    def _pending_inputs(self) -> list[tuple[int, Any] | FailedInput]:
-        if self._calls is None:
-            return self._restored_inputs
-        pending: list[tuple[int, Any] | FailedInput] = [
-            (index, element) for index, element, _, _ in self._ready]
-        for chunk in self._calls.pending_inputs():
-            if isinstance(chunk, FailedInput):
-                pending.append(chunk)
-            else:
-                pending.extend(chunk)
-        return pending
+        raise annotate_error(value, self._name, item)
 
     def _get_state(self) -> State:
-        # Inputs are re-run on restore (a failing call fails again); the upstream's own
-        # failures cannot be re-run (the upstream is past them), so they are stored.
-        in_flight = [{"input_error": error_record(item.error)} if isinstance(item, FailedInput)
-                     else [item[0], encode(item[1])] for item in self._pending_inputs()]
-        return {"next_index": self._next_index, "exhausted": self._exhausted,
-                "in_flight": in_flight, "input": self._upstream.state_dict()}
+        if not self._tracker.has_snapshot:  # nothing pulled yet: the upstream is here
+            return initial_position(self._upstream.state_dict(), self._positions.pulled)
+        return self._tracker.state(self._positions.pending_errors(self._tracker))
 
     def _set_state(self, state: State) -> None:
+        # Tasks never touch the upstream: what they compute is simply no longer wanted.
+        self._window.discard()
         self._ready.clear()
-        if self._calls is not None:
-            self._calls.discard()
+        self._exhausted = False
         self._upstream.load_state_dict(state["input"])
-        self._next_index = state["next_index"]
-        self._exhausted = state["exhausted"]
-        items: list[tuple[int, Any] | FailedInput] = [
-            FailedInput(restore_error(saved["input_error"])) if isinstance(saved, dict)
-            else (int(saved[0]), decode(saved[1])) for saved in state["in_flight"]]
-        if self._calls is not None:
-            self._submit_in_chunks(items)
-        else:
-            self._restored_inputs = items
+        self._positions.restore(state)
+        self._tracker.restore(state)
 
     def _release(self) -> None:
         self._ready.clear()
-        calls = self._calls
-        if calls is not None:
-            calls.shutdown()
+        self._window.shutdown()
+
+
+def _describe_chunk(tag: Any) -> str:
+    first = tag if isinstance(tag, int) else tag[0]
+    return f"input element {first}"

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
-from feedline.core.error_records import error_record, restore_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.options import AUTOTUNE_FIXED_BUFFER
-from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element, flatten
 from feedline.core.validation import validate_int
-from feedline.execution.buffer import BufferClosed
-from feedline.execution.producer import BackgroundProducer
+from feedline.execution.executor import make_executor
+from feedline.execution.read_ahead import SequentialReader
 
 AUTOTUNE_MAX_BUFFER = 16
 """Largest buffer ``prefetch(AUTOTUNE)`` grows to."""
@@ -65,102 +62,62 @@ class PrefetchDataset(Dataset):
         return PrefetchIterator(ctx, upstream, self.buffer_size, self.name)
 
 
-def encode_results(results: list[tuple[bool, Any]]) -> list[list[Any]]:
-    """Buffered ``(True, element)`` / ``(False, error)`` results as JSON-safe state entries."""
-    return [["element", encode(value)] if ok else ["error", error_record(value)]
-            for ok, value in results]
-
-
-def decode_results(saved: list[list[Any]]) -> list[tuple[bool, Any]]:
-    """The results :func:`encode_results` stored (errors as restored feedline errors)."""
-    results: list[tuple[bool, Any]] = []
-    for kind, value in saved:
-        if kind not in ("element", "error"):
-            raise ValueError(f"unknown buffered entry {kind!r}")
-        results.append((True, decode(value)) if kind == "element"
-                       else (False, restore_error(value)))
-    return results
-
-
 class PrefetchIterator(DatasetIterator):
-    """Starts its thread on the first ``next()``; ``AUTOTUNE`` grows the buffer by one each time
-    the consumer finds it empty, up to :data:`AUTOTUNE_MAX_BUFFER`.
+    """Reads its input ahead on one daemon thread, started by the first ``next()``.
 
-    Errors of the upstream are buffered in their places, and a checkpoint stores them there
-    (version 2 of the state): after a restore they are raised where they would have been.
+    ``AUTOTUNE`` grows the buffer by one each time the consumer finds it empty, up to
+    :data:`AUTOTUNE_MAX_BUFFER`, within the RAM budget. Errors of the input are read ahead
+    in their places and raised in their turn.
+
+    The state is a position (:mod:`feedline.execution.positions`), never the buffered
+    elements: the input's state taken by the reading thread after some element, and how
+    many elements the consumer has received since. Restoring re-reads from there; an
+    input error read ahead but not yet raised is stored as a record, raised in its place.
     """
 
-    STATE_VERSION = 2
+    OPERATION = "prefetch"
+    STATE_VERSION = 3
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, buffer_size: int,
                  name: str) -> None:
         super().__init__(ctx, [upstream])
         self._upstream = upstream
-        tuning = ctx.options.autotune
+        options = ctx.options
+        tuning = options.autotune
         self._autotune = buffer_size == AUTOTUNE and tuning.enabled
         if buffer_size == AUTOTUNE:
-            self._capacity = 1 if tuning.enabled else AUTOTUNE_FIXED_BUFFER
+            capacity = 1 if tuning.enabled else AUTOTUNE_FIXED_BUFFER
         else:
-            self._capacity = buffer_size
-        self._ram_budget = ctx.options.autotune_ram_budget() if self._autotune else 0
+            capacity = buffer_size
+        self._ram_budget = options.autotune_ram_budget() if self._autotune else 0
         self._name = name
-        self._producer: BackgroundProducer | None = None
-        # Starting, stopping and replacing the producer: two consumers (or a consumer and
-        # close() on another thread) must never start two threads, or one nobody stops.
-        self._producer_lock = threading.Lock()
-        self._restored: list[tuple[bool, Any]] = []
-        self._restored_exhausted = False
-
-    def _start(self) -> BackgroundProducer:
-        with self._producer_lock:
-            if self._producer is None:
-                if self._closed:
-                    raise BufferClosed
-                self._producer = BackgroundProducer(
-                    self._upstream, self._capacity, self._name, self._restored,
-                    self._restored_exhausted)
-                self._restored, self._restored_exhausted = [], False
-            return self._producer
+        threading_options = options.threading
+        self._reader = SequentialReader(
+            name, upstream,
+            lambda: make_executor(1, name, close_timeout=threading_options.close_timeout),
+            capacity, threading_options.element_timeout)
 
     def __next__(self) -> Any:
-        producer = self._producer if self._producer is not None else self._start()
-        if self._autotune and not len(producer.buffer) and self._capacity < AUTOTUNE_MAX_BUFFER:
-            element = producer.get()
+        reader = self._reader
+        if self._autotune and not reader.ready() and reader.capacity < AUTOTUNE_MAX_BUFFER:
+            element = reader.next()
             # Grow only while the buffer, at this element's size, stays within the RAM budget.
-            if (self._capacity + 1) * element_bytes(element) <= self._ram_budget:
-                self._capacity += 1
-                producer.buffer.set_capacity(self._capacity)
+            if (reader.capacity + 1) * element_bytes(element) <= self._ram_budget:
+                reader.capacity += 1
             return element
-        return producer.get()
+        return reader.next()
 
     @property
     def capacity(self) -> int:
-        """How many elements the buffer may hold now (grows under ``AUTOTUNE``)."""
-        return self._capacity
+        """How many elements may be read ahead now (grows under ``AUTOTUNE``)."""
+        return self._reader.capacity
 
     def _get_state(self) -> State:
-        producer = self._producer
-        if producer is None:
-            results, exhausted = self._restored, self._restored_exhausted
-            upstream = self._upstream.state_dict()
-        else:
-            with producer.lock:
-                results, exhausted = producer.snapshot()
-                upstream = self._upstream.state_dict()
-        return {"buffered": encode_results(results), "exhausted": exhausted,
-                "input": upstream}
+        return self._reader.position()
 
     def _set_state(self, state: State) -> None:
-        with self._producer_lock:
-            producer, self._producer = self._producer, None
-        if producer is not None:
-            producer.stop()
-        self._upstream.load_state_dict(state["input"])
-        self._restored = decode_results(state["buffered"])
-        self._restored_exhausted = bool(state["exhausted"])
+        self._reader.discard()
+        self._reader.restore(state)
 
     def _release(self) -> None:
-        with self._producer_lock:
-            producer = self._producer
-        if producer is not None:
-            producer.stop()
+        self._reader.shutdown()

@@ -43,7 +43,7 @@ def test_wrong_state_is_rejected_clearly():
 
     fingerprint = it._fingerprint()
     wrong_kind = pipeline_state.seal(iter(fl.Dataset.range(3)).state_dict()["root"], fingerprint)
-    with pytest.raises(fl.CheckpointError, match="'RangeIterator' stage given to a 'BatchIterator'"):
+    with pytest.raises(fl.CheckpointError, match="'RangeIterator' stage given to a 'batch'"):
         it.load_state_dict(wrong_kind)
     bad_version = json.loads(json.dumps(iter(fl.Dataset.range(3).batch(2)).state_dict()))
     bad_version["root"]["version"] = 99

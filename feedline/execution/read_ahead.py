@@ -1,0 +1,443 @@
+"""The one mechanism that runs work ahead of a consumer.
+
+A :class:`ReadAhead` is a bounded window of tasks in flight on an executor. Prefetch, the
+parallel ``map`` and ``batch`` stages and each dataset ``interleave`` reads ahead all use it:
+
+* **bounded**: at most ``limit`` tasks are in the window (running, queued or finished and
+  not yet taken); the stage adds one when :meth:`ReadAhead.has_room`;
+* **ordered or not**: :meth:`ReadAhead.take` hands tasks back in submission order, or, when
+  not ``deterministic``, whichever finished first;
+* **errors in their place**: a task's exception comes back through its future, in its
+  turn; a failure known before any task could run (the input's own error) takes a place in
+  the window with :meth:`ReadAhead.add_failed`;
+* **lazy**: the executor is made by the first :meth:`ReadAhead.submit`, so an iterator that
+  is built, restored and closed without being read starts no thread;
+* **one shutdown path**: :meth:`ReadAhead.shutdown` is idempotent and may come from another
+  thread while the consumer waits in :meth:`ReadAhead.take`; the wait ends at once with
+  :class:`BufferClosed`, even if a task never returns, and the executor waits for its
+  threads a bounded time (see :mod:`feedline.execution.executor`);
+* **per-element timeout**: a wait longer than ``element_timeout`` raises ``TimeoutError``
+  naming the stage and the element.
+
+The window holds the *tags* the stage gave each task (input positions, element indices),
+never needs to hold inputs: checkpoints record positions (:mod:`feedline.execution.positions`).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from feedline.execution.executor import Executor
+from feedline.execution.positions import PositionReader, PositionTracker, initial_position
+
+_FIRST = concurrent.futures.FIRST_COMPLETED
+
+
+class BufferClosed(BaseException):
+    """A stage's read-ahead was shut down (its pipeline was closed) while in use.
+
+    A ``BaseException``, like ``GeneratorExit``: it must pass through every ``except
+    Exception`` on its way up (``ignore_errors()`` would otherwise swallow it and ask the
+    closed stage again, forever). :class:`~feedline.core.iterator.PipelineIterator` turns it
+    into ``StopIteration`` for a consumer whose ``next()`` was ended by ``close()``.
+    """
+
+
+class StopSignal:
+    """Set once, by whoever shuts a stage down; a wait on tasks also wakes when it is set.
+
+    Several windows of one stage (interleave's open datasets) share one signal, so closing
+    the stage wakes a consumer waiting on any of them.
+
+    Example:
+        >>> signal = StopSignal(); signal.set(); signal.set(); signal.is_set()
+        True
+    """
+
+    def __init__(self) -> None:
+        self.future: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def set(self) -> None:
+        if not self.future.done():
+            try:
+                self.future.set_result(None)
+            except concurrent.futures.InvalidStateError:  # set twice at once
+                pass
+
+    def is_set(self) -> bool:
+        return self.future.done()
+
+
+def _set_all(fn: Callable[[list[concurrent.futures.Future[Any]]], None],
+             futures: list[concurrent.futures.Future[Any]]) -> None:
+    try:
+        fn(futures)
+    except BaseException as error:  # noqa: BLE001 - handed over through the futures
+        for future in futures:
+            if not future.done():
+                try:
+                    future.set_exception(error)
+                except concurrent.futures.InvalidStateError:  # cancelled meanwhile
+                    pass
+
+
+def _failed(error: BaseException) -> concurrent.futures.Future[Any]:
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    future.set_exception(error)
+    return future
+
+
+class ReadAhead:
+    """Up to ``limit`` tasks in flight on an executor, handed back in order or as finished.
+
+    Args:
+        name: The stage's name, for errors, warnings and thread names.
+        executor: An executor, or a function making one (called by the first submit).
+        limit: Most tasks in the window.
+        deterministic: Hand tasks back in submission order (else as they finish).
+        element_timeout: Seconds :meth:`take` waits for one task before raising
+            ``TimeoutError``; ``None`` waits as long as it takes.
+        describe: Names the element a tag stands for, in timeout errors.
+        stop: The stage's :class:`StopSignal`, when several windows share one.
+
+    Example:
+        >>> from feedline.execution.executor import ThreadExecutor
+        >>> window = ReadAhead("doc", lambda: ThreadExecutor(2, "doc"), limit=2)
+        >>> window.submit("a", str.upper, "a"); window.submit("b", str.upper, "b")
+        >>> [(tag, future.result()) for tag, future in (window.take(), window.take())]
+        [('a', 'A'), ('b', 'B')]
+        >>> window.shutdown()
+    """
+
+    def __init__(self, name: str, executor: Executor | Callable[[], Executor], *, limit: int,
+                 deterministic: bool = True, element_timeout: float | None = None,
+                 describe: Callable[[Any], str] | None = None,
+                 stop: StopSignal | None = None) -> None:
+        self.name = name
+        self.limit = max(1, limit)
+        self._deterministic = deterministic
+        self._timeout = element_timeout
+        self._describe = describe or (lambda tag: "the next element")
+        self._executor: Executor | None = None
+        self._make_executor: Callable[[], Executor] | None = None
+        if callable(getattr(executor, "submit", None)):
+            self._executor = executor  # type: ignore[assignment]
+        else:
+            self._make_executor = executor  # type: ignore[assignment]
+        self._pending: collections.deque[tuple[Any, concurrent.futures.Future[Any]]] = \
+            collections.deque()
+        self._stop = stop or StopSignal()
+        self._lock = threading.Lock()
+        self._shut = False
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def __bool__(self) -> bool:
+        # An empty window is still a window: ``window or make_new()`` must not replace it.
+        return True
+
+    @property
+    def started(self) -> bool:
+        return self._executor is not None
+
+    @property
+    def closed(self) -> bool:
+        return self._shut or self._stop.is_set()
+
+    def has_room(self) -> bool:
+        return len(self._pending) < self.limit
+
+    def _executor_or_start(self) -> Executor:
+        executor = self._executor
+        if executor is None:
+            with self._lock:
+                if self._shut:
+                    raise BufferClosed
+                assert self._make_executor is not None
+                executor = self._executor = self._make_executor()
+        return executor
+
+    def submit(self, tag: Any, fn: Callable[..., Any], /, *args: Any) -> None:
+        """Start ``fn(*args)``; :meth:`take` returns it with ``tag``. :class:`BufferClosed`
+        once shut down."""
+        if self.closed:
+            raise BufferClosed
+        try:
+            future = self._executor_or_start().submit(fn, *args)
+        except RuntimeError:
+            if self.closed:  # shut down from another thread meanwhile
+                raise BufferClosed from None
+            raise
+        self._pending.append((tag, future))
+
+    def submit_reads(self, tags: Any, fn: Callable[[list[concurrent.futures.Future[Any]]], None]
+                     ) -> None:
+        """Run ``fn(futures)`` as one task that sets one future per tag, in order, each as
+        soon as it has its result; each future takes its place in the window.
+
+        ``fn`` calls ``set_running_or_notify_cancel()`` on each future before working on it
+        and stops at the first that was cancelled. If ``fn`` raises, the futures it left
+        unset get its exception.
+        """
+        if self.closed:
+            raise BufferClosed
+        futures: list[concurrent.futures.Future[Any]] = [
+            concurrent.futures.Future() for _ in tags]
+        try:
+            self._executor_or_start().submit(_set_all, fn, futures)
+        except RuntimeError:
+            if self.closed:
+                raise BufferClosed from None
+            raise
+        self._pending.extend(zip(tags, futures))
+
+    def add_failed(self, tag: Any, error: BaseException) -> None:
+        """Queue ``error`` in the window: :meth:`take` hands it back in its turn, as a
+        future that raises it."""
+        if self.closed:
+            raise BufferClosed
+        self._pending.append((tag, _failed(error)))
+
+    def head_future(self) -> concurrent.futures.Future[Any] | None:
+        """The future :meth:`take` returns next in order (``None`` when the window is empty)."""
+        return self._pending[0][1] if self._pending else None
+
+    def head_ready(self) -> bool:
+        return bool(self._pending) and self._pending[0][1].done()
+
+    def take(self) -> tuple[Any, concurrent.futures.Future[Any]]:
+        """Wait for the next task and return ``(tag, finished future)``.
+
+        ``future.result()`` gives the result or raises the task's own exception. Raises
+        :class:`BufferClosed` when shut down (before or while waiting) and ``TimeoutError``
+        when a task takes longer than ``element_timeout`` (the task stays in the window:
+        a later call waits for it again).
+        """
+        stop = self._stop.future
+        pending = self._pending
+        if self._deterministic or len(pending) == 1:
+            tag, future = pending[0]
+            if not future.done():
+                concurrent.futures.wait([future, stop], timeout=self._timeout,
+                                        return_when=_FIRST)
+            if self.closed:
+                raise BufferClosed
+            if not future.done():
+                raise self._timed_out(tag)
+            pending.popleft()
+            return tag, future
+        done, _ = concurrent.futures.wait([f for _, f in pending] + [stop],
+                                          timeout=self._timeout, return_when=_FIRST)
+        if self.closed:
+            raise BufferClosed
+        for position, (tag, future) in enumerate(pending):
+            if future in done:
+                del pending[position]
+                return tag, future
+        raise self._timed_out(pending[0][0])
+
+    def _timed_out(self, tag: Any) -> TimeoutError:
+        return TimeoutError(
+            f"{self.name}: {self._describe(tag)} took longer than {self._timeout} s "
+            "(Options().threading.element_timeout)")
+
+    def tags(self) -> list[Any]:
+        """Tags of the tasks not yet taken, in submission order."""
+        return [tag for tag, _ in self._pending]
+
+    def discard(self, wait: bool = False) -> None:
+        """Forget every task in the window (their results are no longer wanted).
+
+        Args:
+            wait: Return only once the tasks already running have finished (a stage that
+                is about to move its input elsewhere needs its readers off it).
+        """
+        futures = [future for _, future in self._pending]
+        self._pending.clear()
+        for future in futures:
+            future.cancel()
+        if wait:
+            concurrent.futures.wait(futures)
+
+    def shutdown(self, stop_all: bool = True) -> None:
+        """Wake a waiting :meth:`take`, cancel queued tasks, stop the executor. Idempotent.
+
+        Args:
+            stop_all: Also set the shared :class:`StopSignal` (``False`` ends only this
+                window, as when one of interleave's datasets ends).
+        """
+        with self._lock:
+            if self._shut:
+                return
+            self._shut = True
+        if stop_all:
+            self._stop.set()
+        # Cancel without emptying the window: a consumer on another thread may be reading
+        # it, and it sees the closed flag before it takes anything more.
+        for _, future in list(self._pending):
+            future.cancel()
+        if self._executor is not None:
+            self._executor.shutdown()
+
+
+def wait_any(windows: list[ReadAhead], stop: StopSignal, timeout: float | None) -> bool:
+    """Wait until one of ``windows`` has its next task finished, or ``stop`` is set.
+
+    Returns whether one is ready (``False`` on timeout). Used by interleave with
+    ``deterministic=False`` to take from whichever open dataset has an element.
+    """
+    futures = [f for f in (w.head_future() for w in windows) if f is not None]
+    if any(f.done() for f in futures):
+        return True
+    done, _ = concurrent.futures.wait(futures + [stop.future], timeout=timeout,
+                                      return_when=_FIRST)
+    return bool(done)
+
+
+ELEMENT, ERROR, END = 0, 1, 2
+"""Tags of the items a :class:`SequentialReader` hands over: an element, an error of the
+input (reading goes on after it), the end of the input."""
+
+
+class SequentialReader:
+    """Reads one iterator ahead of its consumer, keeping positions, on a :class:`ReadAhead`.
+
+    Prefetch and each of interleave's open datasets use it. The iterator is advanced only by
+    tasks on ``executor`` (a one-thread executor or a :class:`~feedline.execution.executor.
+    Strand`), one at a time. A task reads up to the free room in the window, and each item
+    has its own future in the window, set as soon as the item is read: the consumer gets
+    the first item at once while the task reads on. Checkpoints record positions
+    (:class:`~feedline.execution.positions.PositionTracker`): the iterator's state taken by
+    the reading task after some item, never the items read ahead.
+
+    Args:
+        name: Stage name, for errors and warnings.
+        source: The iterator to read ahead (a ``DatasetIterator``).
+        executor: Where reading tasks run (or a function making it, on the first read).
+        capacity: Items to read ahead at most.
+        element_timeout: Seconds to wait for one item before ``TimeoutError``.
+        stop: A :class:`StopSignal` shared by the stage's readers.
+
+    Example:
+        >>> import feedline as fl
+        >>> from feedline.core.iterator import IteratorContext
+        >>> from feedline.execution.executor import ThreadExecutor
+        >>> source = fl.Dataset.range(3)._make_iterator(IteratorContext())
+        >>> reader = SequentialReader("doc", source, lambda: ThreadExecutor(1, "doc"), 2)
+        >>> [int(reader.next()) for _ in range(3)]
+        [0, 1, 2]
+        >>> reader.shutdown()
+    """
+
+    def __init__(self, name: str, source: Any, executor: Executor | Callable[[], Executor],
+                 capacity: int, element_timeout: float | None = None,
+                 stop: StopSignal | None = None) -> None:
+        self._source = source
+        self.capacity = max(1, capacity)
+        self._positions = PositionReader(source.__next__, source.state_dict,
+                                         getattr(source, "replay_exact", True))
+        self._tracker = PositionTracker()
+        self._window = ReadAhead(name, executor, limit=self.capacity,
+                                 element_timeout=element_timeout,
+                                 describe=lambda first: f"element {first}", stop=stop)
+        self._requested = 0  # items asked of tasks so far: the next one's output index
+        self._end_asked = False  # a task has seen the end: ask for nothing more
+        self._ended = False  # the consumer has reached the end
+
+    @property
+    def window(self) -> ReadAhead:
+        return self._window
+
+    def _read(self, futures: list[concurrent.futures.Future[Any]]) -> None:
+        """On a worker: read one item into each future, in order; stop when one was
+        cancelled (the reader was discarded or shut down)."""
+        pull = self._positions.pull
+        ended = False
+        for future in futures:
+            if not future.set_running_or_notify_cancel():
+                return
+            if ended:
+                future.set_result((-1, END, None, None))
+                continue
+            try:
+                item, is_error, value, snapshot = pull()
+            except StopIteration:
+                ended = True
+                future.set_result((-1, END, None, None))
+                continue
+            future.set_result((item, ERROR if is_error else ELEMENT, value, snapshot))
+
+    def _fill(self) -> None:
+        window = self._window
+        room = self.capacity - len(window)
+        # Read in runs of at least half the capacity: fewer, longer tasks.
+        if self._end_asked or room <= 0 or (len(window) and room < max(1, self.capacity // 2)):
+            return
+        if not self._tracker.has_snapshot:
+            # Before the first task: the source is idle, its state is the start.
+            self._tracker.add_snapshot((self._positions.pulled, self._source.state_dict()))
+        first = self._requested
+        self._requested += room
+        window.submit_reads(range(first, first + room), self._read)
+
+    def prime(self) -> None:
+        """Start reading ahead now (else the first :meth:`next_item` starts it)."""
+        if not self._ended:
+            self._fill()
+
+    def ready(self) -> bool:
+        """Whether :meth:`next_item` would return without waiting."""
+        return self._ended or self._window.head_ready()
+
+    def next_item(self) -> tuple[int, Any]:
+        """The next ``(tag, value)``: ``(ELEMENT, element)``, ``(ERROR, error)`` or
+        ``(END, None)`` (again on every later call)."""
+        if self._ended:
+            return END, None
+        self._fill()
+        _, future = self._window.take()
+        item, tag, value, snapshot = future.result()
+        if tag == END:
+            self._ended = self._end_asked = True
+            self._window.discard()
+            return END, None
+        self._tracker.add_snapshot(snapshot)
+        self._tracker.handed_out(item)
+        self._positions.handed_out(item)
+        self._fill()  # keep reading while the consumer works
+        return tag, value
+
+    def next(self) -> Any:
+        """The next element; ``StopIteration`` at the end; raises the input's errors."""
+        tag, value = self.next_item()
+        if tag == ELEMENT:
+            return value
+        if tag == END:
+            raise StopIteration
+        raise value
+
+    def position(self) -> dict[str, Any]:
+        """This reader's checkpoint: a position in the source, never the items read ahead."""
+        if not self._tracker.has_snapshot:  # never read: the source is idle
+            return initial_position(self._source.state_dict(), self._positions.pulled)
+        return self._tracker.state(self._positions.pending_errors(self._tracker))
+
+    def restore(self, position: dict[str, Any]) -> None:
+        """Continue from ``position`` (call before the first read, or after :meth:`discard`)."""
+        self._source.load_state_dict(position["input"])
+        self._positions.restore(position)
+        self._tracker.restore(position)
+        self._requested = int(position["next"])
+
+    def discard(self) -> None:
+        """Drop what was read ahead (before a restore); waits for the task reading now."""
+        self._window.discard(wait=True)
+        self._end_asked = self._ended = False
+
+    def shutdown(self, stop_all: bool = True) -> None:
+        self._window.shutdown(stop_all)
