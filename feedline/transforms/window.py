@@ -7,7 +7,8 @@ from typing import Any
 
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
-from feedline.core.errors import FeedlineError, StructureError
+from feedline.core.error_records import RestoredError, restore_error
+from feedline.core.errors import StructureError
 from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode, register_state_type
@@ -15,10 +16,25 @@ from feedline.core.structure import Element, describe, flatten, pack_as, same_st
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_int
 
+RestoredElementError = RestoredError
+"""The error a restored window raises for an element that failed before the checkpoint: a
+:class:`~feedline.core.error_records.RestoredError`, also an instance of the original's type
+when that is a builtin or feedline type (``except KeyError`` catches it as before the
+checkpoint). Kept under this name for code that caught it by it."""
 
-class RestoredElementError(FeedlineError):
-    """An element that failed before a checkpoint was saved, raised again after the restore
-    (the original exception object cannot be stored in a JSON state)."""
+
+def _failure_text(error: BaseException) -> str:
+    """How the state records a buffered failure: ``"TypeName: message"``."""
+    name = error.original_type.rsplit(".", 1)[-1] if isinstance(error, RestoredError) \
+        else type(error).__name__
+    return f"{name}: {error}"
+
+
+def _restore_failure(text: str, stage: str) -> RestoredError:
+    """The error :func:`_failure_text` recorded, of the original's type where it can be."""
+    name, _, message = text.partition(": ")
+    note = f"feedline: buffered by {stage} when the checkpoint was saved"
+    return restore_error({"type": name, "kind": name, "message": message, "notes": [note]})
 
 
 @register_state_type
@@ -230,7 +246,7 @@ class WindowIterator(UnaryIterator):
         return make_window(picked, self._name, index)
 
     def _get_state(self) -> State:
-        buffered = [{"failed": f"{type(item.error).__name__}: {item.error}"}
+        buffered = [{"failed": _failure_text(item.error)}
                     if isinstance(item, _Failed) else {"element": encode(item)}
                     for item in self._buffer]
         return self._with_input_state({"windows": self._windows, "exhausted": self._exhausted,
@@ -241,7 +257,5 @@ class WindowIterator(UnaryIterator):
         self._windows = state["windows"]
         self._exhausted = state["exhausted"]
         self._buffer = [
-            _Failed(RestoredElementError(f"{self._name}: an input element failed before the "
-                                         f"checkpoint: {item['failed']}"))
-            if "failed" in item else decode(item["element"])
+            _Failed(_restore_failure(item["failed"], self._name)) if "failed" in item else decode(item["element"])
             for item in state["buffer"]]

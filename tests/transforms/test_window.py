@@ -5,7 +5,7 @@ import pytest
 
 import feedline as fl
 from feedline.core.iterator import IteratorContext
-from feedline.testing import check_checkpointing
+from feedline.testing import check_checkpointing, fail_at
 from feedline.transforms.window import ElementListDataset, RestoredElementError
 
 
@@ -147,8 +147,12 @@ def test_failed_element_survives_a_checkpoint():
     state = json.loads(json.dumps(it.state_dict()))
     restored = ds._make_iterator(IteratorContext())
     restored.load_state_dict(state)
-    with pytest.raises(RestoredElementError, match="KeyError"):
-        next(restored)  # [1, 2]
+    # Saved again after the restore, the failure is recorded as it was the first time.
+    assert restored.state_dict()["buffer"] == state["buffer"] == [{"failed": "KeyError: 'bad'"}]
+    with pytest.raises(KeyError, match="bad") as info:
+        next(restored)  # [1, 2]: the failure keeps its type across the checkpoint
+    assert isinstance(info.value, RestoredElementError)
+    assert isinstance(info.value, fl.RestoredError)
     assert [int(x) for x in next(restored)] == [2, 3]
 
 
@@ -179,3 +183,11 @@ def test_windows_round_trip_through_the_state_codec():
     restored = state_codec.decode(json.loads(json.dumps(state_codec.encode((w, b"x")))))
     assert restored[0] == w and restored[1] == b"x"
     assert w != ElementListDataset([np.arange(2)])
+
+
+@pytest.mark.parametrize("size, shift, stride", [(3, 2, 1), (2, 1, 1), (2, 3, 2)])
+def test_checkpointing_restores_failing_elements_in_place(size, shift, stride):
+    # a failed element fails every window holding it, before and after the checkpoint
+    ds = fail_at(fl.Dataset.range(9), [1, 6]).window(size, shift, stride)
+    check_checkpointing(ds)
+    check_checkpointing(ds.flat_map(lambda w: w.batch(size)))
