@@ -5,29 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, call_with_element, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.unary import UnaryDataset, UnaryIterator, require_callable
-
-
-def predicate_result(value: Any, stage: str) -> bool:
-    """A predicate's return value as a Python bool; ``TypeError`` unless it is a scalar bool.
-
-    Example:
-        >>> predicate_result(np.bool_(True), "filter")
-        True
-    """
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    if isinstance(value, np.ndarray) and value.shape == () and value.dtype == np.bool_:
-        return bool(value)
-    found = f"array of shape {value.shape} and dtype {value.dtype}" \
-        if isinstance(value, np.ndarray) else type(value).__name__
-    raise TypeError(f"{stage}: the predicate must return a scalar bool, got {found}")
+from feedline.transforms.filter import predicate_result
 
 
 class TakeWhileDataset(UnaryDataset):
@@ -70,7 +53,7 @@ class TakeWhileIterator(UnaryIterator):
         index = self._index
         self._index += 1
         try:
-            keep = predicate_result(call_with_element(self._predicate, element), self._name)
+            keep = predicate_result(call_with_element(self._predicate, element), self._name, index)
         except Exception as error:  # noqa: BLE001 - re-raised with the stage named
             raise annotate_error(error, self._name, index)
         if not keep:
