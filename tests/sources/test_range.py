@@ -82,3 +82,7 @@ def test_restore_across_epochs_and_after_end():
     again = iter(ds)
     again.load_state_dict(state)
     assert list(again) == []
+
+
+def test_range_state_keeps_one_size():
+    check_checkpointing(fl.Dataset.range(0, 200, 7), constant_state_size=True, max_state_bytes=2048)

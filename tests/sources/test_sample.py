@@ -9,7 +9,7 @@ import pytest
 
 import feedline as fl
 from feedline.core.iterator import IteratorContext
-from feedline.testing import check_checkpointing
+from feedline.testing import check_checkpointing, fail_at
 
 
 def ints(ds):
@@ -343,3 +343,10 @@ def test_choose_with_random_choices_checkpoints():
     out = ints(ds)
     assert sorted(out) == sorted(x for i in range(3) for x in range(i * 100, i * 100 + 20))
     check_checkpointing(ds)
+
+
+def test_checkpointing_restores_failing_elements_in_place():
+    datasets = [fail_at(fl.Dataset.range(0, 6), [2]), fail_at(fl.Dataset.range(100, 104), [0])]
+    check_checkpointing(fl.Dataset.sample_from_datasets(datasets, seed=5))
+    choice = fl.Dataset.from_tensor_slices([0, 1, 1, 0, 0, 1])
+    check_checkpointing(fl.Dataset.choose_from_datasets(datasets, choice))

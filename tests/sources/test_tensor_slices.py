@@ -131,3 +131,8 @@ def test_from_tensors_scalars_and_nests():
 def test_from_tensors_namedtuple():
     (out,) = list(fl.Dataset.from_tensors(Point(1, [2, 3])))
     assert isinstance(out, Point) and out.y.tolist() == [2, 3]
+
+
+def test_slices_state_keeps_one_size():
+    ds = fl.Dataset.from_tensor_slices((np.arange(12), [b"x"] * 12))
+    check_checkpointing(ds, constant_state_size=True, max_state_bytes=2048)

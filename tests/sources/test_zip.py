@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import feedline as fl
-from feedline.testing import assert_elements_equal, check_checkpointing
+from feedline.testing import assert_elements_equal, check_checkpointing, fail_at
 
 Pair = collections.namedtuple("Pair", ["a", "b"])
 
@@ -107,3 +107,9 @@ def test_zip_of_a_dataset_with_itself_and_across_epochs():
     ds = fl.Dataset.zip(base, base)
     assert [(int(a), int(b)) for a, b in ds] == [(0, 0), (1, 1), (2, 2)]
     check_checkpointing(ds, epochs=3)
+
+
+def test_checkpointing_restores_failing_elements_in_place():
+    # a failure in one input fails the pair, and every input moves past it
+    ds = fl.Dataset.zip(fail_at(fl.Dataset.range(6), [1]), fail_at(fl.Dataset.range(10, 16), [1, 4]))
+    check_checkpointing(ds, constant_state_size=True)

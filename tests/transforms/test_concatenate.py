@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import feedline as fl
-from feedline.testing import check_checkpointing
+from feedline.testing import check_checkpointing, fail_at
 
 
 def ints(ds):
@@ -227,3 +227,8 @@ def test_graph_rewrites_of_the_inputs():
         "FusedInlineDataset", "RangeDataset", "FusedInlineDataset"]
     assert rewritten.element_spec == ds.element_spec == fl.TensorSpec((), np.dtype(np.int64))
     assert ints(ds) == [2, 4, 0, 1, 2, 2]
+
+
+def test_checkpointing_restores_failing_elements_in_place():
+    ds = fail_at(fl.Dataset.range(4), [0, 3]).concatenate(fail_at(fl.Dataset.range(10, 13), [1]))
+    check_checkpointing(ds, epochs=3)

@@ -3,7 +3,7 @@ import pytest
 
 import feedline as fl
 from feedline.core.iterator import IteratorContext
-from feedline.testing import check_checkpointing
+from feedline.testing import Failed, check_checkpointing, fail_at
 
 
 def test_enumerate_values_and_types():
@@ -51,3 +51,8 @@ def test_failed_element_uses_up_its_index():
 
 def test_enumerate_checkpointing():
     check_checkpointing(fl.Dataset.range(6).enumerate(10))
+
+
+def test_checkpointing_restores_failing_elements_in_place():
+    ds = fail_at(fl.Dataset.range(7), [0, 3]).enumerate(10)
+    assert check_checkpointing(ds, constant_state_size=True)[3] == Failed("InjectedError")

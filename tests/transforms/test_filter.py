@@ -4,7 +4,7 @@ import pytest
 import feedline as fl
 from feedline.core.constants import UNKNOWN
 from feedline.core.iterator import IteratorContext
-from feedline.testing import check_checkpointing
+from feedline.testing import check_checkpointing, fail_at
 
 
 def ints(ds):
@@ -73,3 +73,16 @@ def test_filter_everything_out():
 def test_filter_checkpointing():
     ref = check_checkpointing(fl.Dataset.range(20).filter(lambda x: x % 3 != 1))
     assert ints(ref) == [x for x in range(20) if x % 3 != 1]
+
+
+def test_checkpointing_restores_failing_elements_in_place():
+    ds = fail_at(fl.Dataset.range(12), [0, 4, 11]).filter(lambda x: x % 3 != 1)
+    check_checkpointing(ds, constant_state_size=True)
+
+
+@pytest.mark.timeout(120)
+def test_states_load_with_other_prefetch_buffer_sizes():
+    def build(buffer_size):
+        return fail_at(fl.Dataset.range(10), [3]).prefetch(buffer_size).filter(lambda x: x % 2 == 1)
+
+    check_checkpointing(build(2), variants=[build(1), build(6)])

@@ -4,7 +4,7 @@ import pytest
 import feedline as fl
 from feedline.core.constants import UNKNOWN
 from feedline.core.iterator import IteratorContext
-from feedline.testing import check_checkpointing, feedline_threads, no_leaked_threads
+from feedline.testing import check_checkpointing, fail_at, feedline_threads, no_leaked_threads
 
 
 def ints(ds):
@@ -103,3 +103,9 @@ def test_window_style_nested_flat_map_checkpointing():
     ds = fl.Dataset.range(3).flat_map(
         lambda x: fl.Dataset.range(x + 1).flat_map(lambda y: fl.Dataset.from_tensors(y * 10)))
     assert ints(check_checkpointing(ds)) == [0, 0, 10, 0, 10, 20]
+
+
+def test_checkpointing_restores_failing_elements_in_place():
+    # failures of the input and of the inner datasets
+    ds = fail_at(fl.Dataset.range(5), [1]).flat_map(lambda x: fail_at(fl.Dataset.range(x), [1]))
+    check_checkpointing(ds)

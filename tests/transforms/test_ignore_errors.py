@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import feedline as fl
-from feedline.testing import check_checkpointing, no_leaked_threads
+from feedline.testing import check_checkpointing, fail_at, no_leaked_threads
 from feedline.transforms.ignore_errors import errors_ignored
 
 
@@ -116,3 +116,8 @@ def test_ignored_errors_do_not_keep_the_pipeline_alive():
             assert len([int(x) for x in ds.ignore_errors()]) == 20
     finally:
         gc.enable()
+
+
+def test_checkpointing_with_injected_failures_keeps_the_count():
+    ds = fail_at(fl.Dataset.range(9), [0, 4, 5]).ignore_errors()
+    assert [int(x) for x in check_checkpointing(ds, constant_state_size=True)] == [1, 2, 3, 6, 7, 8]

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import feedline as fl
-from feedline.testing import assert_elements_equal, check_checkpointing
+from feedline.testing import assert_elements_equal, check_checkpointing, fail_at
 
 
 def fill_dataset():
@@ -156,3 +156,8 @@ def test_padded_batch_checkpointing():
     ds = fl.Dataset.range(1, 6).map(lambda x: (np.full([x], x), b"x" * int(x)))
     check_checkpointing(ds.padded_batch(2, padded_shapes=([6], []), padding_values=(-1, b"")))
     check_checkpointing(ds.padded_batch(2, drop_remainder=True))
+
+
+def test_checkpointing_restores_failing_elements_in_place():
+    ds = fail_at(fl.Dataset.range(1, 9).map(lambda x: np.arange(x)), [2, 3]).padded_batch(2)
+    check_checkpointing(ds, constant_state_size=True)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import feedline as fl
-from feedline.testing import assert_elements_equal, check_checkpointing
+from feedline.testing import assert_elements_equal, check_checkpointing, fail_at
 
 
 def lists(ds):
@@ -103,3 +103,7 @@ def test_rebatch_zero_size_without_static_spec_reads_shape_from_input():
     out = list(ds)
     assert [b.shape for b in out] == [(0, 3), (2, 3), (0, 3), (2, 3), (0, 3)]
     assert list(fl.Dataset.range(0).map(lambda x: np.zeros((1, 3))).rebatch([0, 2])) == []
+
+
+def test_checkpointing_restores_failing_elements_in_place():
+    check_checkpointing(fail_at(fl.Dataset.range(12).batch(4), [1]).rebatch([3, 2]))

@@ -3,7 +3,7 @@ import pytest
 
 import feedline as fl
 from feedline.core.iterator import IteratorContext
-from feedline.testing import assert_elements_equal, check_checkpointing
+from feedline.testing import assert_elements_equal, check_checkpointing, fail_at
 
 
 def ints(ds):
@@ -76,3 +76,9 @@ def test_scan_checkpointing():
     check_checkpointing(fl.Dataset.range(7).scan(0, lambda s, x: (s + x, s * x)))
     check_checkpointing(fl.Dataset.range(5).scan(
         (np.zeros(2), b""), lambda s, x: ((s[0] + x, s[1] + b"x"), (s[0].sum(), s[1]))))
+
+
+def test_checkpointing_restores_failing_elements_in_place():
+    # a failed input element leaves the scan state as it was
+    ds = fail_at(fl.Dataset.range(8), [2, 5]).scan(np.int64(0), lambda s, x: (s + x, s))
+    check_checkpointing(ds, constant_state_size=True)

@@ -2,7 +2,7 @@ import pytest
 
 import feedline as fl
 from feedline.core.iterator import IteratorContext
-from feedline.testing import check_checkpointing
+from feedline.testing import check_checkpointing, fail_at
 
 
 def ints(ds):
@@ -67,3 +67,8 @@ def test_shard_of_infinite_input():
 @pytest.mark.parametrize("index", [0, 2])
 def test_shard_checkpointing(index):
     check_checkpointing(fl.Dataset.range(10).shard(3, index))
+
+
+@pytest.mark.parametrize("index", [0, 2])
+def test_checkpointing_restores_failing_elements_in_place(index):
+    check_checkpointing(fail_at(fl.Dataset.range(11), [2, 3, 7]).shard(3, index), constant_state_size=True)

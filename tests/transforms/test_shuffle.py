@@ -7,7 +7,7 @@ import pytest
 
 import feedline as fl
 from feedline.core.iterator import IteratorContext
-from feedline.testing import check_checkpointing
+from feedline.testing import check_checkpointing, fail_at
 
 
 def ints(ds):
@@ -191,3 +191,17 @@ def test_checkpoint_restores_the_epoch_for_later_reshuffles():
     restored = iter(ds)
     restored.load_state_dict(state)
     assert head + ints(restored) == full  # epochs 2 and 3 reshuffle as in the original
+
+
+def test_checkpointing_restores_failing_elements_in_place():
+    # a failure met while filling the buffer is raised in its turn, and restored there
+    check_checkpointing(fail_at(fl.Dataset.range(10), [0, 6]).shuffle(4, seed=2), epochs=3)
+
+
+@pytest.mark.timeout(120)
+def test_states_load_with_other_execution_settings():
+    def build(buffer_size, deterministic):
+        options = fl.Options(deterministic=deterministic)
+        return fl.Dataset.range(10).prefetch(buffer_size).shuffle(4, seed=2).with_options(options)
+
+    check_checkpointing(build(1, None), variants=[build(4, True), build(2, False)])

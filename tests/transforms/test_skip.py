@@ -3,7 +3,7 @@ import pytest
 
 import feedline as fl
 from feedline.core.iterator import IteratorContext
-from feedline.testing import check_checkpointing
+from feedline.testing import check_checkpointing, fail_at
 
 
 def ints(ds):
@@ -63,3 +63,9 @@ def test_skip_then_take():
 @pytest.mark.parametrize("count", [0, 2, -1, 8])
 def test_skip_checkpointing(count):
     check_checkpointing(fl.Dataset.range(6).skip(count))
+
+
+@pytest.mark.parametrize("count", [0, 2, -1])
+def test_checkpointing_restores_failing_elements_in_place(count):
+    # a failure among the skipped elements is raised, not counted (as tf.data)
+    check_checkpointing(fail_at(fl.Dataset.range(8), [1, 5]).skip(count), constant_state_size=True)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import feedline as fl
-from feedline.testing import check_checkpointing
+from feedline.testing import check_checkpointing, fail_at
 
 
 def ints(ds):
@@ -83,3 +83,8 @@ def test_take_checkpointing(count):
 
 def test_take_of_infinite_checkpointing():
     check_checkpointing(fl.Dataset.range(3).repeat().take(7))
+
+
+@pytest.mark.parametrize("count", [0, 3, -1])
+def test_checkpointing_restores_failing_elements_in_place(count):
+    check_checkpointing(fail_at(fl.Dataset.range(8), [1, 5]).take(count), constant_state_size=True)

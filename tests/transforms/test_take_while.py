@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import feedline as fl
-from feedline.testing import check_checkpointing
+from feedline.testing import check_checkpointing, fail_at
 
 
 def ints(ds):
@@ -67,3 +67,8 @@ def test_take_while_cardinality_and_spec():
 def test_take_while_checkpointing():
     check_checkpointing(fl.Dataset.range(8).take_while(lambda x: x < 5))
     check_checkpointing(fl.Dataset.range(4).take_while(lambda x: x < 10))
+
+
+def test_checkpointing_restores_failing_elements_in_place():
+    ds = fail_at(fl.Dataset.range(10), [1, 3]).take_while(lambda x: x < 6)
+    check_checkpointing(ds, constant_state_size=True)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import feedline as fl
-from feedline.testing import assert_elements_equal, check_checkpointing
+from feedline.testing import assert_elements_equal, check_checkpointing, fail_at
 
 
 def ints(ds):
@@ -55,3 +55,7 @@ def test_unbatch_cardinality_and_spec():
 def test_unbatch_checkpointing():
     check_checkpointing(fl.Dataset.range(7).batch(3).unbatch())
     check_checkpointing(fl.Dataset.from_tensors(([1, 2], [b"a", b"b"])).repeat(2).unbatch())
+
+
+def test_checkpointing_restores_failing_elements_in_place():
+    check_checkpointing(fail_at(fl.Dataset.range(10).batch(3), [1]).unbatch())

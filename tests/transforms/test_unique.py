@@ -3,7 +3,7 @@ import pytest
 
 import feedline as fl
 from feedline.core.iterator import IteratorContext
-from feedline.testing import check_checkpointing
+from feedline.testing import check_checkpointing, fail_at
 
 
 def test_unique_ints_keep_first_occurrence_order():
@@ -77,3 +77,8 @@ def test_unique_on_vector_elements_compares_shape_and_contents():
     words = fl.Dataset.from_tensor_slices([[b"a", b"b"], [b"a", b"b"], [b"b", b"a"]]).unique()
     assert [w.tolist() for w in words] == [[b"a", b"b"], [b"b", b"a"]]
     check_checkpointing(words)
+
+
+def test_checkpointing_restores_failing_elements_in_place():
+    ds = fail_at(fl.Dataset.from_tensor_slices([3, 1, 3, 2, 1, 4]), [0, 3]).unique()
+    check_checkpointing(ds)
