@@ -16,8 +16,9 @@ from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import Element, normalize_output
-from feedline.transforms.filter import FilterDataset, predicate_result
-from feedline.transforms.map import MapDataset
+from feedline.execution.positions import initial_position
+from feedline.transforms.filter import FilterDataset, FilterIterator, predicate_result
+from feedline.transforms.map import MapDataset, MapIterator, _Unsplit
 
 _TRUE, _FALSE = np.True_, np.False_
 
@@ -54,6 +55,14 @@ class FusedInlineDataset(Dataset):
 
 
 class FusedInlineIterator(DatasetIterator):
+    """Runs the chain in one loop, and checkpoints as the unfused chain does.
+
+    Its state is exactly the nested states the separate ``map`` and ``filter`` iterators
+    would write, so a checkpoint taken with ``map_fusion`` on loads with it off and the other
+    way round. A state that needs re-reading (from a read-ahead map, see
+    :mod:`feedline.execution.positions`) is run by the unfused chain until it is caught up.
+    """
+
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
                  stages: Sequence[FusedStage]) -> None:
         super().__init__(ctx, [upstream])
@@ -62,8 +71,12 @@ class FusedInlineIterator(DatasetIterator):
         self._plan = [(s.is_filter, s.fn, s.unpack) for s in stages]
         # Elements each stage has received: the index its errors report.
         self._seen = [0] * len(stages)
+        # The unfused chain, while it runs a restored state that needs re-reading.
+        self._chain: list[DatasetIterator] | None = None
 
     def __next__(self) -> Any:
+        if self._chain is not None:
+            return self._next_unfused()
         upstream, plan, seen = self._upstream, self._plan, self._seen
         while True:
             element = next(upstream)
@@ -87,12 +100,59 @@ class FusedInlineIterator(DatasetIterator):
             else:
                 return element
 
-    def _get_state(self) -> State:
-        return {"seen": list(self._seen), "input": self._upstream.state_dict()}
+    def _next_unfused(self) -> Any:
+        chain = self._chain
+        assert chain is not None
+        try:
+            return next(chain[-1])
+        finally:
+            if not any(isinstance(it, MapIterator) and it._replay is not None for it in chain):
+                # Caught up: back to the fused loop, at the chain's counts.
+                self._seen = [it._index for it in chain]  # type: ignore[attr-defined]
+                self._chain = None
 
-    def _set_state(self, state: State) -> None:
-        self._upstream.load_state_dict(state["input"])
-        self._seen = list(state["seen"])
+    def _unfused_chain(self) -> list[DatasetIterator]:
+        """The separate iterators of the stages, reading this stage's upstream."""
+        chain: list[DatasetIterator] = []
+        below = self._upstream
+        for stage in self._stages:
+            if stage.is_filter:
+                below = FilterIterator(self._ctx, below, stage.fn, stage.name)
+            else:
+                fn = stage.fn if stage.unpack else _Unsplit(stage.fn)
+                below = MapIterator(self._ctx, below, fn, stage.name)
+            chain.append(below)
+        return chain
+
+    def state_dict(self) -> State:
+        if self._chain is not None:
+            return self._chain[-1].state_dict()
+        state = self._upstream.state_dict()
+        for stage, seen in zip(self._stages, self._seen):
+            if stage.is_filter:
+                state = {"type": FilterIterator.state_type(),
+                         "version": FilterIterator.STATE_VERSION, "index": seen, "input": state}
+            else:
+                state = {"type": MapIterator.state_type(), "version": MapIterator.STATE_VERSION,
+                         **initial_position(state, seen)}
+        return state
+
+    def load_state_dict(self, state: State) -> None:
+        # The separate iterators check and load the nested states; when none of them has
+        # anything to re-read, the fused loop takes over at their counts.
+        chain = self._unfused_chain()
+        chain[-1].load_state_dict(state)
+        if any(isinstance(it, MapIterator) and it._replay is not None for it in chain):
+            self._chain = chain
+        else:
+            self._chain = None
+            self._seen = [it._index for it in chain]  # type: ignore[attr-defined]
+
+    def _get_state(self) -> State:  # unused: state_dict() writes the chain's layout
+        return {}
+
+    def _set_state(self, state: State) -> None:  # unused: load_state_dict() is overridden
+        return None
 
 
 def _as_stage(node: Dataset) -> FusedStage | None:
