@@ -3,7 +3,7 @@
  * serialized tf.train.Example records directly and gathers the requested features into flat
  * buffers, without building protobuf message objects.
  *
- * Contract with the Python caller (feedline/formats/example.py, _parse_native):
+ * Contract with the Python caller (feedline/formats/example/cbridge.py, _parse_native):
  *   parse_examples(records, plan) -> list | None
  *     records: a list of bytes (one serialized tf.train.Example each).
  *     plan:    a tuple of (name: bytes (UTF-8), kind: int, size: int, allow_missing: bool) per

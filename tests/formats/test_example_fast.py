@@ -2,7 +2,7 @@
 
 Both paths must give identical results, and identical errors (the C code never raises its own:
 it returns None and the protobuf path runs). The tests switch paths by setting
-``feedline.formats.example._native`` (None: protobuf only).
+``feedline.formats.example.cbridge.extension`` (None: protobuf only).
 """
 
 import os
@@ -15,20 +15,20 @@ from golden_spec import GOLDEN_SPEC
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedline.formats import example
 from feedline.formats.example import (
     ExampleParseError,
     FixedLenFeature,
     FixedLenSequenceFeature,
     RaggedValues,
     VarLenFeature,
+    cbridge,
     encode_example,
     parse_example,
     parse_single_example,
 )
 
 BUILD_DISABLED = os.environ.get("FEEDLINE_PURE_PYTHON", "") not in ("", "0")
-NATIVE = example._native
+NATIVE = cbridge.extension
 needs_native = pytest.mark.skipif(
     NATIVE is None and BUILD_DISABLED, reason="FEEDLINE_PURE_PYTHON is set: no C fast path")
 
@@ -37,7 +37,7 @@ def test_extension_is_built_and_used():
     if BUILD_DISABLED:
         pytest.skip("FEEDLINE_PURE_PYTHON is set: the C fast path is disabled on purpose")
     from feedline.formats import _example_fast  # fails if it was not compiled
-    assert example._native is _example_fast
+    assert cbridge.extension is _example_fast
 
 
 # --------------------------------------------------------------------------------- helpers
@@ -67,14 +67,14 @@ def outcome(function, *args):
 def run_both(function, *args):
     """(native outcome, pure outcome, Counting) of ``function(*args)``."""
     counting = Counting()
-    saved = example._native
+    saved = cbridge.extension
     try:
-        example._native = counting
+        cbridge.extension = counting
         native = outcome(function, *args)
-        example._native = None
+        cbridge.extension = None
         pure = outcome(function, *args)
     finally:
-        example._native = saved
+        cbridge.extension = saved
     return native, pure, counting
 
 
@@ -166,7 +166,7 @@ def test_golden_errors_identical_on_both_paths(golden):
                  {"tokens": FixedLenFeature([], "int64")},
                  {"weights": FixedLenSequenceFeature([3], "float32", allow_missing=True)},
                  {"id": VarLenFeature("string")}):
-        # (C reads a FixedLenSequenceFeature's values; example.py checks their count.)
+        # (C reads a FixedLenSequenceFeature's values; cbridge.py checks their count.)
         sequence = isinstance(spec.get("weights"), FixedLenSequenceFeature)
         native, _ = check_both(records, spec, native_result=None if sequence else False)
         assert native[0] == "error" and isinstance(native[1], ExampleParseError)
