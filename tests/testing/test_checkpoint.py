@@ -256,3 +256,16 @@ def test_unordered_pipelines_compare_outcomes_as_multisets():
 
     with no_leaked_threads():
         check_checkpointing(build(2), ordered=False, epochs=1, steps=[0, 3, 8])
+
+
+@pytest.mark.timeout(120)
+def test_states_load_into_maps_with_other_parallelism_and_fusion():
+    def build(fusion, num_parallel_calls, deterministic=None):
+        options = fl.Options(optimization=fl.OptimizationOptions(map_fusion=fusion))
+        return fail_at(fl.Dataset.range(10), [2]) \
+            .map(lambda x: x * 2, num_parallel_calls=num_parallel_calls,
+                 deterministic=deterministic) \
+            .map(lambda x: x + 1).with_options(options)
+
+    check_checkpointing(build(True, None), variants=[
+        build(False, None), build(True, 2), build(False, 4, deterministic=True)])

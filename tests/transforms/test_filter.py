@@ -86,3 +86,16 @@ def test_states_load_with_other_prefetch_buffer_sizes():
         return fail_at(fl.Dataset.range(10), [3]).prefetch(buffer_size).filter(lambda x: x % 2 == 1)
 
     check_checkpointing(build(2), variants=[build(1), build(6)])
+
+
+@pytest.mark.timeout(120)
+def test_states_load_with_map_fusion_and_parallelism_changed():
+    # fused with the map before it or not, after an inline or a parallel map: one state
+    def build(fusion, num_parallel_calls):
+        options = fl.Options(optimization=fl.OptimizationOptions(map_fusion=fusion))
+        return fail_at(fl.Dataset.range(12), [3]) \
+            .map(lambda x: x + 1, num_parallel_calls=num_parallel_calls) \
+            .filter(lambda x: x % 3 != 0).with_options(options)
+
+    check_checkpointing(build(True, None),
+                        variants=[build(False, None), build(True, 2), build(False, 3)])
