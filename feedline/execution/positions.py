@@ -80,8 +80,7 @@ class PositionReader:
         self.pulled = 0
         self._since = 0
         self._interval = 1
-        self._pull_seconds = 0.0
-        self._snapshot_seconds = 0.0
+        self._last_snapshot = 0.0  # perf_counter() after the last snapshot (0: none yet)
         # From a restored state: items to drop on re-read, errors to raise in their place.
         self._skip_below = 0
         self._skip: set[int] = set()
@@ -103,7 +102,6 @@ class PositionReader:
     def pull(self) -> tuple[int, bool, Any, tuple[int, State] | None]:
         """The next item not handed out before the checkpoint; ``StopIteration`` at the end."""
         while True:
-            started = time.perf_counter()
             try:
                 value, is_error = self._pull(), False
             except StopIteration:
@@ -112,12 +110,9 @@ class PositionReader:
                 value, is_error = error, True
             item = self.pulled
             self.pulled = item + 1
-            self._pull_seconds += time.perf_counter() - started
             self._since += 1
-            snapshot = None
-            if self._since >= self._interval:
-                snapshot = self._take_snapshot()
-            if item < self._skip_below or item in self._skip:
+            snapshot = self._take_snapshot() if self._since >= self._interval else None
+            if item < self._skip_below or (self._skip and item in self._skip):
                 self._skip.discard(item)
                 continue
             if is_error or self._restored_errors:
@@ -130,19 +125,22 @@ class PositionReader:
             return item, is_error, value, snapshot
 
     def _take_snapshot(self) -> tuple[int, State]:
+        # Timed per snapshot, not per item: the time since the previous snapshot is the
+        # pulling time of ``_since`` items (plus the consumer's, for consumer-side readers).
         started = time.perf_counter()
         state = self._snapshot()
-        self._snapshot_seconds += time.perf_counter() - started
+        finished = time.perf_counter()
         if not self._replay_exact:
             self._interval = 1
         else:
+            last = self._last_snapshot
+            per_item = (started - last) / self._since if last else 0.0
             # Snapshots cost SNAPSHOT_COST_SHARE of pulling: interval = cost ratio / share.
-            per_item = self._pull_seconds / max(1, self._since)
-            ratio = self._snapshot_seconds / max(per_item, 1e-9)
+            ratio = (finished - started) / max(per_item, 1e-9)
             self._interval = max(1, min(MAX_SNAPSHOT_INTERVAL,
                                         math.ceil(ratio / SNAPSHOT_COST_SHARE)))
+        self._last_snapshot = finished
         self._since = 0
-        self._pull_seconds = self._snapshot_seconds = 0.0
         return self.pulled, state
 
     def inline_position(self) -> State:

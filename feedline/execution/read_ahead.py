@@ -28,6 +28,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -60,8 +61,10 @@ class StopSignal:
 
     def __init__(self) -> None:
         self.future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._set = False  # read on every element: a plain flag, no lock
 
     def set(self) -> None:
+        self._set = True
         if not self.future.done():
             try:
                 self.future.set_result(None)
@@ -69,13 +72,13 @@ class StopSignal:
                 pass
 
     def is_set(self) -> bool:
-        return self.future.done()
+        return self._set
 
 
-def _set_all(fn: Callable[[list[concurrent.futures.Future[Any]]], None],
-             futures: list[concurrent.futures.Future[Any]]) -> None:
+def _set_all(fn: Callable[..., None], futures: list[concurrent.futures.Future[Any]],
+             args: tuple[Any, ...]) -> None:
     try:
-        fn(futures)
+        fn(futures, *args)
     except BaseException as error:  # noqa: BLE001 - handed over through the futures
         for future in futures:
             if not future.done():
@@ -175,9 +178,8 @@ class ReadAhead:
             raise
         self._pending.append((tag, future))
 
-    def submit_reads(self, tags: Any, fn: Callable[[list[concurrent.futures.Future[Any]]], None]
-                     ) -> None:
-        """Run ``fn(futures)`` as one task that sets one future per tag, in order, each as
+    def submit_reads(self, tags: list[Any], fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(futures, *args)`` as one task that sets one future per tag, in order, each as
         soon as it has its result; each future takes its place in the window.
 
         ``fn`` calls ``set_running_or_notify_cancel()`` on each future before working on it
@@ -189,7 +191,7 @@ class ReadAhead:
         futures: list[concurrent.futures.Future[Any]] = [
             concurrent.futures.Future() for _ in tags]
         try:
-            self._executor_or_start().submit(_set_all, fn, futures)
+            self._executor_or_start().submit(_set_all, fn, futures, args)
         except RuntimeError:
             if self.closed:
                 raise BufferClosed from None
@@ -303,15 +305,20 @@ ELEMENT, ERROR, END = 0, 1, 2
 """Tags of the items a :class:`SequentialReader` hands over: an element, an error of the
 input (reading goes on after it), the end of the input."""
 
+TARGET_GROUP_SECONDS = 0.0002
+"""Reading time of the items handed over together (one future): long enough that the
+hand-off cost is small beside it, short enough that the consumer rarely waits for a group."""
+
 
 class SequentialReader:
     """Reads one iterator ahead of its consumer, keeping positions, on a :class:`ReadAhead`.
 
     Prefetch and each of interleave's open datasets use it. The iterator is advanced only by
     tasks on ``executor`` (a one-thread executor or a :class:`~feedline.execution.executor.
-    Strand`), one at a time. A task reads up to the free room in the window, and each item
-    has its own future in the window, set as soon as the item is read: the consumer gets
-    the first item at once while the task reads on. Checkpoints record positions
+    Strand`), one at a time. A task reads up to the free room in the window, handing items
+    over in groups, one future per group, each set as soon as its items are read: the
+    consumer gets the first group while the task reads on. Groups start at one item and grow
+    while items are cheap (about :data:`TARGET_GROUP_SECONDS` of reading each). Checkpoints record positions
     (:class:`~feedline.execution.positions.PositionTracker`): the iterator's state taken by
     the reading task after some item, never the items read ahead.
 
@@ -344,8 +351,12 @@ class SequentialReader:
         self._tracker = PositionTracker()
         self._window = ReadAhead(name, executor, limit=self.capacity,
                                  element_timeout=element_timeout,
-                                 describe=lambda first: f"element {first}", stop=stop)
+                                 describe=lambda tag: f"element {tag[0]}", stop=stop)
         self._requested = 0  # items asked of tasks so far: the next one's output index
+        self._in_window = 0  # items asked of the tasks in the window
+        self._group = 1  # items per future: grows when items are cheap
+        # Items of the group taken last, not handed out yet.
+        self._ready: collections.deque[tuple[int, int, Any, Any]] = collections.deque()
         self._end_asked = False  # a task has seen the end: ask for nothing more
         self._ended = False  # the consumer has reached the end
 
@@ -353,37 +364,47 @@ class SequentialReader:
     def window(self) -> ReadAhead:
         return self._window
 
-    def _read(self, futures: list[concurrent.futures.Future[Any]]) -> None:
-        """On a worker: read one item into each future, in order; stop when one was
+    def _read(self, futures: list[concurrent.futures.Future[Any]], group: int) -> None:
+        """On a worker: read ``group`` items into each future, in order; stop when one was
         cancelled (the reader was discarded or shut down)."""
         pull = self._positions.pull
+        clock = time.perf_counter
         ended = False
         for future in futures:
             if not future.set_running_or_notify_cancel():
                 return
-            if ended:
-                future.set_result((-1, END, None, None))
-                continue
-            try:
-                item, is_error, value, snapshot = pull()
-            except StopIteration:
-                ended = True
-                future.set_result((-1, END, None, None))
-                continue
-            future.set_result((item, ERROR if is_error else ELEMENT, value, snapshot))
+            started = clock()
+            items: list[tuple[int, int, Any, Any]] = []
+            append = items.append
+            for _ in range(group):
+                if ended:
+                    break
+                try:
+                    item, is_error, value, snapshot = pull()
+                except StopIteration:
+                    ended = True
+                    append((-1, END, None, None))
+                    break
+                append((item, ERROR if is_error else ELEMENT, value, snapshot))
+            if ended and not items:
+                append((-1, END, None, None))
+            future.set_result((items, clock() - started))
 
     def _fill(self) -> None:
-        window = self._window
-        room = self.capacity - len(window)
+        room = self.capacity - self._in_window
         # Read in runs of at least half the capacity: fewer, longer tasks.
-        if self._end_asked or room <= 0 or (len(window) and room < max(1, self.capacity // 2)):
+        if self._end_asked or room <= 0 or (self._in_window and room < max(1, self.capacity // 2)):
             return
         if not self._tracker.has_snapshot:
             # Before the first task: the source is idle, its state is the start.
             self._tracker.add_snapshot((self._positions.pulled, self._source.state_dict()))
+        group = min(self._group, room)
+        count = -(-room // group)
         first = self._requested
-        self._requested += room
-        window.submit_reads(range(first, first + room), self._read)
+        self._requested += count * group
+        self._in_window += count * group
+        self._window.submit_reads([(first + i * group, group) for i in range(count)],
+                                  self._read, group)
 
     def prime(self) -> None:
         """Start reading ahead now (else the first :meth:`next_item` starts it)."""
@@ -392,24 +413,53 @@ class SequentialReader:
 
     def ready(self) -> bool:
         """Whether :meth:`next_item` would return without waiting."""
-        return self._ended or self._window.head_ready()
+        return bool(self._ready) or self._ended or self._window.head_ready()
 
     def next_item(self) -> tuple[int, Any]:
         """The next ``(tag, value)``: ``(ELEMENT, element)``, ``(ERROR, error)`` or
         ``(END, None)`` (again on every later call)."""
-        if self._ended:
-            return END, None
-        self._fill()
-        _, future = self._window.take()
-        item, tag, value, snapshot = future.result()
+        ready = self._ready
+        if len(ready) > 1:
+            # The common case, once per element: an element of the group in hand, handed
+            # out in order, no snapshot attached.
+            entry = ready.popleft()
+            item, tag, value, snapshot = entry
+            tracker = self._tracker
+            if tag == ELEMENT and snapshot is None and item == tracker.next and not tracker.done:
+                tracker.next = item + 1
+                return ELEMENT, value
+            ready.appendleft(entry)
+        return self._next_item()
+
+    def _next_item(self) -> tuple[int, Any]:
+        ready = self._ready
+        if not ready:
+            if self._ended:
+                return END, None
+            self._fill()
+            (_, group), future = self._window.take()
+            self._in_window -= group
+            items, seconds = future.result()
+            if items[-1][1] != END:
+                # Items per hand-off: as many as are read in about TARGET_GROUP_SECONDS.
+                per_item = seconds / len(items)
+                self._group = max(1, min(max(1, self.capacity // 2),
+                                         int(TARGET_GROUP_SECONDS / max(per_item, 1e-9))))
+            ready.extend(items)
+        item, tag, value, snapshot = ready.popleft()
         if tag == END:
             self._ended = self._end_asked = True
+            ready.clear()
             self._window.discard()
             return END, None
-        self._tracker.add_snapshot(snapshot)
-        self._tracker.handed_out(item)
-        self._positions.handed_out(item)
-        self._fill()  # keep reading while the consumer works
+        tracker = self._tracker
+        if snapshot is not None:
+            tracker.add_snapshot(snapshot)
+        tracker.handed_out(item)
+        if tag == ERROR:
+            self._positions.handed_out(item)
+        if not ready:
+            self._fill()  # keep reading while the consumer works
         return tag, value
 
     def next(self) -> Any:
@@ -437,6 +487,8 @@ class SequentialReader:
     def discard(self) -> None:
         """Drop what was read ahead (before a restore); waits for the task reading now."""
         self._window.discard(wait=True)
+        self._ready.clear()
+        self._in_window = 0
         self._end_asked = self._ended = False
 
     def shutdown(self, stop_all: bool = True) -> None:

@@ -469,15 +469,16 @@ class ParallelInterleaveIterator(_InterleaveBase):
         self._pool = _SharedPool(max(1, workers), name, threading_options.close_timeout)
         self._stop = StopSignal()
         self._futures: collections.deque[_Slot | _InputError] = collections.deque()
+        self._max_open = cycle_length * (1 + PREFETCH_INPUT_FACTOR)
         self._started = False
 
     @property
     def replay_exact(self) -> bool:
         return self._deterministic and super().replay_exact
 
-    @property
-    def _max_open(self) -> int:
-        return len(self._cycle) * (1 + PREFETCH_INPUT_FACTOR)
+    def _load_position(self, state: State) -> None:
+        super()._load_position(state)
+        self._max_open = len(self._cycle) * (1 + PREFETCH_INPUT_FACTOR)
 
     def _all_slots(self) -> list[_Slot]:
         slots = [s for s in self._cycle if s is not None]
@@ -551,6 +552,19 @@ class ParallelInterleaveIterator(_InterleaveBase):
                     slot.reader.prime()
         if not self._end_of_input and self._num_open + len(self._futures) < self._max_open:
             self._top_up()
+        if self._deterministic:
+            # The common case inlined: the slot at the cycle position has an element in hand.
+            position = self._cycle_index
+            slot = self._cycle[position]
+            if slot is not None and slot.reader is not None:
+                tag, value = slot.reader.next_item()
+                if tag == ELEMENT:
+                    self._block_index += 1
+                    if self._block_index == self._block_length:
+                        self._block_index = 0
+                        self._cycle_index = (position + 1) % len(self._cycle)
+                    return value
+                self._after_item(position, slot, tag, value)  # raises, or the dataset ended
         while self._num_open or self._futures or not self._end_of_input:
             position = self._cycle_index if self._deterministic else self._ready_position()
             if position is None:
@@ -585,6 +599,11 @@ class ParallelInterleaveIterator(_InterleaveBase):
             if self._block_index == self._block_length:
                 self._advance_to_next_in_cycle()
             return True, value
+        self._after_item(position, slot, tag, value)
+        return False, None
+
+    def _after_item(self, position: int, slot: _Slot, tag: int, value: Any) -> None:
+        """An error or the end from ``slot``: raise the error; at the end free the slot."""
         if tag == ERROR:
             raise note_inner_error(value, self._name, slot.index)
         # The dataset is done: free the slot for the next input element.
@@ -592,7 +611,6 @@ class ParallelInterleaveIterator(_InterleaveBase):
         self._num_open -= 1
         slot.stop(wait=False)
         self._advance_to_next_in_cycle()
-        return False, None
 
     def _ready_position(self) -> int | None:
         """The first slot, in cycle order from the current one, with an item ready."""
