@@ -48,6 +48,25 @@ _SHORT = 60
 """Longest argument text shown in a stage's readable description."""
 
 
+_JSON = json.JSONEncoder().encode
+"""``json.dumps`` with its default arguments, without building an encoder per call."""
+_SORTED_JSON = json.JSONEncoder(sort_keys=True).encode
+"""``json.dumps(value, sort_keys=True)``, likewise."""
+
+
+def canonical_json(value: Any) -> str:
+    """The JSON text that checksums cover: sorted keys, no spaces, NaN allowed.
+
+    Example:
+        >>> canonical_json({"b": [1, 2.5], "a": None})
+        '{"a":null,"b":[1,2.5]}'
+    """
+    return _CANONICAL(value)
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=True).encode
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -102,6 +121,13 @@ class _Walker:
         self.types = DeclaredTypes()
         self._active: set[int] = set()  # objects on the current path, against cycles
         self._datasets: dict[int, str] = {}  # digests of datasets already described
+        # Stage digests of nodes described outside any object (the usual case), so that
+        # each node is described once however many consumers ask for its digest.
+        self._stage_digests: dict[int, tuple[str, dict[str, Any]]] = {}
+        # Per node: a sha256 fed with the JSON text of its graph's stage-digest list, less
+        # the closing bracket, and that list's length (see _prefix).
+        self._prefixes: dict[int, tuple[Any, int]] = {}
+        self._keep: list[Dataset] = []  # the ids above stay those of live nodes
 
     def describe(self, value: Any, depth: int = 0) -> Any:
         if value is None or isinstance(value, bool | int | str):
@@ -226,25 +252,90 @@ class _Walker:
                 "kwonly": code.co_kwonlyargcount, "flags": code.co_flags}
 
     def dataset_digest(self, dataset: Dataset) -> str:
-        """The digest of a whole graph (used for datasets referenced inside functions)."""
+        """The digest of a whole graph: of the JSON list of its stage digests, upstream first.
+
+        Also used for datasets referenced inside functions.
+        """
         known = self._datasets.get(id(dataset))
         if known is None:
-            stages = self.stages(dataset)
-            known = _digest(json.dumps([s.digest for s in stages]))
+            if self._active:
+                # Inside a description (a dataset a function refers to): describe afresh,
+                # as the objects on the current path read as references there.
+                digests = [self.stage_digest(node) for node in upstream_first(dataset)
+                           if not _transparent(node)]
+                known = _digest(_JSON(digests))
+            else:
+                prefix, _ = self._prefix(dataset)
+                final = prefix.copy()
+                final.update(b"]")
+                known = final.hexdigest()
             self._datasets[id(dataset)] = known
         return known
 
-    def stages(self, dataset: Dataset) -> list[Stage]:
-        return [self._stage(node) for node in upstream_first(dataset) if not _transparent(node)]
+    def _prefix(self, dataset: Dataset) -> tuple[Any, int]:
+        """A sha256 of ``json.dumps(stage digests)`` without its final ``]``, and their count.
 
-    def _stage(self, node: Dataset) -> Stage:
-        excluded = EXECUTION_ARGUMENTS | getattr(type(node), "_NOT_FINGERPRINTED", frozenset())
+        A one-input node's list is its input's plus its own digest (``upstream_first`` of
+        it is that of its input, then the node), so a chain extends a copy of its input's
+        hash in O(1) instead of rewalking the graph above it at every stage.
+        """
+        known = self._prefixes.get(id(dataset))
+        if known is not None:
+            return known
+        inputs = dataset._inputs
+        base = self._prefixes.get(id(inputs[0])) if len(inputs) == 1 else None
+        if not inputs:  # a source: its graph is itself (json.dumps of one hex digest)
+            text = "[" if _transparent(dataset) else f'["{self.stage_digest(dataset)}"'
+            known = (hashlib.sha256(text.encode("ascii")), int(text != "["))
+        elif base is not None:
+            if _transparent(dataset):
+                known = base
+            else:
+                digest = self.stage_digest(dataset)
+                state = base[0].copy()
+                state.update((f', "{digest}"' if base[1] else f'"{digest}"').encode("ascii"))
+                known = (state, base[1] + 1)
+        else:
+            digests = [self.stage_digest(node) for node in upstream_first(dataset)
+                       if not _transparent(node)]
+            known = (hashlib.sha256(_JSON(digests)[:-1].encode("ascii")), len(digests))
+        self._prefixes[id(dataset)] = known
+        self._keep.append(dataset)
+        return known
+
+    def stages(self, dataset: Dataset) -> list[Stage]:
+        """The stages of ``dataset``'s graph, upstream first (pass-through stages left out)."""
+        stages = []
+        for node in upstream_first(dataset):
+            if not _transparent(node):
+                digest, arguments = self._stage(node)
+                stages.append(Stage(None, digest, node, arguments))
+        return stages
+
+    def stage_digest(self, node: Dataset) -> str:
+        """The digest (16 hex digits) of one node: its operation, arguments and inputs."""
+        return self._stage(node)[0]
+
+    def _stage(self, node: Dataset) -> tuple[str, dict[str, Any]]:
+        known = self._stage_digests.get(id(node))
+        if known is not None:
+            return known
+        top_level = not self._active
+        excluded = _excluded(type(node))
         arguments = {k: v for k, v in sorted(vars(node).items()) if k not in excluded}
         described = {k: self.describe(v) for k, v in arguments.items()}
         inputs = [self.dataset_digest(child) for child in node._inputs]
-        digest = _digest(json.dumps([_qualified_name(type(node)), described, inputs],
-                                    sort_keys=True))
-        return Stage(_readable(node, arguments), digest[:16])
+        digest = _digest(_SORTED_JSON([_qualified_name(type(node)), described, inputs]))[:16]
+        if top_level:
+            self._stage_digests[id(node)] = (digest, arguments)
+            self._keep.append(node)
+        return digest, arguments
+
+
+@functools.cache
+def _excluded(cls: type) -> frozenset[str]:
+    """The attributes of a node class that are not part of its fingerprint."""
+    return EXECUTION_ARGUMENTS | getattr(cls, "_NOT_FINGERPRINTED", frozenset())
 
 
 def _slot_names(cls: type) -> list[str]:
@@ -305,17 +396,56 @@ def upstream_first(dataset: Dataset) -> list[Dataset]:
     return _upstream_first(dataset)
 
 
-@dataclass(frozen=True)
 class Stage:
     """One stage of a fingerprint.
+
+    The readable description is built when first read (only an error message or
+    :meth:`PipelineFingerprint.to_json` needs it): a pipeline of 10,000 stages would
+    otherwise spend most of its fingerprinting time on ``repr`` of arguments.
 
     Attributes:
         description: Readable: the operation and its arguments, e.g. ``ShuffleDataset(seed=1)``.
         digest: Hex digest of the operation, its arguments and its inputs' digests.
+
+    Example:
+        >>> Stage("RangeDataset(start=0, stop=3)", "0123456789abcdef").description
+        'RangeDataset(start=0, stop=3)'
     """
 
-    description: str
-    digest: str
+    __slots__ = ("_arguments", "_description", "_node", "digest")
+
+    def __init__(self, description: str | None, digest: str, node: Dataset | None = None,
+                 arguments: dict[str, Any] | None = None) -> None:
+        self._description = description
+        self.digest = digest
+        self._node = node
+        self._arguments = arguments
+
+    @property
+    def description(self) -> str:
+        description = self._description
+        if description is None:
+            node, arguments = self._node, self._arguments
+            if node is None or arguments is None:  # another thread has just built it
+                return str(self._description)
+            description = self._description = _readable(node, arguments)
+            self._node = self._arguments = None  # the text is all that is needed now
+        return description
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Stage):
+            return NotImplemented
+        return (self.digest, self.description) == (other.digest, other.description)
+
+    def __hash__(self) -> int:
+        return hash((self.digest, self.description))
+
+    def __repr__(self) -> str:
+        return f"Stage(description={self.description!r}, digest={self.digest!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as text: the nodes it would describe may not pickle.
+        return (Stage, (self.description, self.digest))
 
 
 @dataclass(frozen=True)
@@ -352,6 +482,19 @@ class PipelineFingerprint:
 
     def to_json(self) -> dict[str, Any]:
         return {"digest": self.digest, "stages": [[s.description, s.digest] for s in self.stages]}
+
+    @functools.cached_property
+    def canonical_json(self) -> str:
+        """:meth:`to_json` as canonical JSON (sorted keys, no spaces), built once.
+
+        Every ``state_dict()`` checksums the fingerprint: this is what it checksums.
+
+        Example:
+            >>> import feedline as fl
+            >>> print(PipelineFingerprint.of(fl.Dataset.range(2)).canonical_json)
+            {"digest":"...","stages":[["RangeDataset(dtype=dtype('int64'), range=range(0, 2))","..."]]}
+        """
+        return canonical_json(self.to_json())
 
     @classmethod
     def from_json(cls, value: Any) -> PipelineFingerprint:

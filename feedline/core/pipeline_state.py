@@ -17,32 +17,39 @@ purpose; that defence is the decoder, which builds nothing the pipeline did not 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import google_crc32c
 
 from feedline.core.errors import CheckpointError
-from feedline.core.fingerprint import PipelineFingerprint
+from feedline.core.fingerprint import PipelineFingerprint, canonical_json
 
 FORMAT = 2
 """Version of the envelope; states of format 1 (no fingerprint) are refused."""
 
 
-def _checksum(fingerprint: Any, root: Any) -> str:
+def _checksum(fingerprint: Any, root: Any, fingerprint_text: str | None = None) -> str:
+    """crc32c of ``canonical_json([FORMAT, fingerprint, root])``.
+
+    The three parts are serialized and checksummed one after the other (the same bytes
+    as the whole list), so a fingerprint's text (``fingerprint_text``) is built once per
+    pipeline rather than once per ``state_dict()``.
+    """
     try:
-        text = json.dumps([FORMAT, fingerprint, root], sort_keys=True, separators=(",", ":"),
-                          allow_nan=True)
+        if fingerprint_text is None:
+            fingerprint_text = canonical_json(fingerprint)
+        root_text = canonical_json(root)
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"the iterator state is not JSON-safe: {error}") from None
-    return f"crc32c:{google_crc32c.value(text.encode('utf-8', 'surrogatepass')):08x}"
+    crc = google_crc32c.value(f"[{FORMAT},{fingerprint_text},".encode("utf-8", "surrogatepass"))
+    crc = google_crc32c.extend(crc, root_text.encode("utf-8", "surrogatepass"))
+    return f"crc32c:{google_crc32c.extend(crc, b']'):08x}"
 
 
 def seal(root: Any, fingerprint: PipelineFingerprint) -> dict[str, Any]:
     """Wrap the iterator tree's state ``root`` for ``state_dict()``."""
-    saved_fingerprint = fingerprint.to_json()
-    return {"feedline_iterator": FORMAT, "pipeline": saved_fingerprint, "root": root,
-            "checksum": _checksum(saved_fingerprint, root)}
+    return {"feedline_iterator": FORMAT, "pipeline": fingerprint.to_json(), "root": root,
+            "checksum": _checksum(None, root, fingerprint.canonical_json)}
 
 
 def open_sealed(state: Any, fingerprint: PipelineFingerprint) -> Any:
