@@ -24,7 +24,7 @@ import binascii
 import contextlib
 import contextvars
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import numpy as np
@@ -83,41 +83,104 @@ def encode(element: Any) -> Any:
         >>> decode(encode((np.arange(3), b"ab", {"k": 1.5})))
         (array([0, 1, 2]), b'ab', {'k': 1.5})
     """
-    if isinstance(element, tuple):
-        if hasattr(type(element), "_fields"):
-            cls = type(element)
-            return {"nt": _qualified_name(cls), "f": list(cls._fields),
-                    "v": [encode(x) for x in element]}
-        return {"t": [encode(x) for x in element]}
-    if isinstance(element, dict):
-        return {"d": [[encode(k), encode(v)] for k, v in element.items()]}
-    if isinstance(element, list):
-        return {"l": [encode(x) for x in element]}
-    if isinstance(element, bytes):
-        return {"b": base64.b64encode(element).decode("ascii")}
-    if isinstance(element, np.generic) and element.dtype.kind in "biuf":
+    # One dict lookup on the element's exact type: a shuffle buffer encodes thousands of
+    # elements per state (and read-ahead stages take states often).
+    encoder = _ENCODERS.get(type(element))
+    if encoder is None:
+        encoder = _encoder_for(type(element))
+    return encoder(element)
+
+
+def _b64(data: Any) -> str:
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+def _encode_plain(element: Any) -> Any:
+    return element
+
+
+def _encode_str(element: str) -> Any:
+    return {"u": element}
+
+
+def _encode_bytes(element: bytes) -> Any:
+    return {"b": _b64(element)}
+
+
+def _encode_tuple(element: tuple[Any, ...]) -> Any:
+    return {"t": [encode(x) for x in element]}
+
+
+def _encode_namedtuple(element: tuple[Any, ...]) -> Any:
+    cls = type(element)
+    return {"nt": _qualified_name(cls), "f": list(cls._fields),  # type: ignore[attr-defined]
+            "v": [encode(x) for x in element]}
+
+
+def _encode_dict(element: dict[Any, Any]) -> Any:
+    return {"d": [[encode(k), encode(v)] for k, v in element.items()]}
+
+
+def _encode_list(element: list[Any]) -> Any:
+    return {"l": [encode(x) for x in element]}
+
+
+def _encode_scalar(element: np.generic) -> Any:
+    if element.dtype.kind in "biuf":
         return {"n": element.dtype.str, "v": element.item()}
-    if isinstance(element, np.ndarray | np.generic):
-        array = np.asarray(element)
-        if array.dtype == object:
-            return {"oa": list(array.shape), "v": [encode(x) for x in array.ravel().tolist()],
-                    "s": isinstance(element, np.generic)}
-        if array.dtype.fields is None and array.dtype.kind in _RAW_KINDS:
-            # Raw bytes plus dtype and shape: no .npy header (128 bytes) per element, and
-            # save_state() stores the bytes unencoded.
-            return {"A": array.dtype.str, "sh": list(array.shape),
-                    "raw": base64.b64encode(np.ascontiguousarray(array).tobytes()).decode("ascii"),
-                    "s": isinstance(element, np.generic)}
-        buffer = io.BytesIO()
-        np.save(buffer, array, allow_pickle=False)
-        return {"a": base64.b64encode(buffer.getvalue()).decode("ascii"),
+    return _encode_array(element)
+
+
+def _encode_array(element: np.ndarray | np.generic) -> Any:
+    array = np.asarray(element)
+    if array.dtype == object:
+        return {"oa": list(array.shape), "v": [encode(x) for x in array.ravel().tolist()],
                 "s": isinstance(element, np.generic)}
-    if element is None or isinstance(element, bool | int | float | str):
-        return element if not isinstance(element, str) else {"u": element}
-    if _qualified_name(type(element)) in _REGISTERED:
-        # Values that know how to store themselves, e.g. the small datasets window() yields.
-        return {"o": _qualified_name(type(element)), "v": element.__feedline_encode__()}
-    raise CheckpointError(f"cannot store a {type(element).__name__} in an iterator state")
+    if array.dtype.fields is None and array.dtype.kind in _RAW_KINDS:
+        # Raw bytes plus dtype and shape: no .npy header (128 bytes) per element, and
+        # save_state() stores the bytes unencoded. Viewed as bytes, not copied (tobytes).
+        raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        return {"A": array.dtype.str, "sh": list(array.shape), "raw": _b64(raw),
+                "s": isinstance(element, np.generic)}
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return {"a": _b64(buffer.getbuffer()), "s": isinstance(element, np.generic)}
+
+
+def _encode_registered(element: Any) -> Any:
+    # Values that know how to store themselves, e.g. the small datasets window() yields.
+    return {"o": _qualified_name(type(element)), "v": element.__feedline_encode__()}
+
+
+def _encoder_for(cls: type) -> Callable[[Any], Any]:
+    """The encoder of instances of ``cls`` (remembered: the choice depends on the type only)."""
+    encoder: Callable[[Any], Any]
+    if issubclass(cls, tuple):
+        encoder = _encode_namedtuple if hasattr(cls, "_fields") else _encode_tuple
+    elif issubclass(cls, dict):
+        encoder = _encode_dict
+    elif issubclass(cls, list):
+        encoder = _encode_list
+    elif issubclass(cls, bytes):
+        encoder = _encode_bytes
+    elif issubclass(cls, np.generic):
+        encoder = _encode_scalar
+    elif issubclass(cls, np.ndarray):
+        encoder = _encode_array
+    elif issubclass(cls, str):
+        encoder = _encode_str
+    elif cls is type(None) or issubclass(cls, bool | int | float):
+        encoder = _encode_plain
+    elif _qualified_name(cls) in _REGISTERED:
+        return _encode_registered  # not remembered: registration is by name
+    else:
+        raise CheckpointError(f"cannot store a {cls.__name__} in an iterator state")
+    _ENCODERS[cls] = encoder
+    return encoder
+
+
+_ENCODERS: dict[type, Callable[[Any], Any]] = {}
+"""Encoder of each exact type met so far."""
 
 
 def decode(value: Any, types: DeclaredTypes | None = None) -> Any:
