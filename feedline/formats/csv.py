@@ -82,6 +82,16 @@ def _unlimited_fields() -> Iterator[None]:
                 pycsv.field_size_limit(_limit_saved)
 
 
+def _field_limit() -> int:
+    """``csv.field_size_limit()`` as the process has it outside :func:`_unlimited_fields`.
+
+    Another thread may be inside that block right now: the limit then reads as lifted, but a
+    record this thread parsed a moment before may have failed under the normal one.
+    """
+    with _limit_lock:
+        return _limit_saved if _limit_users else pycsv.field_size_limit()
+
+
 class _Records:
     """The records of ``lines`` as ``csv.reader`` splits them, without its field size limit.
 
@@ -124,7 +134,7 @@ class _Records:
             return next(self._reader)
         except pycsv.Error:
             # Too few characters for a field over the limit: a genuine error.
-            if sum(map(len, pending)) <= pycsv.field_size_limit():
+            if sum(map(len, pending)) <= _field_limit():
                 raise
         # (csv.reader starts a new record at its next call after an error, so self._reader
         # goes on after this record.)

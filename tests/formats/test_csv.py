@@ -480,3 +480,31 @@ def test_make_csv_dataset_errors(tmp_path):
         make_csv_dataset(str(tmp_path / "a.csv"), 2, select_columns=["nope"])
     with pytest.raises(ValueError, match="batch_size"):
         make_csv_dataset(str(tmp_path / "a.csv"), 0)
+
+
+def test_the_field_limit_that_decides_is_the_normal_one_while_another_reader_lifts_it():
+    # A record that failed under the normal limit is read again, even if another reader
+    # thread has lifted the limit by the time this one decides (the check used to read the
+    # lifted limit and call the record a genuine error).
+    import threading
+
+    from feedline.formats import csv as feedline_csv
+
+    normal = csv.field_size_limit()
+    inside, leave = threading.Event(), threading.Event()
+
+    def other_reader():
+        with feedline_csv._unlimited_fields():
+            inside.set()
+            leave.wait(timeout=60)
+
+    thread = threading.Thread(target=other_reader)
+    thread.start()
+    try:
+        assert inside.wait(timeout=60)
+        assert csv.field_size_limit() > normal
+        assert feedline_csv._field_limit() == normal
+    finally:
+        leave.set()
+        thread.join()
+    assert csv.field_size_limit() == normal == feedline_csv._field_limit()
