@@ -1,5 +1,14 @@
-"""Where work runs: thread executors, bounded buffers and clean shutdown.
+"""Where work runs: executors, the one read-ahead mechanism, positions, clean shutdown.
 
-Transformations ask for an :class:`Executor` and never start threads themselves, so a
-process-based executor can replace the thread one without touching them.
+* :mod:`~feedline.execution.executor`: daemon thread pools (and process pools) whose
+  shutdown waits a bounded time, and strands that serialize readers on a shared pool;
+* :mod:`~feedline.execution.read_ahead`: :class:`~feedline.execution.read_ahead.ReadAhead`,
+  the bounded window of tasks every read-ahead stage (prefetch, parallel map and batch,
+  interleave) runs on, and the :class:`~feedline.execution.read_ahead.SequentialReader`
+  built on it;
+* :mod:`~feedline.execution.positions`: checkpoints of read-ahead stages as positions in
+  their input, never copies of the elements read ahead.
+
+Transformations ask for these and never start threads themselves, so a process-based
+executor can replace the thread one without touching them.
 """

@@ -15,7 +15,8 @@ place after a restore even if the re-read would not fail again.
 Snapshots cost a call to the input's ``state_dict()``. :class:`PositionReader` takes one
 every ``interval`` items, adapting the interval so that snapshots cost about
 :data:`SNAPSHOT_COST_SHARE` of the time spent pulling (an expensive input is snapshotted
-often, so little is recomputed on restore; a cheap one rarely). An input whose re-read
+often, so little is recomputed on restore; a cheap one rarely), and so that re-reading
+after a restore takes at most about :data:`MAX_REPLAY_SECONDS`. An input whose re-read
 would not give the same items in the same order (``replay_exact`` false: a
 ``deterministic=False`` stage upstream) is snapshotted after every item.
 
@@ -43,8 +44,8 @@ State = dict[str, Any]
 
 SNAPSHOT_COST_SHARE = 0.01
 """Share of the pulling time that taking input snapshots may cost."""
-MAX_SNAPSHOT_INTERVAL = 1024
-"""Most items between two snapshots (bounds the re-reading after a restore)."""
+MAX_REPLAY_SECONDS = 0.5
+"""Pulling time between two snapshots at most: bounds the re-reading after a restore."""
 
 POSITION_KEYS = ("at", "next", "done", "errors")
 
@@ -80,7 +81,7 @@ class PositionReader:
         self.pulled = 0
         self._since = 0
         self._interval = 1
-        self._last_snapshot = 0.0  # perf_counter() after the last snapshot (0: none yet)
+        self._pull_seconds = 0.0  # pulling time since the last snapshot
         # From a restored state: items to drop on re-read, errors to raise in their place.
         self._skip_below = 0
         self._skip: set[int] = set()
@@ -101,13 +102,16 @@ class PositionReader:
 
     def pull(self) -> tuple[int, bool, Any, tuple[int, State] | None]:
         """The next item not handed out before the checkpoint; ``StopIteration`` at the end."""
+        clock = time.perf_counter
         while True:
+            started = clock()
             try:
                 value, is_error = self._pull(), False
             except StopIteration:
                 raise
             except Exception as error:  # noqa: BLE001 - an item like any other, kept in place
                 value, is_error = error, True
+            self._pull_seconds += clock() - started
             item = self.pulled
             self.pulled = item + 1
             self._since += 1
@@ -125,22 +129,19 @@ class PositionReader:
             return item, is_error, value, snapshot
 
     def _take_snapshot(self) -> tuple[int, State]:
-        # Timed per snapshot, not per item: the time since the previous snapshot is the
-        # pulling time of ``_since`` items (plus the consumer's, for consumer-side readers).
         started = time.perf_counter()
         state = self._snapshot()
-        finished = time.perf_counter()
+        cost = time.perf_counter() - started
         if not self._replay_exact:
             self._interval = 1
         else:
-            last = self._last_snapshot
-            per_item = (started - last) / self._since if last else 0.0
-            # Snapshots cost SNAPSHOT_COST_SHARE of pulling: interval = cost ratio / share.
-            ratio = (finished - started) / max(per_item, 1e-9)
-            self._interval = max(1, min(MAX_SNAPSHOT_INTERVAL,
-                                        math.ceil(ratio / SNAPSHOT_COST_SHARE)))
-        self._last_snapshot = finished
+            per_item = max(self._pull_seconds / self._since, 1e-9)
+            # Snapshots cost SNAPSHOT_COST_SHARE of pulling: interval = cost ratio / share,
+            # but re-reading after a restore stays within MAX_REPLAY_SECONDS.
+            wanted = math.ceil(cost / per_item / SNAPSHOT_COST_SHARE)
+            self._interval = max(1, min(wanted, int(MAX_REPLAY_SECONDS / per_item)))
         self._since = 0
+        self._pull_seconds = 0.0
         return self.pulled, state
 
     def inline_position(self) -> State:
@@ -204,7 +205,12 @@ class PositionTracker:
         """Record the input's state after ``snapshot[0]`` items (in increasing order)."""
         if snapshot is not None:
             with self._lock:
-                self._snapshots.append(snapshot)
+                snapshots = self._snapshots
+                snapshots.append(snapshot)
+                # Only the newest snapshot at or before ``next`` can ever be used: the deque
+                # stays as short as the read-ahead, however long the run.
+                while len(snapshots) > 1 and snapshots[1][0] <= self.next:
+                    snapshots.popleft()
 
     def handed_out(self, item: int) -> None:
         """The consumer received ``item`` (or its error)."""

@@ -1,0 +1,163 @@
+"""The one read-ahead mechanism, its executors and its positions, on their own."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import feedline as fl
+from feedline.core.iterator import IteratorContext
+from feedline.execution.executor import Strand, ThreadExecutor
+from feedline.execution.positions import PositionReader, PositionTracker, initial_position
+from feedline.execution.read_ahead import BufferClosed, ReadAhead, SequentialReader
+from feedline.testing import feedline_threads, no_leaked_threads
+
+TIMEOUT = 30
+
+
+def window(limit: int = 4, deterministic: bool = True, **kwargs) -> ReadAhead:
+    return ReadAhead("test-stage", lambda: ThreadExecutor(limit, "test-stage", 0.1), limit=limit,
+                     deterministic=deterministic, **kwargs)
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_results_come_back_in_submission_order_with_errors_in_place():
+    with no_leaked_threads():
+        calls = window()
+        calls.submit("a", str.upper, "a")
+        calls.add_failed("bad input", KeyError("input"))
+        calls.submit("c", str.upper, "c")
+        taken = [calls.take() for _ in range(3)]
+        assert [tag for tag, _ in taken] == ["a", "bad input", "c"]
+        assert taken[0][1].result() == "A" and isinstance(taken[1][1].exception(), KeyError)
+        calls.shutdown()
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_not_deterministic_hands_out_the_finished_task_first():
+    release = threading.Event()
+    with no_leaked_threads():
+        calls = window(deterministic=False)
+        calls.submit("slow", release.wait)
+        calls.submit("fast", int, "7")
+        tag, future = calls.take()
+        assert (tag, future.result()) == ("fast", 7)
+        release.set()
+        assert calls.take()[0] == "slow"
+        calls.shutdown()
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_no_thread_starts_before_the_first_task():
+    before = set(feedline_threads())
+    calls = window()
+    assert not calls.started and set(feedline_threads()) == before
+    calls.shutdown()
+    with pytest.raises(BufferClosed):
+        calls.submit("late", int, "1")
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_shutdown_from_another_thread_wakes_a_waiting_take_and_is_idempotent():
+    release = threading.Event()
+    outcome: list[str] = []
+    with no_leaked_threads():
+        calls = window()
+        calls.submit("stuck", release.wait)
+
+        def consume() -> None:
+            try:
+                calls.take()
+            except BufferClosed:
+                outcome.append("closed")
+
+        consumer = threading.Thread(target=consume)
+        consumer.start()
+        try:
+            with pytest.warns(RuntimeWarning, match="test-stage"):
+                calls.shutdown()  # the task is stuck: abandoned after close_timeout
+            calls.shutdown()
+            consumer.join(TIMEOUT)
+        finally:
+            release.set()
+    assert outcome == ["closed"]
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_element_timeout_keeps_the_task_in_place():
+    release = threading.Event()
+    with no_leaked_threads():
+        calls = window(element_timeout=0.01, describe=lambda tag: f"element {tag}")
+        calls.submit(5, release.wait)
+        with pytest.raises(TimeoutError, match="test-stage: element 5 took longer"):
+            calls.take()
+        release.set()
+        assert calls.take()[0] == 5
+        calls.shutdown()
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_a_strand_runs_its_calls_one_at_a_time_in_order():
+    order: list[int] = []
+    with no_leaked_threads():
+        pool = ThreadExecutor(4, "strand-test")
+        strand = Strand(pool)
+        futures = [strand.submit(order.append, i) for i in range(50)]
+        for future in futures:
+            future.result()
+        strand.shutdown()
+        pool.shutdown()
+    assert order == list(range(50))
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_sequential_reader_state_is_a_position_and_restores_exactly():
+    ctx = IteratorContext()
+    dataset = fl.Dataset.range(100)
+    with no_leaked_threads():
+        reader = SequentialReader("doc", dataset._make_iterator(ctx),
+                                  lambda: ThreadExecutor(1, "doc"), 8)
+        taken = [int(reader.next()) for _ in range(13)]
+        position = reader.position()
+        reader.shutdown()
+        assert position["next"] == 13 and position["at"] <= 13
+        again = SequentialReader("doc", dataset._make_iterator(ctx),
+                                 lambda: ThreadExecutor(1, "doc"), 8)
+        again.restore(position)
+        rest = []
+        while True:
+            try:
+                rest.append(int(again.next()))
+            except StopIteration:
+                break
+        again.shutdown()
+    assert taken + rest == list(range(100))
+
+
+def test_positions_skip_what_went_out_and_substitute_stored_errors():
+    values = iter(range(10))
+    reader = PositionReader(values.__next__, lambda: {"s": 0})
+    # Saved with a snapshot before item 2, items 0-2 and 5 out (completion order), item 4 an
+    # error pulled but not raised yet.
+    reader.restore({"at": 2, "next": 3, "done": [5], "errors": [[4, {
+        "type": "builtins.OSError", "kind": "OSError", "message": "gone", "notes": []}]],
+        "input": {}})
+    for _ in range(2):
+        next(values)  # the caller loads the input at the snapshot: items 0, 1 consumed
+    pulled = [reader.pull()[:3] for _ in range(3)]
+    assert [p[0] for p in pulled] == [3, 4, 6]
+    assert pulled[1][1] is True and isinstance(pulled[1][2], OSError)
+    tracker = PositionTracker(initial_position({"s": 0}))
+    for item in (1, 0):
+        tracker.handed_out(item)
+    assert tracker.next == 2 and tracker.done == set()
+
+
+def test_a_tracker_keeps_only_the_snapshots_it_may_still_use():
+    tracker = PositionTracker(initial_position({"s": 0}))
+    for item in range(10_000):
+        tracker.add_snapshot((item + 1, {"s": item + 1}))
+        tracker.handed_out(item)
+    assert len(tracker._snapshots) <= 2
+    assert tracker.state([])["input"] == {"s": 10_000}
