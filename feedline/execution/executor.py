@@ -24,9 +24,11 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from feedline.core.options import ThreadingOptions
+
 _STAGE_IDS = itertools.count()
 
-DEFAULT_CLOSE_TIMEOUT = 2.0
+DEFAULT_CLOSE_TIMEOUT: float = ThreadingOptions.close_timeout
 """Seconds ``close()`` waits for a stage's running calls (``Options().threading.close_timeout``)."""
 
 
