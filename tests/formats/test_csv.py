@@ -488,7 +488,7 @@ def test_the_field_limit_that_decides_is_the_normal_one_while_another_reader_lif
     # lifted limit and call the record a genuine error).
     import threading
 
-    from feedline.formats import csv as feedline_csv
+    from feedline.formats.csv import records as feedline_csv
 
     normal = csv.field_size_limit()
     inside, leave = threading.Event(), threading.Event()
@@ -508,3 +508,23 @@ def test_the_field_limit_that_decides_is_the_normal_one_while_another_reader_lif
         leave.set()
         thread.join()
     assert csv.field_size_limit() == normal == feedline_csv._field_limit()
+
+
+def test_fingerprints_and_pickles_name_the_classes_as_before_the_package_split():
+    # Checkpoints and cache files carry these digests (computed before feedline/formats/csv
+    # became a package); pickles name the classes by the same module.
+    import pickle
+
+    import fsspec
+
+    from feedline.core.fingerprint import PipelineFingerprint
+
+    fsspec.filesystem("memory").pipe("/pin/a.csv", b"x,y,name\n1,2.5,a\n")
+    plain = fl.CsvDataset("memory://pin/a.csv", [np.int64, 0.0, b""], header=True)
+    made = make_csv_dataset("memory://pin/*.csv", 2, label_name="name", shuffle=False,
+                            num_epochs=1, ignore_errors=True)
+    assert PipelineFingerprint.of(plain).digest == "34c0942b481ea1d7"
+    assert PipelineFingerprint.of(made).digest == "3c0ebdfd8261482c"
+    assert b"feedline.formats.csv.dataset" not in pickle.dumps(plain)
+    assert [tuple(x) for x in pickle.loads(pickle.dumps(plain))] == [(1, 2.5, b"a")]
+    assert CsvError.__module__ == CsvDataset.__module__ == "feedline.formats.csv"
