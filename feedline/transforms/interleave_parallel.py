@@ -1,0 +1,337 @@
+"""The parallel interleave iterator: every open dataset read ahead on the stage's threads.
+
+The node and the order it defines are documented in :mod:`feedline.transforms.interleave`;
+the cycle position and checkpoint layout it shares with the sequential iterator are in
+:mod:`feedline.transforms.interleave_cycle`.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any
+
+from feedline.core.error_records import restore_error
+from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.state_codec import decode
+from feedline.execution.executor import Executor, Strand, make_executor
+from feedline.execution.read_ahead import (
+    ELEMENT,
+    ERROR,
+    BufferClosed,
+    SequentialReader,
+    StopSignal,
+    wait_any,
+)
+from feedline.transforms.flat_map import note_inner_error
+from feedline.transforms.interleave_cycle import (
+    InputError,
+    InterleaveBase,
+    Opener,
+    entry_state,
+    future_states,
+)
+
+PREFETCH_INPUT_FACTOR = 1
+"""Datasets opened and read ahead before they enter the cycle, per unit of ``cycle_length``
+(tf.data uses 2; opened datasets hold files, so feedline keeps fewer)."""
+
+MIN_SLOT_BUFFER = 16
+"""Fewest elements read ahead per slot; tf.data's ``2 * block_length + 1`` when larger.
+Bigger than tf.data's minimum so that a worker reads a few elements per task, not one."""
+
+
+class _SharedPool:
+    """The stage's pool of reading threads, made by the first read; every open dataset
+    reads on it through its own :class:`~feedline.execution.executor.Strand`."""
+
+    def __init__(self, workers: int, name: str, close_timeout: float) -> None:
+        self._args = (workers, name, close_timeout)
+        self._executor: Executor | None = None
+        self._lock = threading.Lock()
+        self._shut = False
+
+    def strand(self) -> Strand:
+        with self._lock:
+            if self._shut:
+                raise BufferClosed
+            if self._executor is None:
+                workers, name, close_timeout = self._args
+                self._executor = make_executor(workers, name, close_timeout=close_timeout)
+            return Strand(self._executor)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._shut = True
+            executor = self._executor
+        if executor is not None:
+            executor.shutdown()
+
+
+class _Slot:
+    """One input element's dataset, opened on the consumer's thread (in input order, like
+    the sequential stage, so ``map_func`` needs no locking) and read ahead by a
+    :class:`~feedline.execution.read_ahead.SequentialReader`. A ``map_func`` failure is kept
+    as ``failure`` and raised when the cycle reaches the slot."""
+
+    __slots__ = ("element", "failure", "index", "iterator", "reader")
+
+    def __init__(self, index: int, element: Any, iterator: DatasetIterator | None,
+                 reader: SequentialReader | None, failure: BaseException | None = None) -> None:
+        self.index = index
+        self.element = element
+        self.iterator = iterator
+        self.reader = reader
+        self.failure = failure
+
+    def state(self) -> State:
+        inner = None if self.reader is None else self.reader.position()
+        return entry_state(self.index, self.element, inner)
+
+    def stop(self, wait: bool) -> None:
+        """Stop reading and close the dataset; ``wait`` for a read in progress first."""
+        reader, iterator = self.reader, self.iterator
+        self.reader = self.iterator = None
+        if reader is not None:
+            if wait:
+                reader.discard()
+            reader.shutdown(stop_all=False)
+        if iterator is not None:
+            iterator.close()
+
+
+class ParallelInterleaveIterator(InterleaveBase):
+    """Reads every open dataset ahead on a pool of ``workers`` threads.
+
+    The consumer's thread runs the same cycle as :class:`InterleaveIterator`, but takes each
+    element from the dataset's read-ahead. Input elements are pulled, and ``map_func``
+    makes their datasets, on the consumer's thread in input order; they wait in a queue of
+    *future* datasets (up to ``PREFETCH_INPUT_FACTOR * cycle_length``) that start reading
+    at once, and an empty cycle slot takes the next one from that queue. Since slots are
+    refilled in exactly the order the sequential cycle refills them, the output order is the
+    same. Each dataset reads on the shared pool through its own strand (one read at a time),
+    a few elements per task, and stops when its read-ahead is full, so ``workers`` threads
+    serve any number of datasets.
+
+    With ``deterministic=False`` the consumer takes from the first slot, in cycle order from
+    the current position, that has an item ready, and only waits when none has.
+    """
+
+    def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, opener: Opener,
+                 cycle_length: int, block_length: int, name: str, workers: int,
+                 deterministic: bool) -> None:
+        super().__init__(ctx, upstream, opener, cycle_length, block_length, name)
+        self._deterministic = deterministic
+        self._capacity = max(2 * block_length + 1, MIN_SLOT_BUFFER)
+        # Datasets waiting to enter the cycle read only tf.data's 2 * block_length + 1 ahead:
+        # enough to hide opening them, without holding a full buffer each.
+        self._future_capacity = min(self._capacity, 2 * block_length + 1)
+        threading_options = ctx.options.threading
+        self._timeout = threading_options.element_timeout
+        self._pool = _SharedPool(max(1, workers), name, threading_options.close_timeout)
+        self._stop = StopSignal()
+        self._futures: collections.deque[_Slot | InputError] = collections.deque()
+        self._max_open = cycle_length * (1 + PREFETCH_INPUT_FACTOR)
+        self._started = False
+
+    @property
+    def replay_exact(self) -> bool:
+        return self._deterministic and super().replay_exact
+
+    def _load_position(self, state: State) -> None:
+        super()._load_position(state)
+        self._max_open = len(self._cycle) * (1 + PREFETCH_INPUT_FACTOR)
+
+    def _all_slots(self) -> list[_Slot]:
+        slots = [s for s in self._cycle if s is not None]
+        slots.extend(f for f in self._futures if isinstance(f, _Slot))
+        return slots
+
+    def _new_slot(self, index: int, element: Any, capacity: int,
+                  inner: State | None = None) -> _Slot:
+        """A slot for input element ``index``, its dataset made (and restored) now."""
+        try:
+            iterator = self._opener(element, index)
+        except Exception as error:  # raised in its turn
+            if inner is not None:
+                raise  # a checkpoint that cannot be restored fails load_state_dict()
+            # A map_func failure is raised when the cycle reaches this element, as in the
+            # sequential stage.
+            return _Slot(index, element, None, None, error)
+        pool = self._pool
+        reader = SequentialReader(self._name, iterator, pool.strand, capacity, self._timeout,
+                                  self._stop)
+        if inner is not None:
+            reader.restore(inner)
+        return _Slot(index, element, iterator, reader)
+
+    def _top_up(self) -> None:
+        """Open input elements ahead until ``cycle_length * (1 + factor)`` are open."""
+        futures = self._futures
+        while not self._end_of_input and self._num_open + len(futures) < self._max_open:
+            try:
+                element = next(self._upstream)
+            except StopIteration:
+                self._end_of_input = True
+                break
+            except Exception as error:  # noqa: BLE001 - delivered in its turn
+                futures.append(InputError(error))
+                continue
+            index = self._next_input_index
+            self._next_input_index += 1
+            slot = self._new_slot(index, element, self._future_capacity)
+            futures.append(slot)
+            if slot.reader is not None:
+                slot.reader.prime()
+
+    def _fill_slot(self, position: int) -> _Slot | None:
+        """Move the next future into the empty slot ``position``; ``None`` at end of input.
+
+        Raises the input's error when that is next, leaving the slot empty, as the
+        sequential stage does.
+        """
+        self._top_up()
+        if not self._futures:
+            return None
+        entry = self._futures.popleft()
+        if isinstance(entry, InputError):
+            raise entry.error
+        self._cycle[position] = entry
+        self._num_open += 1
+        if entry.reader is not None:  # in the cycle now: read further ahead
+            entry.reader.capacity = self._capacity
+            entry.reader.prime()
+        return entry
+
+    # ---------------------------------------------------------------- iteration
+    def __next__(self) -> Any:
+        if self._stop.is_set():
+            raise StopIteration
+        if not self._started:
+            self._started = True
+            for slot in self._all_slots():  # restored from a checkpoint: start reading now
+                if slot.reader is not None:
+                    slot.reader.prime()
+        if not self._end_of_input and self._num_open + len(self._futures) < self._max_open:
+            self._top_up()
+        if self._deterministic:
+            # The common case inlined: the slot at the cycle position has an element in hand.
+            position = self._cycle_index
+            slot = self._cycle[position]
+            if slot is not None and slot.reader is not None:
+                tag, value = slot.reader.next_item()
+                if tag == ELEMENT:
+                    self._block_index += 1
+                    if self._block_index == self._block_length:
+                        self._block_index = 0
+                        self._cycle_index = (position + 1) % len(self._cycle)
+                    return value
+                self._after_item(position, slot, tag, value)  # raises, or the dataset ended
+        while self._num_open or self._futures or not self._end_of_input:
+            position = self._cycle_index if self._deterministic else self._ready_position()
+            if position is None:
+                if not self._num_open and not self._futures and self._end_of_input:
+                    break
+                self._wait_for_any()
+                continue
+            if position != self._cycle_index:
+                self._cycle_index, self._block_index = position, 0
+            slot = self._cycle[position]
+            if slot is None:
+                slot = self._fill_slot(position)
+                if slot is None:
+                    self._advance_to_next_in_cycle()
+                    continue
+            produced, element = self._take(position, slot)
+            if produced:
+                return element
+        raise StopIteration
+
+    def _take(self, position: int, slot: _Slot) -> tuple[bool, Any]:
+        """Take from ``slot``: ``(True, element)``, or ``(False, None)`` when its dataset
+        ended; raises its errors."""
+        if slot.failure is not None:
+            self._cycle[position] = None
+            self._num_open -= 1
+            raise slot.failure  # already names the stage and input element
+        assert slot.reader is not None
+        tag, value = slot.reader.next_item()
+        if tag == ELEMENT:
+            self._block_index += 1
+            if self._block_index == self._block_length:
+                self._advance_to_next_in_cycle()
+            return True, value
+        self._after_item(position, slot, tag, value)
+        return False, None
+
+    def _after_item(self, position: int, slot: _Slot, tag: int, value: Any) -> None:
+        """An error or the end from ``slot``: raise the error; at the end free the slot."""
+        if tag == ERROR:
+            raise note_inner_error(value, self._name, slot.index)
+        # The dataset is done: free the slot for the next input element.
+        self._cycle[position] = None
+        self._num_open -= 1
+        slot.stop(wait=False)
+        self._advance_to_next_in_cycle()
+
+    def _ready_position(self) -> int | None:
+        """The first slot, in cycle order from the current one, with an item ready."""
+        cycle, length = self._cycle, len(self._cycle)
+        for offset in range(length):
+            position = (self._cycle_index + offset) % length
+            slot = cycle[position]
+            if slot is None:
+                slot = self._fill_slot(position)
+                if slot is None:
+                    continue
+            if slot.failure is not None or slot.reader.ready():  # type: ignore[union-attr]
+                return position
+        return None
+
+    def _wait_for_any(self) -> None:
+        windows = [s.reader.window for s in self._cycle if s is not None and s.reader is not None]
+        if not wait_any(windows, self._stop, self._timeout):
+            raise TimeoutError(f"{self._name}: no element ready within {self._timeout} s "
+                               "(Options().threading.element_timeout)")
+        if self._stop.is_set():
+            raise BufferClosed
+
+    # ---------------------------------------------------------------- checkpoints
+    def _get_state(self) -> State:
+        slots = [None if s is None else s.state() for s in self._cycle]
+        return self._position_state(slots, future_states(self._futures, _Slot.state))
+
+    def _set_state(self, state: State) -> None:
+        self._stop_slots(wait=True)
+        self._load_position(state)
+        for position, saved in enumerate(state["slots"]):
+            if saved is not None:
+                self._cycle[position] = self._restore_slot(saved, self._capacity)
+                self._num_open += 1
+        for saved in state["futures"]:
+            if "input_error" in saved:
+                self._futures.append(InputError(restore_error(saved["input_error"])))
+            else:
+                self._futures.append(self._restore_slot(saved, self._future_capacity))
+        if self._started:  # else they start reading with the first next()
+            for slot in self._all_slots():
+                if slot.reader is not None:
+                    slot.reader.prime()
+
+    def _restore_slot(self, saved: State, capacity: int) -> _Slot:
+        return self._new_slot(int(saved["index"]), decode(saved["element"]), capacity,
+                              saved["inner"])
+
+    def _stop_slots(self, wait: bool) -> None:
+        slots = self._all_slots()
+        self._cycle = [None] * len(self._cycle)
+        self._futures.clear()
+        for slot in slots:
+            slot.stop(wait)
+
+    def _release(self) -> None:
+        # Wake a consumer waiting on any dataset, stop the pool (a bounded wait for running
+        # reads), then close the datasets.
+        self._stop.set()
+        self._pool.shutdown()
+        self._stop_slots(wait=False)
