@@ -8,6 +8,7 @@ from golden_spec import GOLDEN_SPEC
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import feedline as fl
 from feedline.formats.example import (
     ExampleParseError,
     FixedLenFeature,
@@ -291,3 +292,60 @@ def test_bit_flips_in_valid_examples_parse_or_raise_a_clear_error(position, bit)
         parse_example([bytes(record)], spec)
     except ExampleParseError as error:
         assert error.record_index == 0
+
+
+# ----------------------------------------------------------------------- RaggedValues in states
+def _ragged_pipeline():
+    records = [encode_example({"id": i, "tokens": [b"t"] * (i % 3)}) for i in range(12)]
+    spec = {"id": FixedLenFeature([], "int64"), "tokens": VarLenFeature("string")}
+    return (fl.Dataset.from_tensor_slices(np.array(records, dtype=object)).batch(2)
+            .map(lambda batch: parse_example(batch, spec)).shuffle(3, seed=1))
+
+
+# core/structure.py (db8ef00) refuses a RaggedValues in a function's result, so
+# map(parse_example) with a VarLenFeature raises TypeError; strict: remove the marks when fixed.
+_REFUSED_AS_ELEMENT = pytest.mark.xfail(
+    strict=True, raises=TypeError,
+    reason="core/structure.py refuses RaggedValues as part of an element")
+
+
+@_REFUSED_AS_ELEMENT
+def test_ragged_values_in_a_shuffle_buffer_checkpoint():
+    elements = check_checkpointing(_ragged_pipeline(), steps=[0, 1, 3, 5])
+    assert sorted(i for e in elements for i in e["id"].tolist()) == list(range(12))
+    assert all(isinstance(e["tokens"], RaggedValues) for e in elements)
+
+
+@_REFUSED_AS_ELEMENT
+def test_ragged_values_round_trip_through_a_pipeline_state_file(tmp_path):
+    it = iter(_ragged_pipeline())
+    next(it)
+    fl.save_state(tmp_path / "state", it.state_dict())
+    expected = [e["tokens"] for e in it]
+    restored = iter(_ragged_pipeline())
+    restored.load_state_dict(fl.load_state(tmp_path / "state"))
+    assert [e["tokens"] for e in restored] == expected
+
+
+def test_a_damaged_ragged_value_in_a_state_is_a_checkpoint_error():
+    from feedline.core.state_codec import decode, encode
+
+    value = encode(RaggedValues(np.array([1, 2, 3]), np.array([0, 1, 3])))
+    assert value["o"] == "feedline.formats.example:RaggedValues"
+    assert decode(json.loads(json.dumps(value))) == RaggedValues([1, 2, 3], [0, 1, 3])
+    value["v"]["splits"][0] = encode(np.array([0, 5, 3]))
+    with pytest.raises(fl.CheckpointError, match="damaged element"):
+        decode(value)
+    value["v"]["values"] = encode(b"not an array")
+    with pytest.raises(fl.CheckpointError, match="damaged element"):
+        decode(value)
+
+
+def test_ragged_values_round_trip_through_a_state_file(tmp_path):
+    from feedline.core.state_codec import decode, encode
+
+    element = {"tokens": RaggedValues(np.array([b"a", b"bc", b"d"], dtype=object),
+                                      [np.array([0, 1, 3]), np.array([0, 2, 2, 3])])}
+    fl.save_state(tmp_path / "state", {"buffer": [encode(element)]})
+    restored = decode(fl.load_state(tmp_path / "state")["buffer"][0])
+    assert restored == element and restored["tokens"].ragged_rank == 2

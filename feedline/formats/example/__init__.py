@@ -55,6 +55,12 @@ from feedline.formats.example_proto import (
     encode_sequence_example,
 )
 
+# Fingerprints (checkpoints, cache files) and pickles name a class by its module: these keep
+# the one they had before this package was split out of one module (RaggedValues sets its own).
+for _cls in (ExampleParseError, FixedLenFeature, FixedLenSequenceFeature, VarLenFeature):
+    _cls.__module__ = __name__
+del _cls
+
 __all__ = [
     "ExampleParseError", "FixedLenFeature", "FixedLenSequenceFeature", "RaggedValues",
     "VarLenFeature", "decode_example", "decode_sequence_example", "encode_example",
