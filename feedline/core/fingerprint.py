@@ -144,6 +144,9 @@ class _Walker:
             return {"dtype": value.str}
         if depth > _MAX_DEPTH or id(value) in self._active:
             return {"ref": _qualified_name(type(value))}
+        if type(value) is range:
+            # What the generic walk below gives, without it: every Dataset.range holds one.
+            return {"object": "builtins:range", "repr": repr(value)}
         self._active.add(id(value))
         try:
             return self._compound(value, depth + 1)
