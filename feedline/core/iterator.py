@@ -268,9 +268,12 @@ class PipelineIterator:
         Raises:
             CheckpointError: ``state`` is damaged, of another format, or was saved by a
                 different pipeline (the message names the first stage that differs).
-                Execution settings (``num_parallel_calls``, ``deterministic``, prefetch
-                stages) may differ. Decoding builds only the namedtuple classes this
-                pipeline names; it never imports or calls anything the state names.
+                Execution settings may differ: ``num_parallel_calls``, ``deterministic``,
+                prefetch buffer sizes, ``Options().optimization.map_fusion`` and the CPU
+                count (``interleave`` stores the ``cycle_length`` it resolved); states are
+                keyed by operation, not by the iterator running it. Decoding builds only the
+                namedtuple classes this pipeline names; it never imports or calls anything
+                the state names.
         """
         root = pipeline_state.open_sealed(state, self._fingerprint())
         if self._declared_types is None:

@@ -107,7 +107,9 @@ def test_interpreter_exit_does_not_hang_on_a_blocked_function():
 ])
 def test_element_timeout_names_the_stage_and_element_and_keeps_its_place(kind, stage, element):
     release = threading.Event()
-    options = fl.Options(threading=fl.ThreadingOptions(element_timeout=0.05))
+    # Long enough that elements 0 and 1 never hit it on a loaded machine; element 2 waits
+    # until the test releases it.
+    options = fl.Options(threading=fl.ThreadingOptions(element_timeout=1.0))
     with no_leaked_threads():
         try:
             with iter(PIPELINES[kind](blocking_at(2, release)).with_options(options)) as it:
