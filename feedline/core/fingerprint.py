@@ -5,7 +5,11 @@ A checkpoint or a cache file is only valid for the pipeline that wrote it. A
 file names, functions by their code, constants and closures) so that loading into another
 pipeline fails naming the first stage that differs. It is stable across runs and processes:
 nothing in it depends on object ids, memory addresses or ``PYTHONHASHSEED``. Functions are
-described by their bytecode, so a fingerprint may change with the Python version.
+described by their bytecode, and so are the functions they call through their globals
+(feedline's and other libraries' Python functions included, up to a depth of 12), so a
+fingerprint may change with the Python version, and with a release of a library whose
+functions the pipeline's functions call (``parse_example`` changed with the split of
+``formats/example.py`` into a package).
 
 Execution settings are left out on purpose (``num_parallel_calls``, ``deterministic``, the
 executor, stage names, options, ``prefetch`` stages): tuning them between runs must not
