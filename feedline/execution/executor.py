@@ -217,7 +217,7 @@ def make_executor(workers: int, name: str, kind: str = "thread",
         workers: Calls to run at once.
         name: Stage name, used in thread names (visible in profilers and debuggers).
         kind: ``"thread"`` (the default) or ``"process"`` for GIL-bound Python functions.
-        close_timeout: Seconds shutting down waits for running calls (threads only).
+        close_timeout: Seconds shutting down waits for running calls.
 
     Example:
         >>> ex = make_executor(1, "doc"); ex.submit(len, "abc").result(); ex.shutdown()
@@ -228,5 +228,5 @@ def make_executor(workers: int, name: str, kind: str = "thread",
     if kind == "process":
         from feedline.execution.processes import ProcessExecutor
 
-        return ProcessExecutor(workers, name)
+        return ProcessExecutor(workers, name, close_timeout)
     raise ValueError(f"unknown executor kind {kind!r}: expected 'thread' or 'process'")

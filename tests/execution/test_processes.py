@@ -71,3 +71,27 @@ def test_process_map_checkpointing():
 def test_unknown_executor_rejected():
     with pytest.raises(ValueError, match="executor"):
         fl.Dataset.range(3).map(_pure_python, num_parallel_calls=2, executor="gpu")
+
+
+@pytest.mark.timeout(120)
+def test_close_does_not_wait_for_a_worker_process_that_blocks():
+    manager = multiprocessing.Manager()
+    try:
+        release = manager.Event()
+
+        def stuck_at_one(x):
+            if x == 1:
+                release.wait()
+            return x
+
+        options = fl.Options(threading=fl.ThreadingOptions(close_timeout=0.2))
+        it = iter(fl.Dataset.range(4).map(stuck_at_one, num_parallel_calls=2, executor="process")
+                  .with_options(options))
+        assert int(next(it)) == 0
+        with pytest.warns(RuntimeWarning, match="map"):
+            it.close()
+        release.set()  # the abandoned call returns; its worker then exits
+    finally:
+        manager.shutdown()
+    for child in multiprocessing.active_children():
+        child.join(60)
