@@ -24,7 +24,7 @@ from typing import IO, Any
 from feedline.core.errors import CheckpointError
 
 MAGIC = b"FLSTATE1"
-_RAW_KEYS = {"raw": "raw@", "b": "b@"}
+_RAW_KEYS = {"raw": "raw@", "b": "b@", "bl": "bl@"}
 """Encoded-element keys whose base64 payload goes to the binary section, and their
 reference keys in the file."""
 
@@ -34,9 +34,11 @@ def _extract(value: Any, blobs: list[bytes], offset: list[int]) -> Any:
         out: dict[str, Any] = {}
         for key, item in value.items():
             reference = _RAW_KEYS.get(key)
-            # Only encoded elements ({"A": .., "raw": ..} arrays, {"b": ..} bytes) qualify.
+            # Only encoded elements ({"A": .., "raw": ..} arrays, {"b": ..} bytes, {"bl": ..,
+            # "n": ..} buffers of bytes) qualify.
             is_payload = reference is not None and isinstance(item, str) and (
-                "A" in value if key == "raw" else len(value) == 1)
+                "A" in value if key == "raw" else
+                len(value) == 1 if key == "b" else len(value) == 2 and "n" in value)
             if is_payload:
                 try:
                     payload = base64.b64decode(item, validate=True)

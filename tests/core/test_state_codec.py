@@ -9,7 +9,7 @@ import pytest
 
 from feedline.core.errors import CheckpointError
 from feedline.core.fingerprint import DeclaredTypes
-from feedline.core.state_codec import decode, encode, register_state_type
+from feedline.core.state_codec import decode, encode, encode_elements, register_state_type
 
 Point = collections.namedtuple("Point", "x y")
 
@@ -86,3 +86,23 @@ def test_a_type_registered_after_a_refusal_is_stored():
         encode(Late(1))
     register_state_type(Late)
     assert decode(encode(Late(2))).v == 2
+
+
+# ---------------------------------------------------------------------------- encode_elements
+@pytest.mark.parametrize("elements", [
+    [b"ab", b"", b"c" * 1000], [b"x"], [], [1, b"x"], [np.int64(1)] * 3, [b"a", "s"],
+])
+def test_a_buffer_round_trips(elements):
+    restored = decode(json.loads(json.dumps(encode_elements(elements))))
+    assert restored == elements and [type(e) for e in restored] == [type(e) for e in elements]
+
+
+def test_a_buffer_of_bytes_is_one_payload():
+    assert encode_elements([b"ab", b"c"]) == {"bl": "YWJj", "n": [2, 1]}
+    assert encode_elements([b"ab", "c"]) == encode([b"ab", "c"])
+
+
+@pytest.mark.parametrize("lengths", [[2, 2], [4, -1], [1.5, 1.5], "3", [True, 2]])
+def test_a_buffer_whose_lengths_do_not_add_up_is_refused(lengths):
+    with pytest.raises(CheckpointError, match="damaged element"):
+        decode({"bl": "YWJj", "n": lengths})

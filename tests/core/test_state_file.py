@@ -81,3 +81,14 @@ def test_text_that_looks_like_base64_is_kept_as_text(tmp_path):
     path = tmp_path / "s"
     fl.save_state(path, state)
     assert fl.load_state(path) == state
+
+
+def test_a_buffer_of_bytes_is_written_raw(tmp_path):
+    from feedline.core.state_codec import decode, encode_elements
+
+    records = [bytes([i]) * 1000 for i in range(100)]
+    state = {"buffer": encode_elements(records)}
+    size = fl.save_state(tmp_path / "state", state)
+    assert size < 100_000 * 1.05  # base64 in JSON would be 1.33 times the payload
+    loaded = fl.load_state(tmp_path / "state")
+    assert loaded == state and decode(loaded["buffer"]) == records
