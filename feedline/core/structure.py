@@ -159,6 +159,38 @@ _EXPECTED = ("NumPy arrays, numbers, bytes or str, nested in tuples, dicts, name
              "lists")
 
 
+_LEAF_TYPES: set[type] = set()
+"""Classes of library values that are elements as they are (see :func:`register_leaf_type`)."""
+
+
+def register_leaf_type(cls: type) -> type:
+    """Declare that instances of ``cls`` are leaves of elements, returned by user functions
+    unchanged (as ``RaggedValues`` from ``parse_example`` with a ``VarLenFeature``).
+
+    Only library code calls this, for its own value types: anything else a function returns
+    that is not an array, number or text is a ``TypeError`` (:func:`normalize_output`).
+
+    Example:
+        >>> class Rows:
+        ...     pass
+        >>> rows = Rows()
+        >>> register_leaf_type(Rows) is Rows and normalize_output((rows, 1))[0] is rows
+        True
+    """
+    _LEAF_TYPES.add(cls)
+    return cls
+
+
+def is_registered_leaf(value: Any) -> bool:
+    """Whether ``value`` is an instance of a :func:`register_leaf_type` class.
+
+    Example:
+        >>> is_registered_leaf(b"x")
+        False
+    """
+    return type(value) in _LEAF_TYPES
+
+
 def normalize_output(value: Element) -> Element:
     """Turn a user function's return value into an element, as tf.data makes tensors of it.
 
@@ -215,7 +247,7 @@ def _normalize(value: Any, path: str) -> Any:
         return value
     from feedline.core.dataset import Dataset  # here: dataset.py imports this module
 
-    if isinstance(value, Dataset):  # datasets as elements, as window() makes them
+    if isinstance(value, Dataset) or kind in _LEAF_TYPES:  # window()'s datasets, RaggedValues
         return value
     if hasattr(kind, "__array__") and not isinstance(value, type):
         # An array of another library (a CPU torch tensor, a JAX array): tf.data would

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from feedline.core.structure import flatten, same_structure
+from feedline.core.structure import flatten, is_registered_leaf, same_structure
 
 
 def elements_equal(a: Any, b: Any) -> bool:
@@ -21,6 +21,10 @@ def elements_equal(a: Any, b: Any) -> bool:
     if not same_structure(a, b):
         return False
     for x, y in zip(flatten(a), flatten(b)):
+        if is_registered_leaf(x) or is_registered_leaf(y):  # RaggedValues: its own equality
+            if type(x) is not type(y) or x != y:
+                return False
+            continue
         if isinstance(x, bytes | str) or isinstance(y, bytes | str):
             if x != y:
                 return False

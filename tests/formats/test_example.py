@@ -302,21 +302,12 @@ def _ragged_pipeline():
             .map(lambda batch: parse_example(batch, spec)).shuffle(3, seed=1))
 
 
-# core/structure.py (db8ef00) refuses a RaggedValues in a function's result, so
-# map(parse_example) with a VarLenFeature raises TypeError; strict: remove the marks when fixed.
-_REFUSED_AS_ELEMENT = pytest.mark.xfail(
-    strict=True, raises=TypeError,
-    reason="core/structure.py refuses RaggedValues as part of an element")
-
-
-@_REFUSED_AS_ELEMENT
 def test_ragged_values_in_a_shuffle_buffer_checkpoint():
     elements = check_checkpointing(_ragged_pipeline(), steps=[0, 1, 3, 5])
     assert sorted(i for e in elements for i in e["id"].tolist()) == list(range(12))
     assert all(isinstance(e["tokens"], RaggedValues) for e in elements)
 
 
-@_REFUSED_AS_ELEMENT
 def test_ragged_values_round_trip_through_a_pipeline_state_file(tmp_path):
     it = iter(_ragged_pipeline())
     next(it)

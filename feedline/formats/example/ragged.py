@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from feedline.core.state_codec import decode, encode, register_state_type
+from feedline.core.structure import register_leaf_type
 
 
 class RaggedValues:
@@ -179,6 +180,7 @@ class RaggedValues:
 # fingerprints name the class by it.
 RaggedValues.__module__ = "feedline.formats.example"
 register_state_type(RaggedValues)
+register_leaf_type(RaggedValues)  # a function's result may hold it, as parse_example's does
 
 # Doctest finds the class's own docstring through the package; its methods' through here.
 __test__ = {"RaggedValues.from_row_lengths": RaggedValues.from_row_lengths}
