@@ -3,7 +3,7 @@
 The extension is optional: if it does not compile (no C compiler, no Python headers), the
 install still succeeds and feedline uses its pure-Python (protobuf) path. Setting
 ``FEEDLINE_PURE_PYTHON=1`` while installing skips building it; at run time the same variable
-makes feedline ignore a built one (see feedline/formats/example.py).
+makes feedline ignore a built one (see feedline/formats/example/cbridge.py).
 """
 
 import os

@@ -5,11 +5,12 @@ A checkpoint or a cache file is only valid for the pipeline that wrote it. A
 file names, functions by their code, constants and closures) so that loading into another
 pipeline fails naming the first stage that differs. It is stable across runs and processes:
 nothing in it depends on object ids, memory addresses or ``PYTHONHASHSEED``. Functions are
-described by their bytecode, and so are the functions they call through their globals
-(feedline's and other libraries' Python functions included, up to a depth of 12), so a
-fingerprint may change with the Python version, and with a release of a library whose
-functions the pipeline's functions call (``parse_example`` changed with the split of
-``formats/example.py`` into a package).
+described by their bytecode, and so are the functions they call through their globals (up to
+a depth of 12), so a fingerprint may change with the Python version. Functions of installed
+libraries (feedline's own, the standard library's, anything in site-packages) count by their
+qualified name only: a library's release or an internal refactor (``parse_example`` moved
+when ``formats/example.py`` became a package) must not invalidate every checkpoint of the
+pipelines that call it, while a change to your own code does.
 
 Execution settings are left out on purpose (``num_parallel_calls``, ``deterministic``, the
 executor, stage names, options, ``prefetch`` stages): tuning them between runs must not
@@ -26,6 +27,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
+import sysconfig
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -50,6 +53,21 @@ _MAX_DEPTH = 12
 
 _SHORT = 60
 """Longest argument text shown in a stage's readable description."""
+
+
+_LIBRARY_DIRECTORIES = tuple(sorted({
+    os.path.join(os.path.realpath(path), "")
+    for key in ("stdlib", "platstdlib", "purelib", "platlib")
+    if (path := sysconfig.get_paths().get(key))}))
+
+
+def _is_library_function(fn: types.FunctionType) -> bool:
+    """Whether ``fn`` belongs to feedline or to an installed library rather than to the user."""
+    module = fn.__module__ or ""
+    if module == "feedline" or module.startswith("feedline."):
+        return True
+    filename = fn.__code__.co_filename
+    return bool(filename) and os.path.realpath(filename).startswith(_LIBRARY_DIRECTORIES)
 
 
 _JSON = json.JSONEncoder().encode
@@ -221,6 +239,8 @@ class _Walker:
         return description
 
     def _function(self, fn: types.FunctionType, depth: int) -> Any:
+        if _is_library_function(fn):
+            return {"function": f"{fn.__module__}:{fn.__qualname__}"}
         code = fn.__code__
         global_names = sorted(_global_names(code))
         referenced = {name: fn.__globals__[name] for name in global_names if name in fn.__globals__}

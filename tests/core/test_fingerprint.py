@@ -121,3 +121,30 @@ def test_a_dataset_a_function_refers_to_counts_by_its_whole_graph():
     inner = fl.Dataset.range(6)
     second = PipelineFingerprint.of(fl.Dataset.range(3).flat_map(lambda x: inner.take(x)))
     assert "stage 2 differs" in second.first_difference(first)
+
+
+def test_library_functions_count_by_name_and_user_functions_by_code():
+    import json as json_module
+
+    from feedline.formats.example import api
+
+    def parse(batch):
+        return api.parse_example(batch, {})
+
+    assert fingerprint._is_library_function(api.parse_example)
+    assert fingerprint._is_library_function(json_module.dumps)
+    assert not fingerprint._is_library_function(parse)
+    # The user's function counts by code, the library function it calls by name only.
+    before = PipelineFingerprint.of(fl.Dataset.range(2).map(parse)).digest
+    code = api.parse_example.__code__
+    try:
+        api.parse_example.__code__ = (lambda serialized, features, example_names=None:
+                                      None).__code__
+        assert PipelineFingerprint.of(fl.Dataset.range(2).map(parse)).digest == before
+    finally:
+        api.parse_example.__code__ = code
+
+    def parse_other(batch):
+        return api.parse_example(batch, {"x": 1})
+
+    assert PipelineFingerprint.of(fl.Dataset.range(2).map(parse_other)).digest != before
