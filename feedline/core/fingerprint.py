@@ -394,6 +394,13 @@ def _transparent(node: Dataset) -> bool:
 
 
 def _short(value: Any) -> str:
+    text = _text(value)
+    return text if len(text) <= _SHORT else text[:_SHORT - 3] + "..."
+
+
+def _text(value: Any) -> str:
+    """``repr`` without memory addresses: functions and datasets (also nested in a
+    structure, as zip's) by name."""
     if isinstance(value, types.FunctionType | functools.partial | types.MethodType):
         name = getattr(value, "__qualname__", None) or type(value).__name__
         return f"<function {name}>"
@@ -401,8 +408,13 @@ def _short(value: Any) -> str:
 
     if isinstance(value, Dataset):
         return f"<{type(value).__name__}>"
-    text = repr(value)
-    return text if len(text) <= _SHORT else text[:_SHORT - 3] + "..."
+    if type(value) is tuple:
+        return f"({', '.join(_text(v) for v in value)}{',' if len(value) == 1 else ''})"
+    if type(value) is list:
+        return f"[{', '.join(_text(v) for v in value)}]"
+    if type(value) is dict:
+        return "{" + ", ".join(f"{k!r}: {_text(v)}" for k, v in value.items()) + "}"
+    return repr(value)
 
 
 def _readable(node: Dataset, arguments: dict[str, Any]) -> str:

@@ -148,3 +148,10 @@ def test_library_functions_count_by_name_and_user_functions_by_code():
         return api.parse_example(batch, {"x": 1})
 
     assert PipelineFingerprint.of(fl.Dataset.range(2).map(parse_other)).digest != before
+
+
+def test_readable_stages_hold_no_memory_addresses():
+    ds = fl.Dataset.zip((fl.Dataset.range(3), {"a": fl.Dataset.range(2)}))
+    stages = PipelineFingerprint.of(ds).to_json()["stages"]
+    assert stages[-1][0] == "ZipDataset(structure=(<RangeDataset>, {'a': <RangeDataset>}))"
+    assert "0x" not in json.dumps(stages)
