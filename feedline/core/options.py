@@ -75,10 +75,16 @@ class OptimizationOptions:
     Attributes:
         map_fusion: Run consecutive inline ``map`` and ``filter`` stages as one stage.
         inject_prefetch: Add a ``prefetch(AUTOTUNE)`` at the end of a pipeline that has none.
+        map_vectorization: Run ``range`` followed by inline maps and filters whose functions
+            are provably elementwise (one arithmetic or comparison expression of the element,
+            such as ``lambda x: x % 2 == 0``), and the inline ``batch`` after them, on chunks
+            of elements with NumPy (:mod:`feedline.optimize.map_vectorization`); elements,
+            errors and checkpoints are those of the element-by-element run.
     """
 
     map_fusion: bool = True
     inject_prefetch: bool = False
+    map_vectorization: bool = True
 
 
 @dataclass(frozen=True)

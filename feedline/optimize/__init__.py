@@ -6,6 +6,7 @@ from __future__ import annotations
 from feedline.core.dataset import Dataset
 from feedline.core.options import Options
 from feedline.optimize.map_fusion import fuse_maps
+from feedline.optimize.map_vectorization import vectorize_maps
 
 
 def optimize(dataset: Dataset, options: Options) -> Dataset:
@@ -16,9 +17,13 @@ def optimize(dataset: Dataset, options: Options) -> Dataset:
         >>> ds = fl.Dataset.range(3).map(lambda x: x + 1).filter(lambda x: x > 1).map(str)
         >>> type(optimize(ds, fl.Options())).__name__, [s for s in ds]
         ('FusedInlineDataset', [b'2', b'3'])
+        >>> type(optimize(fl.Dataset.range(9).map(lambda x: x * 2).batch(4), fl.Options()))
+        <class 'feedline.optimize.map_vectorization.VectorizedRangeDataset'>
     """
     if options.optimization.map_fusion:
         dataset = fuse_maps(dataset)
+    if options.optimization.map_vectorization:
+        dataset = vectorize_maps(dataset)
     if options.optimization.inject_prefetch:
         from feedline.transforms.prefetch import PrefetchDataset
 

@@ -148,6 +148,12 @@ class _Counts:
         else:
             self.chain._index = counts[0]  # type: ignore[attr-defined]
 
+    def catching_up(self) -> bool:
+        """Whether a restored state is still being re-read element by element (a state of a
+        read-ahead map or batch): until it is, only the element-by-element iterators run."""
+        return any(getattr(it, "_replay", None) is not None or getattr(it, "_chain", None)
+                   is not None for it in (self.batch, self.chain) if it is not None)
+
     def batches(self) -> int:
         return self.batch._batches if self.batch is not None else 0  # type: ignore[attr-defined]
 
@@ -178,6 +184,7 @@ class VectorizedRangeIterator(DatasetIterator):
         self._plan = dataset.plan
         self._batch_size, self._drop_remainder = dataset.batch or (0, False)
         self._fallback_until = 0  # range position up to which inputs run element by element
+        self._catching_up = False
         self._clear_chunk()
 
     def _clear_chunk(self) -> None:
@@ -192,9 +199,13 @@ class VectorizedRangeIterator(DatasetIterator):
     # ------------------------------------------------------------------ elements
     def __next__(self) -> Any:
         if self._batch_size:
+            if self._catching_up:
+                return self._next_caught_up(self._scalar)
             return self._next_batch()
         while self._taken >= len(self._items):
             if not self._next_chunk():
+                if self._catching_up:
+                    return self._next_caught_up(self._chain)
                 return next(self._chain)
         index = self._taken
         self._taken = index + 1
@@ -207,8 +218,17 @@ class VectorizedRangeIterator(DatasetIterator):
             self._counts.set_stages([c + len(r) for c, r in
                                      zip(self._chunk_stage_counts, self._received)])
             self._clear_chunk()
+        if self._catching_up:
+            return False
         position = self._range._position
         return position >= self._fallback_until and self._evaluate_chunk(position)
+
+    def _next_caught_up(self, iterator: DatasetIterator) -> Any:
+        """The next element (or batch) of a restored iterator still re-reading."""
+        try:
+            return next(iterator)
+        finally:
+            self._catching_up = self._counts.catching_up()
 
     def _evaluate_chunk(self, position: int) -> bool:
         end = min(position + CHUNK, self._length)
@@ -295,6 +315,7 @@ class VectorizedRangeIterator(DatasetIterator):
         self._scalar.load_state_dict(state)
         self._clear_chunk()
         self._fallback_until = 0
+        self._catching_up = self._counts.catching_up()
 
     def _get_state(self) -> State:
         # Not called: state_dict() above is the element-by-element graph's own.

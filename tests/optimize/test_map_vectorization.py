@@ -211,3 +211,50 @@ def test_rewrite_applies_only_where_it_is_exact():
                                      .map(lambda b: b.sum())))
     assert isinstance(graph._inputs[0], VectorizedRangeDataset)
     assert [int(x) for x in graph] == [6, 15, 24, 10]
+
+
+@pytest.mark.parametrize("batch", [None, 64])
+def test_checkpoints_load_with_vectorization_switched_on_or_off(batch):
+    def build(vectorize: bool, fusion: bool = True) -> fl.Dataset:
+        dataset = PIPELINES["filter-map-filter"](fl.Dataset.range(3000))
+        if batch:
+            dataset = dataset.batch(batch)
+        optimization = fl.OptimizationOptions(map_vectorization=vectorize, map_fusion=fusion)
+        return dataset.with_options(fl.Options(optimization=optimization))
+
+    expected = [np.asarray(e).tolist() for e in build(False)]
+    for saver, loader in [(True, False), (False, True), (True, True)]:
+        for taken in (0, 1, 5, len(expected) - 1):
+            with iter(build(saver)) as it:
+                for _ in range(taken):
+                    next(it)
+                state = it.state_dict()
+            with iter(build(loader)) as restored:
+                restored.load_state_dict(state)
+                assert [np.asarray(e).tolist() for e in restored] == expected[taken:]
+    # Without fusion a lone map or filter over the range is still vectorized.
+    assert [np.asarray(e).tolist() for e in build(True, fusion=False)] == expected
+
+
+def test_check_checkpointing_on_a_vectorized_pipeline():
+    from feedline.testing import check_checkpointing
+
+    check_checkpointing(fl.Dataset.range(700).map(lambda x: x * 3).filter(lambda x: x % 4 == 1)
+                        .batch(16))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("batch", [None, 8])
+def test_a_read_ahead_state_is_caught_up_element_by_element_then_vectorized(batch):
+    def build(parallel: int | None) -> fl.Dataset:
+        dataset = fl.Dataset.range(3000).map(lambda x: x * 3, num_parallel_calls=parallel)
+        dataset = dataset.filter(lambda x: x % 2 == 0)
+        return dataset.batch(batch, num_parallel_calls=parallel) if batch else dataset
+
+    expected = [np.asarray(e).tolist() for e in build(None)]
+    with iter(build(4)) as it:
+        taken = [np.asarray(next(it)).tolist() for _ in range(17)]
+        state = it.state_dict()
+    with iter(build(None)) as restored:
+        restored.load_state_dict(state)
+        assert taken + [np.asarray(e).tolist() for e in restored] == expected

@@ -223,8 +223,9 @@ def test_graph_rewrites_of_the_inputs():
     while type(rewritten).__name__ == "PrefetchDataset":  # (when prefetch injection is on)
         rewritten = rewritten._inputs[0]
     assert type(rewritten).__name__ == "ConcatenateDataset"
+    # plus_one and twice are elementwise: the fused chains over a range are vectorized.
     assert [type(node).__name__ for node in rewritten._inputs] == [
-        "FusedInlineDataset", "RangeDataset", "FusedInlineDataset"]
+        "VectorizedRangeDataset", "RangeDataset", "VectorizedRangeDataset"]
     assert rewritten.element_spec == ds.element_spec == fl.TensorSpec((), np.dtype(np.int64))
     assert ints(ds) == [2, 4, 0, 1, 2, 2]
 
