@@ -161,3 +161,22 @@ def test_a_tracker_keeps_only_the_snapshots_it_may_still_use():
         tracker.handed_out(item)
     assert len(tracker._snapshots) <= 2
     assert tracker.state([])["input"] == {"s": 10_000}
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("build", [
+    lambda: fl.Dataset.range(10).prefetch(2),
+    lambda: fl.Dataset.range(10).map(lambda x: x, num_parallel_calls=2),
+    lambda: fl.Dataset.range(10).batch(2, num_parallel_calls=2),
+    lambda: fl.Dataset.range(4).interleave(fl.Dataset.range, cycle_length=2,
+                                           num_parallel_calls=2),
+], ids=["prefetch", "parallel-map", "parallel-batch", "parallel-interleave"])
+def test_read_ahead_stages_start_threads_on_the_first_next_only(build):
+    with iter(build()) as it:
+        next(it)
+        state = it.state_dict()
+    before = set(feedline_threads())
+    with iter(build()) as it:
+        it.load_state_dict(state)
+        assert it.state_dict()["root"] == state["root"]
+        assert set(feedline_threads()) <= before  # built, restored, saved: no thread yet
