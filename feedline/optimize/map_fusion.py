@@ -17,6 +17,7 @@ from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import Element, normalize_output
 from feedline.execution.positions import initial_position
+from feedline.optimize.graph import rewrite_graph
 from feedline.transforms.filter import FilterDataset, FilterIterator, predicate_result
 from feedline.transforms.map import MapDataset, MapIterator, _Unsplit
 
@@ -165,23 +166,15 @@ def _as_stage(node: Dataset) -> FusedStage | None:
 
 def fuse_maps(dataset: Dataset) -> Dataset:
     """Rewrite the graph so that runs of two or more inline maps/filters are one stage."""
-    memo: dict[int, Dataset] = {}
 
-    def rewrite(node: Dataset) -> Dataset:
-        if id(node) in memo:
-            return memo[id(node)]
+    def replace(node: Dataset, rewrite: Callable[[Dataset], Dataset]) -> Dataset | None:
         chain: list[FusedStage] = []
         bottom = node
         while (stage := _as_stage(bottom)) is not None:
             chain.append(stage)
             bottom = bottom._inputs[0]
-        if len(chain) >= 2:
-            result: Dataset = FusedInlineDataset(rewrite(bottom), list(reversed(chain)))
-        else:
-            inputs = [rewrite(child) for child in node._inputs]
-            changed = any(new is not old for new, old in zip(inputs, node._inputs))
-            result = node._with_inputs(inputs) if changed else node
-        memo[id(node)] = result
-        return result
+        if len(chain) < 2:
+            return None
+        return FusedInlineDataset(rewrite(bottom), list(reversed(chain)))
 
-    return rewrite(dataset)
+    return rewrite_graph(dataset, replace)

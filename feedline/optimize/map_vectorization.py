@@ -34,6 +34,7 @@ import numpy as np
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import Element
+from feedline.optimize.graph import rewrite_graph
 from feedline.optimize.map_fusion import FusedInlineDataset
 from feedline.sources.range import RangeDataset, RangeIterator
 from feedline.transforms.batch import BatchDataset, stack_elements
@@ -364,23 +365,15 @@ def vectorize_maps(dataset: Dataset) -> Dataset:
         >>> type(rewritten).__name__, [int(x) for x in rewritten]
         ('VectorizedRangeDataset', [0, 6, 12, 18, 24])
     """
-    memo: dict[int, Dataset] = {}
 
-    def rewrite(node: Dataset) -> Dataset:
-        if id(node) in memo:
-            return memo[id(node)]
+    def replace(node: Dataset, rewrite: Callable[[Dataset], Dataset]) -> Dataset | None:
         found = _plan_of(node)
         if found is not None:
-            result: Dataset = VectorizedRangeDataset(node, *found)
-        elif isinstance(node, BatchDataset) and node.num_parallel_calls is None and (
+            return VectorizedRangeDataset(node, *found)
+        if isinstance(node, BatchDataset) and node.num_parallel_calls is None and (
                 batched := _plan_of(node._inputs[0])) is not None:
-            result = VectorizedRangeDataset(node, *batched,
-                                            batch=(node.batch_size, node.drop_remainder))
-        else:
-            inputs = [rewrite(child) for child in node._inputs]
-            changed = any(new is not old for new, old in zip(inputs, node._inputs))
-            result = node._with_inputs(inputs) if changed else node
-        memo[id(node)] = result
-        return result
+            return VectorizedRangeDataset(node, *batched,
+                                          batch=(node.batch_size, node.drop_remainder))
+        return None
 
-    return rewrite(dataset)
+    return rewrite_graph(dataset, replace)
