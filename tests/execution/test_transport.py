@@ -1,0 +1,106 @@
+"""The element channel between processes: exact values, shared memory for large arrays."""
+
+from __future__ import annotations
+
+import mmap
+import multiprocessing
+import os
+import sys
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+from feedline.execution import transport
+from feedline.execution.transport import SHARED_MEMORY_THRESHOLD, Channel
+
+Pair = namedtuple("Pair", "a b")
+
+
+@pytest.fixture
+def channels():
+    left, right = multiprocessing.Pipe()
+    sender, receiver = Channel(left), Channel(right)
+    yield sender, receiver
+    sender.close()
+    receiver.close()
+
+
+def _shm_entries() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+@pytest.mark.parametrize("element", [
+    3, b"bytes", (np.int64(5), {"k": np.float32(1.5)}),
+    {"big": np.arange(SHARED_MEMORY_THRESHOLD, dtype=np.int64).reshape(-1, 8),
+     "small": np.arange(3), "text": np.array([b"a", b"bc"], dtype=object)},
+    Pair(np.zeros((0, 3)), np.ones((300, 300), np.float16)),
+])
+def test_round_trip_is_exact(channels, element):
+    sender, receiver = channels
+    sender.send(element)
+    received = receiver.recv()
+    assert type(received) is type(element)
+    flat_sent = element.values() if isinstance(element, dict) else (
+        element if isinstance(element, tuple) else [element])
+    flat_received = received.values() if isinstance(received, dict) else (
+        received if isinstance(received, tuple) else [received])
+    for sent, got in zip(flat_sent, flat_received, strict=True):
+        if isinstance(sent, np.ndarray):
+            assert got.dtype == sent.dtype and got.shape == sent.shape
+            np.testing.assert_array_equal(got, sent)
+        else:
+            assert got == sent
+
+
+@pytest.mark.skipif(not transport._HAVE_MEMFD, reason="no memfd_create on this platform")
+def test_large_arrays_arrive_as_writable_views_of_shared_memory(channels):
+    sender, receiver = channels
+    before = _shm_entries()
+    array = np.arange(1 << 20, dtype=np.float32).reshape(1024, 1024)
+    sender.send((array, array[:4, ::2]))  # a strided view travels too (in the pickle)
+    got, strided = receiver.recv()
+    np.testing.assert_array_equal(got, array)
+    np.testing.assert_array_equal(strided, array[:4, ::2])
+    # The payload was not unpickled into fresh memory: the array's buffer is the mapping.
+    owner = got
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    assert isinstance(owner, memoryview) and isinstance(owner.obj, mmap.mmap)
+    assert got.flags.writeable
+    got[0, 0] = -1.0  # writable, and the sender's array is untouched
+    assert array[0, 0] == 0.0
+    assert _shm_entries() == before  # anonymous memory: no /dev/shm entry, ever
+
+
+def test_eof_when_the_other_end_closes(channels):
+    sender, receiver = channels
+    sender.close()
+    with pytest.raises(EOFError):
+        receiver.recv()
+
+
+def test_platform_without_memfd_sends_inline(channels, monkeypatch):
+    left, right = multiprocessing.Pipe()
+    monkeypatch.setattr(transport, "_HAVE_MEMFD", False)
+    sender, receiver = Channel(left), Channel(right)
+    # Large enough for shared memory, small enough for the socket's buffer (one thread).
+    monkeypatch.setattr(transport, "SHARED_MEMORY_THRESHOLD", 1024)
+    array = np.arange(4096)
+    sender.send(array)
+    np.testing.assert_array_equal(receiver.recv(), array)
+    sender.close()
+    receiver.close()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="Linux /proc")
+def test_close_releases_every_descriptor():
+    opened = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        left, right = multiprocessing.Pipe()
+        sender, receiver = Channel(left), Channel(right)
+        sender.send(np.zeros(SHARED_MEMORY_THRESHOLD))
+        receiver.recv()  # dropped at once: its mapping goes with it
+        sender.close()
+        receiver.close()
+    assert len(os.listdir("/proc/self/fd")) == opened
