@@ -18,6 +18,7 @@ from feedline.core.errors import (
     OutOfRangeError,
     StopIterationError,
     StructureError,
+    WorkerProcessError,
 )
 from feedline.core.iterator import PipelineIterator
 from feedline.core.options import AutotuneOptions, OptimizationOptions, Options, ThreadingOptions
@@ -73,6 +74,7 @@ __all__ = [
     "ThreadingOptions",
     "UNKNOWN",
     "VarLenFeature",
+    "WorkerProcessError",
     "decode_example",
     "decode_sequence_example",
     "encode_example",

@@ -12,7 +12,7 @@ import abc
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from feedline.core.constants import INFINITE, UNKNOWN
+from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator
 from feedline.core.options import Options
 from feedline.core.structure import Element, spec_of
@@ -463,6 +463,35 @@ class Dataset(abc.ABC):
             [0, 1, 2]
         """
         return _transforms.prefetch.PrefetchDataset(self, buffer_size, name)
+
+    def multiprocess(self, num_workers: int = AUTOTUNE, *, deterministic: bool | None = None,
+                     buffer_size: int = 2, name: str | None = None) -> Dataset:
+        """Run this pipeline in ``num_workers`` worker processes, each on a shard of the input.
+
+        Every core can then run the pipeline's Python (parsing, shuffling, batching, user
+        functions) instead of one, under the GIL, competing with the training loop. Put it
+        at the end of the pipeline, after ``batch``: each worker sends finished batches, and
+        their arrays reach the consumer through shared memory, without copies. The input is
+        sharded by file when the pipeline reads files, else by element; what that changes in
+        element order, and how to get output identical for any ``num_workers``, is in
+        :mod:`feedline.transforms.multiprocess`.
+
+        Args:
+            num_workers: Processes; ``AUTOTUNE``: one per CPU (within the CPU budget).
+            deterministic: ``False`` takes elements from whichever worker has one ready;
+                ``None`` defers to ``Options.deterministic`` (default: workers in turn).
+            buffer_size: Elements each worker may have ready ahead of the consumer.
+            name: Shown in errors and process names.
+
+        Example:
+            >>> import feedline as fl
+            >>> ds = fl.Dataset.range(8).map(lambda x: x * 10).batch(2).multiprocess(2)
+            >>> [b.tolist() for b in ds]
+            [[0, 10], [20, 30], [40, 50], [60, 70]]
+        """
+        from feedline.transforms.multiprocess import MultiprocessDataset
+
+        return MultiprocessDataset(self, num_workers, deterministic, buffer_size, name)
 
     def cache(self, filename: str = "", name: str | None = None) -> Dataset:
         """Keep the elements of the first complete pass in memory and replay them afterwards.

@@ -102,10 +102,15 @@ def error_record(error: BaseException) -> dict[str, Any]:
 _RESTORED_NOTE = "feedline: restored from a checkpoint; raised originally as {}"
 
 
-def restore_error(record: Any) -> RestoredError:
+def restore_error(record: Any, note: str | None = None) -> RestoredError:
     """The error :func:`error_record` recorded, as a :class:`RestoredError`.
 
     Only the fixed classes of this module are ever built; the record's names are data.
+
+    Args:
+        record: From :func:`error_record`.
+        note: Added last instead of "restored from a checkpoint" (used for errors that
+            crossed from a worker process, which were not restored but moved).
 
     Raises:
         CheckpointError: ``record`` is not such a record.
@@ -119,8 +124,8 @@ def restore_error(record: Any) -> RestoredError:
     error.original_type = record["type"]
     error.message = record["message"]
     restored_note = _RESTORED_NOTE.format(record["type"])
-    for note in record.get("notes", []):
-        if note != restored_note:
-            error.add_note(str(note))
-    error.add_note(restored_note)
+    for recorded in record.get("notes", []):
+        if recorded != restored_note:
+            error.add_note(str(recorded))
+    error.add_note(restored_note if note is None else note)
     return error

@@ -43,3 +43,23 @@ class StopIterationError(FeedlineError, RuntimeError):
     Left alone it would look like the end of the data and silently shorten the dataset;
     tf.data treats it as an error too. The original ``StopIteration`` is the ``__cause__``.
     """
+
+
+class WorkerProcessError(FeedlineError, RuntimeError):
+    """A worker process of a ``multiprocess()`` stage died (killed, crashed, out of memory)
+    or could not run its shard of the pipeline.
+
+    Errors of the pipeline itself (a failing user function, a corrupt record) are not this
+    error: they are raised as themselves, in their place, with the worker's traceback as a
+    note.
+
+    Attributes:
+        worker: Index of the worker process.
+        exitcode: Its exit code (negative: killed by that signal), ``None`` if it is alive.
+    """
+
+    def __init__(self, message: str, *, worker: int | None = None,
+                 exitcode: int | None = None) -> None:
+        super().__init__(message)
+        self.worker = worker
+        self.exitcode = exitcode

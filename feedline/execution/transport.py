@@ -20,8 +20,9 @@ from __future__ import annotations
 import mmap
 import os
 import pickle
+import select
 import socket
-from multiprocessing.connection import Connection
+import struct
 from typing import Any
 
 SHARED_MEMORY_THRESHOLD = 64 * 1024
@@ -29,6 +30,7 @@ SHARED_MEMORY_THRESHOLD = 64 * 1024
 
 _ALIGNMENT = 64  # every buffer starts on a cache line (and any dtype's alignment)
 _HAVE_MEMFD = hasattr(os, "memfd_create") and hasattr(socket, "send_fds")
+_HEADER = struct.Struct("!Q")  # length of the message that follows
 
 
 def _aligned(offset: int) -> int:
@@ -36,19 +38,18 @@ def _aligned(offset: int) -> int:
 
 
 class Channel:
-    """One end of a duplex ``multiprocessing`` pipe that carries elements.
+    """One end of a Unix socket pair that carries pickled objects.
 
     ``send(obj)`` and ``recv()`` move any picklable object; the array payloads of large ones
-    go through shared memory. One thread at a time may send, and one may receive.
+    go through shared memory, their descriptor passed with the message. One thread at a time
+    may send, and one may receive.
 
     Args:
-        connection: An end of ``multiprocessing.Pipe(duplex=True)`` (a Unix socket pair on
-            Linux, which can pass file descriptors).
+        sock: A connected ``AF_UNIX`` stream socket (from :meth:`pair`, or inherited).
 
     Example:
-        >>> import multiprocessing, numpy as np
-        >>> a, b = multiprocessing.Pipe()
-        >>> left, right = Channel(a), Channel(b)
+        >>> import numpy as np
+        >>> left, right = Channel.pair()
         >>> left.send({"x": np.arange(100_000)})
         >>> received = right.recv()["x"]
         >>> int(received.sum()), received.flags.writeable
@@ -56,77 +57,122 @@ class Channel:
         >>> left.close(); right.close()
     """
 
-    def __init__(self, connection: Connection) -> None:
-        self.connection = connection
-        self._socket: socket.socket | None = None
-        if _HAVE_MEMFD:
-            try:
-                # A second handle on the same socket, for passing descriptors: messages and
-                # descriptors then share one ordered stream.
-                self._socket = socket.socket(fileno=os.dup(connection.fileno()))
-            except OSError:  # not a socket (an os.pipe): inline only
-                self._socket = None
+    def __init__(self, sock: socket.socket) -> None:
+        self._socket: socket.socket | None = sock
+        self._shared = _HAVE_MEMFD and sock.family == socket.AF_UNIX
+
+    @classmethod
+    def pair(cls) -> tuple[Channel, Channel]:
+        """Two connected ends."""
+        left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        return cls(left), cls(right)
+
+    @property
+    def socket(self) -> socket.socket:
+        """The socket (raises ``OSError`` once closed)."""
+        if self._socket is None:
+            raise OSError("the channel is closed")
+        return self._socket
 
     def fileno(self) -> int:
-        """The connection's descriptor (for ``multiprocessing.connection.wait``)."""
-        return self.connection.fileno()
+        """The socket's descriptor (for ``multiprocessing.connection.wait``, ``select``)."""
+        return self.socket.fileno()
+
+    def poll(self) -> bool:
+        """Whether a message (or the end of the stream) is waiting to be received."""
+        return bool(select.select([self.socket], [], [], 0)[0])
 
     def send(self, obj: Any) -> None:
         """Send ``obj``; its large buffers are written once, into shared memory."""
         buffers: list[pickle.PickleBuffer] = []
         header = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
-        if not buffers:
-            self.connection.send_bytes(pickle.dumps((header, None), protocol=5))
-            return
         raws = [buffer.raw() for buffer in buffers]
         total = sum(raw.nbytes for raw in raws)
-        if self._socket is None or total < SHARED_MEMORY_THRESHOLD:
+        if not raws:
+            self._send_message(pickle.dumps((header, None), protocol=5))
+        elif not self._shared or total < SHARED_MEMORY_THRESHOLD:
             inline = [raw.tobytes() for raw in raws]
-            self.connection.send_bytes(pickle.dumps((header, inline), protocol=5))
-            return
+            self._send_message(pickle.dumps((header, inline), protocol=5))
+        else:
+            self._send_shared(header, raws)
+
+    def _send_shared(self, header: bytes, raws: list[memoryview]) -> None:
         layout: list[tuple[int, int]] = []
         offset = 0
         for raw in raws:
             layout.append((offset, raw.nbytes))
             offset = _aligned(offset + raw.nbytes)
+        size = max(offset, 1)
         fd = os.memfd_create("feedline", os.MFD_CLOEXEC)
         try:
-            os.ftruncate(fd, max(offset, 1))
+            os.ftruncate(fd, size)
             for (start, _), raw in zip(layout, raws, strict=True):
                 written = 0
                 while written < raw.nbytes:  # pwrite may write less than asked
                     written += os.pwrite(fd, raw[written:], start + written)
-            self.connection.send_bytes(pickle.dumps((header, (max(offset, 1), layout)),
-                                                    protocol=5))
-            socket.send_fds(self._socket, [b"F"], [fd])
+            self._send_message(pickle.dumps((header, (size, layout)), protocol=5), fd)
         finally:
             os.close(fd)
 
+    def _send_message(self, body: bytes, fd: int | None = None) -> None:
+        sock = self.socket
+        prefix = _HEADER.pack(len(body))
+        if fd is None:
+            if len(body) < 65536:  # one system call for the common small message
+                sock.sendall(prefix + body)
+            else:
+                sock.sendall(prefix)
+                sock.sendall(body)
+            return
+        # The descriptor rides on the length prefix: it arrives with the message's first byte.
+        sent = socket.send_fds(sock, [prefix], [fd])
+        if sent < len(prefix):
+            sock.sendall(prefix[sent:])
+        sock.sendall(body)
+
     def recv(self) -> Any:
         """The next object sent; ``EOFError`` when the other end is closed."""
-        header, payload = pickle.loads(self.connection.recv_bytes())
+        sock = self.socket
+        prefix, fds = bytearray(), []
+        while len(prefix) < _HEADER.size:
+            data, received, _, _ = socket.recv_fds(sock, _HEADER.size - len(prefix), 1)
+            if not data:
+                for fd in [*fds, *received]:
+                    os.close(fd)
+                raise EOFError("the other end of the channel is closed")
+            prefix += data
+            fds.extend(received)
+        (length,) = _HEADER.unpack(prefix)
+        body = bytearray(length)
+        view, got = memoryview(body), 0
+        while got < length:
+            n = sock.recv_into(view[got:])
+            if n == 0:
+                for fd in fds:
+                    os.close(fd)
+                raise EOFError("the other end of the channel closed in the middle of a message")
+            got += n
+        header, payload = pickle.loads(body)
         if payload is None:
             return pickle.loads(header)
         if isinstance(payload, list):
             return pickle.loads(header, buffers=payload)
         size, layout = payload
-        assert self._socket is not None
-        _, fds, _, _ = socket.recv_fds(self._socket, 1, 1)
-        if not fds:
-            raise EOFError("the sender closed the channel before passing its shared memory")
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            raise EOFError("a shared-memory message arrived without its descriptor")
         try:
             mapping = mmap.mmap(fds[0], size)
         finally:
-            for fd in fds:
-                os.close(fd)
+            os.close(fds[0])
         # The arrays rebuilt hold views of ``whole``, which holds the mapping: it is unmapped
         # when the last of them is freed.
         whole = memoryview(mapping)
         return pickle.loads(header, buffers=[whole[start:start + n] for start, n in layout])
 
     def close(self) -> None:
-        """Close both handles. Idempotent."""
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
-        self.connection.close()
+        """Close the socket. Idempotent."""
+        sock, self._socket = self._socket, None
+        if sock is not None:
+            sock.close()

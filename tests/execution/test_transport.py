@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import mmap
-import multiprocessing
 import os
 import sys
 from collections import namedtuple
@@ -19,8 +18,7 @@ Pair = namedtuple("Pair", "a b")
 
 @pytest.fixture
 def channels():
-    left, right = multiprocessing.Pipe()
-    sender, receiver = Channel(left), Channel(right)
+    sender, receiver = Channel.pair()
     yield sender, receiver
     sender.close()
     receiver.close()
@@ -81,9 +79,8 @@ def test_eof_when_the_other_end_closes(channels):
 
 
 def test_platform_without_memfd_sends_inline(channels, monkeypatch):
-    left, right = multiprocessing.Pipe()
     monkeypatch.setattr(transport, "_HAVE_MEMFD", False)
-    sender, receiver = Channel(left), Channel(right)
+    sender, receiver = Channel.pair()
     # Large enough for shared memory, small enough for the socket's buffer (one thread).
     monkeypatch.setattr(transport, "SHARED_MEMORY_THRESHOLD", 1024)
     array = np.arange(4096)
@@ -97,8 +94,7 @@ def test_platform_without_memfd_sends_inline(channels, monkeypatch):
 def test_close_releases_every_descriptor():
     opened = len(os.listdir("/proc/self/fd"))
     for _ in range(3):
-        left, right = multiprocessing.Pipe()
-        sender, receiver = Channel(left), Channel(right)
+        sender, receiver = Channel.pair()
         sender.send(np.zeros(SHARED_MEMORY_THRESHOLD))
         receiver.recv()  # dropped at once: its mapping goes with it
         sender.close()

@@ -1,0 +1,276 @@
+"""Splitting one pipeline into disjoint shards that together produce every element once.
+
+Worker processes (:mod:`feedline.transforms.multiprocess`) each run one shard of the same
+pipeline. :func:`shard_pipeline` rewrites the graph for shard ``index`` of ``num_shards``,
+choosing the first policy that applies, as tf.data's ``AutoShardPolicy.AUTO`` does:
+
+``"file"``
+    The pipeline reads files (``TFRecordDataset`` and the other readers, given file names or
+    a dataset of them, ``list_files`` followed by ``interleave``) through stages that treat
+    elements independently: shard ``index`` reads files ``index``, ``index + num_shards``,
+    ... (tf.data's ``FILE`` policy). Needs at least ``num_shards`` files.
+``"batch"``
+    Elements come from one source through one-to-one stages (``map``, ``prefetch``) into a
+    ``batch(B)``: shard ``index`` takes the source's elements in blocks of ``B``, blocks
+    ``index``, ``index + num_shards``, ..., so each shard builds whole *global* batches.
+``"data"``
+    Otherwise, if every stage treats elements independently (``map``, ``filter``,
+    ``shuffle``, ``batch``, ``interleave``, ``unbatch``, ``repeat``, ...): the source's
+    elements ``index``, ``index + num_shards``, ... (tf.data's ``DATA`` policy, applied right
+    after the source so no work is repeated).
+``"output"``
+    A stage that depends on the position of elements (``take``, ``skip``, ``enumerate``,
+    ``scan``, ``window``, ``zip``, ``unique``, ...) or several sources: every shard runs the
+    whole pipeline and keeps every ``num_shards``-th *output* element. Always exact, never
+    faster: the rewrite is only correct, a :class:`RuntimeWarning` says so.
+
+Sharding is always placed right after a source (or on its file list), before any random
+stage, so shards never disagree on who owns an element, whatever their random seeds.
+
+Merging the shards' outputs in turn (element ``k`` of the result is element ``k //
+num_shards`` of shard ``k % num_shards``, skipping shards that have ended) gives exactly the
+unsharded output for the ``"batch"`` and ``"output"`` policies, and for ``"data"`` when every
+stage is one-to-one. The ``"file"`` policy, and ``"data"`` with ``filter``/``shuffle``/
+``batch``, keep the same elements but change their order and which elements share a batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any, Literal
+
+from feedline.core.dataset import Dataset
+from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.unary import UnaryDataset, UnaryIterator
+from feedline.formats._file_reader import FileReaderDataset
+from feedline.optimize.map_fusion import FusedInlineDataset
+from feedline.transforms.batch import BatchDataset
+from feedline.transforms.cache import CacheDataset
+from feedline.transforms.filter import FilterDataset
+from feedline.transforms.flat_map import FlatMapDataset
+from feedline.transforms.ignore_errors import IgnoreErrorsDataset
+from feedline.transforms.interleave import InterleaveDataset
+from feedline.transforms.map import MapDataset
+from feedline.transforms.padded_batch import PaddedBatchDataset
+from feedline.transforms.prefetch import PrefetchDataset
+from feedline.transforms.rebatch import RebatchDataset
+from feedline.transforms.repeat import RepeatDataset
+from feedline.transforms.shard import ShardDataset
+from feedline.transforms.shuffle import ShuffleDataset
+from feedline.transforms.unbatch import UnbatchDataset
+from feedline.transforms.with_options import OptionsDataset
+
+Policy = Literal["file", "batch", "data", "output"]
+
+# Stages whose output is the same function of each input element wherever it is read:
+# sharding their input shards their output.
+_ONE_TO_ONE: tuple[type[Dataset], ...] = (MapDataset, PrefetchDataset, OptionsDataset)
+_INDEPENDENT: tuple[type[Dataset], ...] = (
+    *_ONE_TO_ONE, FusedInlineDataset, FilterDataset, IgnoreErrorsDataset, FlatMapDataset,
+    InterleaveDataset, UnbatchDataset, ShuffleDataset, BatchDataset, PaddedBatchDataset,
+    RebatchDataset, RepeatDataset)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardPlan:
+    """How a pipeline splits into shards.
+
+    Attributes:
+        policy: ``"file"``, ``"batch"``, ``"data"`` or ``"output"`` (see the module doc).
+        exact_order: Whether merging the shards in turn gives exactly the unsharded output.
+        path: The stages from the output down to where the shard goes (output first).
+        block: Source elements per block for the ``"batch"`` policy (the batch size).
+        files: Number of files for the ``"file"`` policy when known.
+    """
+
+    policy: Policy
+    exact_order: bool
+    path: tuple[Dataset, ...]
+    block: int = 1
+    files: int | None = None
+
+
+def plan_sharding(dataset: Dataset, num_shards: int) -> ShardPlan:
+    """Which policy :func:`shard_pipeline` applies to ``dataset`` for ``num_shards`` shards.
+
+    Raises:
+        ValueError: A ``cache(filename)`` would be written by every shard.
+
+    Example:
+        >>> import feedline as fl
+        >>> plan_sharding(fl.Dataset.range(100).map(lambda x: x * 2).batch(8), 4).policy
+        'batch'
+        >>> plan_sharding(fl.Dataset.range(100).take(5), 4).policy
+        'output'
+    """
+    _refuse_file_caches(dataset)
+    path: list[Dataset] = []
+    node = dataset
+    while True:
+        path.append(node)
+        if isinstance(node, FileReaderDataset) and node._inputs:
+            # Its input is the dataset of file names (or, with num_parallel_reads, the
+            # interleave over it): shard the names at their source below.
+            node = node._inputs[0]
+            continue
+        if not node._inputs:  # the source (a reader of listed files is one too)
+            return _source_plan(path, num_shards)
+        if not isinstance(node, _INDEPENDENT) or len(node._inputs) != 1:
+            return ShardPlan("output", True, (dataset,))
+        node = node._inputs[0]
+
+
+def _source_plan(path: list[Dataset], num_shards: int) -> ShardPlan:
+    source = path[-1]
+    if isinstance(source, FileReaderDataset):
+        files = len(source.filenames or ())
+        if files >= num_shards:
+            return ShardPlan("file", False, tuple(path), files=files)
+    else:
+        readers = [i for i, stage in enumerate(path) if isinstance(
+            stage, FileReaderDataset | InterleaveDataset | FlatMapDataset)]
+        if readers and _names(source):
+            cardinality = source.cardinality()
+            if cardinality < 0 or cardinality >= num_shards:
+                return ShardPlan("file", False, tuple(path),
+                                 files=cardinality if cardinality >= 0 else None)
+            # Fewer files than shards: shard the records the deepest reader yields.
+            path = path[:readers[-1] + 1]
+    block = _global_batch_block(path)
+    if block is not None:
+        return ShardPlan("batch", True, tuple(path), block=block)
+    return ShardPlan("data", all(_one_to_one(stage) for stage in path[:-1]), tuple(path))
+
+
+def _one_to_one(stage: Dataset) -> bool:
+    return isinstance(stage, _ONE_TO_ONE) or (
+        isinstance(stage, FusedInlineDataset) and stage._all_maps)
+
+
+def _names(source: Dataset) -> bool:
+    """Whether a source yields scalar strings (file names)."""
+    spec = source._element_spec()
+    dtype = getattr(spec, "dtype", None)
+    return getattr(spec, "shape", None) == () and dtype is not None and dtype.kind in "OSU"
+
+
+def _global_batch_block(path: list[Dataset]) -> int | None:
+    """The batch size if the stages between the source and a ``batch`` are one-to-one."""
+    for stage in reversed(path[:-1]):  # from the stage above the source up
+        if isinstance(stage, BatchDataset):
+            return stage.batch_size
+        if not _one_to_one(stage):
+            return None
+    return None
+
+
+def _refuse_file_caches(dataset: Dataset) -> None:
+    stack, seen = [dataset], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, CacheDataset) and node.filename:
+            raise ValueError(
+                f"a cache({node.filename!r}) inside the pipeline would be written by every "
+                "worker process at once; put cache() after the worker processes, or cache "
+                "in memory (cache() with no file name)")
+        stack.extend(node._inputs)
+
+
+def shard_pipeline(dataset: Dataset, num_shards: int, index: int,
+                   plan: ShardPlan | None = None) -> Dataset:
+    """The graph of shard ``index`` of ``num_shards`` (policy from :func:`plan_sharding`).
+
+    Example:
+        >>> import feedline as fl
+        >>> ds = fl.Dataset.range(10).map(lambda x: x * 10)
+        >>> [int(x) for x in shard_pipeline(ds, 3, 1)]
+        [10, 40, 70]
+    """
+    plan = plan or plan_sharding(dataset, num_shards)
+    if plan.policy == "output":
+        if num_shards > 1:
+            warnings.warn(
+                "feedline: this pipeline has a stage that depends on element positions (take, "
+                "skip, enumerate, zip, scan, window, unique, ...) or several sources, so each "
+                "worker process runs all of it and keeps every n-th element: the output is "
+                "exact but no faster. Move that stage after multiprocess() to gain speed.",
+                RuntimeWarning, stacklevel=2)
+        return ShardDataset(dataset, num_shards, index, name="worker shard")
+    *above, bottom = plan.path
+    if plan.policy == "file" and isinstance(bottom, FileReaderDataset):
+        sharded = _copy_with(bottom, filenames=bottom.filenames[index::num_shards])
+    elif plan.policy == "batch":
+        sharded = BlockShardDataset(bottom, num_shards, index, plan.block)
+    else:
+        sharded = ShardDataset(bottom, num_shards, index, name="worker shard")
+    for stage in reversed(above):
+        sharded = stage._with_inputs([sharded])
+    return sharded
+
+
+def _copy_with(node: Dataset, **attributes: Any) -> Dataset:
+    clone = node._with_inputs(node._inputs)
+    clone.__dict__.update(attributes)
+    return clone
+
+
+class BlockShardDataset(UnaryDataset):
+    """Blocks ``index``, ``index + num_shards``, ... of ``block`` consecutive elements.
+
+    Example:
+        >>> import feedline as fl
+        >>> [int(x) for x in BlockShardDataset(fl.Dataset.range(10), 2, 1, 3)]
+        [3, 4, 5, 9]
+    """
+
+    def __init__(self, input_dataset: Dataset, num_shards: int, index: int,
+                 block: int) -> None:
+        super().__init__(input_dataset)
+        self.num_shards = num_shards
+        self.index = index
+        self.block = block
+
+    def cardinality(self) -> int:
+        from feedline.core.constants import INFINITE, UNKNOWN
+
+        n = self._inputs[0].cardinality()
+        if n in (INFINITE, UNKNOWN):
+            return n
+        period = self.block * self.num_shards
+        full, rest = divmod(n, period)
+        return full * self.block + min(self.block, max(0, rest - self.index * self.block))
+
+    def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
+        return _BlockShardIterator(ctx, self._make_input_iterator(ctx), self.num_shards,
+                                   self.index, self.block)
+
+
+class _BlockShardIterator(UnaryIterator):
+    OPERATION = "block_shard"
+
+    def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, num_shards: int,
+                 index: int, block: int) -> None:
+        super().__init__(ctx, upstream)
+        self._num_shards, self._index, self._block = num_shards, index, block
+        self._position = 0
+
+    def __next__(self) -> Any:
+        while True:
+            position = self._position
+            try:
+                element = next(self._upstream)
+            finally:  # a failing element keeps its position, as in shard()
+                self._position = position + 1
+            if (position // self._block) % self._num_shards == self._index:
+                return element
+
+    def _get_state(self) -> State:
+        return self._with_input_state({"position": self._position})
+
+    def _set_state(self, state: State) -> None:
+        self._load_input_state(state)
+        self._position = int(state["position"])

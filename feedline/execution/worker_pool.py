@@ -1,0 +1,358 @@
+"""Worker processes that each run one shard of a pipeline and send its elements back.
+
+The graph is pickled once (cloudpickle: lambdas and closures work) and shipped once to each
+worker at its start; a worker shards it (:mod:`feedline.distribute.autoshard`), builds the
+iterator and produces elements ahead of the consumer, at most ``credits`` beyond what the
+consumer has taken (flow control: the consumer returns one credit per element it takes).
+Elements cross through :class:`~feedline.execution.transport.Channel`: arrays arrive in the
+consumer as views of shared memory the worker wrote, never pickled or copied.
+
+Messages, worker to consumer (each carries the *token* of the run it belongs to, so that
+messages of a run the consumer has moved past are dropped)::
+
+    ("started", token, state)        the state of the fresh iterator (position 0)
+    ("item", token, item, is_error, value, snapshot)
+    ("end", token)                   the shard is exhausted
+    ("fatal", token, record, traceback)  the worker cannot run its shard
+
+and consumer to worker: ``("start", token, position, credits)``, ``("credit", n)``,
+``("stop",)``; closing the connection ends the worker. Positions and snapshots are those of
+:mod:`feedline.execution.positions`: a worker's checkpoint is where it is in its shard.
+
+Workers are fresh interpreters (``python -c``), never forks of the threaded parent and
+never re-imports of the user's main script, so a script needs no ``if __name__ ==
+"__main__"`` guard; they get the parent's ``sys.path``. They ignore ``SIGINT`` (Ctrl-C is
+the parent's to handle: it closes the pipeline, which ends them), and exit as soon as the
+parent's end of their socket closes, whoever closes it (``close()``, interpreter exit, the
+parent dying).
+"""
+
+from __future__ import annotations
+
+import multiprocessing.connection
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from feedline.core.error_records import error_record
+from feedline.core.errors import WorkerProcessError
+from feedline.core.iterator import DatasetIterator, IteratorContext
+from feedline.core.options import Options
+from feedline.execution.positions import PositionReader, State
+from feedline.execution.transport import Channel
+
+_IN_WORKER = False
+
+
+def in_worker_process() -> bool:
+    """Whether this process is a worker of a ``multiprocess()`` stage.
+
+    Example:
+        >>> in_worker_process()
+        False
+    """
+    return _IN_WORKER
+
+
+def describe_exit(exitcode: int | None) -> str:
+    """``exitcode`` of a process in words.
+
+    Example:
+        >>> describe_exit(-9)
+        'was killed by signal SIGKILL'
+    """
+    if exitcode is None:
+        return "stopped answering"
+    if exitcode < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"
+
+
+_ENTRY = "import sys; from feedline.execution.worker_pool import worker_entry; worker_entry(int(sys.argv[1]))"
+
+
+def worker_entry(fd: int) -> None:
+    """The program of a worker process: serve the socket ``fd`` until it closes."""
+    global _IN_WORKER
+    _IN_WORKER = True
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import socket
+
+    channel = Channel(socket.socket(fileno=fd))
+    try:
+        index, num_workers, payload, path = channel.recv()
+        sys.path[:] = path  # find the user's modules as the parent does
+        _WorkerLoop(channel, index, num_workers, payload).run()
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        return  # the consumer closed the connection, or is gone: nothing to report to
+    except BaseException as error:  # noqa: BLE001 - reported to the consumer, then exit
+        try:
+            channel.send(("fatal", None, error_record(error), traceback.format_exc()))
+        except OSError:
+            pass
+    finally:
+        channel.close()
+
+
+class _WorkerLoop:
+    """The loop of one worker: obey commands, produce while it has credits."""
+
+    def __init__(self, channel: Channel, index: int, num_workers: int, payload: bytes) -> None:
+        import warnings
+
+        import cloudpickle
+
+        from feedline.core.fingerprint import declared_types
+        from feedline.distribute.autoshard import shard_pipeline
+
+        self._channel = channel
+        graph, options = cloudpickle.loads(payload)
+        with warnings.catch_warnings():  # the consumer warned about the policy already
+            warnings.simplefilter("ignore", RuntimeWarning)
+            self._graph = shard_pipeline(graph, num_workers, index)
+        self._types = declared_types(graph)
+        # One context for the worker's life: per-epoch behaviour (reshuffling) counts the
+        # epochs this worker runs, as one process running the whole pipeline would.
+        self._ctx = IteratorContext(options=options)
+        self._root: DatasetIterator | None = None
+        self._reader: PositionReader | None = None
+        self._token: Any = None
+        self._credits = 0
+
+    def run(self) -> None:
+        channel = self._channel
+        while True:
+            if self._reader is None or self._credits <= 0:
+                self._obey(channel.recv())  # blocks; EOFError when the consumer closes
+                continue
+            self._produce()
+            while channel.poll():
+                self._obey(channel.recv())
+
+    def _obey(self, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == "credit":
+            self._credits += message[1]
+        elif kind == "start":
+            _, token, position, credits = message
+            self._start(token, position, credits)
+        elif kind == "stop":
+            self._stop()
+
+    def _start(self, token: Any, position: State | None, credits: int) -> None:
+        from feedline.core.state_codec import declared_types_in_use
+
+        self._stop()
+        self._token = token
+        try:
+            root = self._root = self._graph._make_iterator(self._ctx)
+            reader = PositionReader(root.__next__, root.state_dict, root.replay_exact)
+            if position is None:
+                initial = root.state_dict()
+            else:
+                with declared_types_in_use(self._types):
+                    root.load_state_dict(position["input"])
+                reader.restore(position)
+        except Exception as error:  # noqa: BLE001 - this run cannot start: say why
+            self._channel.send(("fatal", token, error_record(error), traceback.format_exc()))
+            self._stop()
+            return
+        self._reader, self._credits = reader, credits
+        if position is None:
+            self._channel.send(("started", token, initial))
+
+    def _stop(self) -> None:
+        root, self._root, self._reader = self._root, None, None
+        if root is not None:
+            root.close()
+
+    def _produce(self) -> None:
+        assert self._reader is not None
+        token = self._token
+        try:
+            item, is_error, value, snapshot = self._reader.pull()
+        except StopIteration:
+            self._channel.send(("end", token))
+            self._stop()
+            return
+        except Exception as error:  # noqa: BLE001 - taking a snapshot failed: fatal
+            self._channel.send(("fatal", token, error_record(error), traceback.format_exc()))
+            self._stop()
+            return
+        self._credits -= 1
+        if is_error:
+            self._reader.handed_out(item)  # the consumer keeps its record from here on
+            value = (error_record(value), "".join(traceback.format_exception(value)))
+        try:
+            self._channel.send(("item", token, item, is_error, value, snapshot))
+        except (TypeError, AttributeError, ValueError) as error:  # the element won't pickle
+            wrapped = TypeError(f"element {item} of this worker's shard cannot be sent to the "
+                                f"main process: {error}")
+            self._channel.send(("item", token, item, True,
+                                (error_record(wrapped), traceback.format_exc()), snapshot))
+
+
+class WorkerPool:
+    """``num_workers`` processes, each running shard ``i`` of ``graph``.
+
+    Processes start on the first :meth:`start` of a worker (or :meth:`start_all`) and stay
+    alive until :meth:`shutdown`, so one pool serves run after run (epochs, restores).
+
+    Args:
+        graph: The pipeline (before sharding), pickled once here.
+        options: The pipeline's options, for the workers' iterators.
+        num_workers: Processes.
+        name: Stage name, in process names and errors.
+        close_timeout: Seconds :meth:`shutdown` waits for workers to end before terminating
+            them.
+
+    Raises:
+        TypeError: The graph cannot be pickled (the message names why).
+    """
+
+    def __init__(self, graph: Any, options: Options, num_workers: int, name: str,
+                 close_timeout: float) -> None:
+        import cloudpickle
+
+        try:
+            self._payload = cloudpickle.dumps((graph, options))
+        except Exception as error:
+            raise TypeError(f"{name}: the pipeline cannot be sent to worker processes, it "
+                            f"does not pickle: {error}") from error
+        self.num_workers = num_workers
+        self.name = name
+        self._close_timeout = close_timeout
+        self._processes: list[subprocess.Popen[bytes] | None] = [None] * num_workers
+        self._channels: list[Channel | None] = [None] * num_workers
+        # Readable when the process ends (Linux): a death is seen even if a child of the
+        # worker still holds its socket open.
+        self._exits: list[int | None] = [None] * num_workers
+        self._shut = False
+
+    def _spawn(self, index: int) -> None:
+        import socket
+
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+            process = subprocess.Popen(
+                [sys.executable, "-c", _ENTRY, str(child_end.fileno())],
+                pass_fds=[child_end.fileno()], stdin=subprocess.DEVNULL, env=env)
+        finally:
+            child_end.close()
+        channel = Channel(parent_end)
+        self._processes[index], self._channels[index] = process, channel
+        if hasattr(os, "pidfd_open"):
+            try:
+                self._exits[index] = os.pidfd_open(process.pid)
+            except OSError:
+                self._exits[index] = None
+        channel.send((index, self.num_workers, self._payload, list(sys.path)))
+
+    def pids(self) -> list[int | None]:
+        """Process ids of the workers started (``None`` for one not started)."""
+        return [None if p is None else p.pid for p in self._processes]
+
+    def send(self, index: int, message: tuple[Any, ...]) -> None:
+        """Send a command to worker ``index``, starting it first if needed."""
+        if self._shut:
+            raise RuntimeError(f"the worker processes of {self.name} are shut down")
+        if self._channels[index] is None:
+            self._spawn(index)
+        channel = self._channels[index]
+        assert channel is not None
+        try:
+            channel.send(message)
+        except OSError:
+            pass  # it died: the next receive reports how
+
+    def restart(self, index: int) -> None:
+        """Replace worker ``index`` (after it died) by a fresh process."""
+        self._end([index], 0.0)
+        self._spawn(index)
+
+    def receive(self, indices: Sequence[int], timeout: float | None) -> tuple[int, Any]:
+        """The next message of one of the workers ``indices`` (the first ready).
+
+        Raises:
+            WorkerProcessError: One of them died.
+            TimeoutError: Nothing came within ``timeout`` seconds.
+        """
+        channels = {}
+        for index in indices:
+            channel = self._channels[index]
+            if channel is None:
+                raise WorkerProcessError(f"{self.name}: worker {index} was not started",
+                                         worker=index)
+            channels[channel] = index
+        sentinels = {fd: i for i in indices if (fd := self._exits[i]) is not None}
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = multiprocessing.connection.wait([*channels, *sentinels], wait)
+            if not ready:
+                raise TimeoutError(
+                    f"{self.name}: no element from worker process(es) {list(indices)} within "
+                    f"{timeout} s (Options().threading.element_timeout)")
+            for handle in ready:  # data first: a worker may have sent before it died
+                if handle in channels:
+                    index = channels[handle]
+                    channel = self._channels[index]
+                    assert channel is not None
+                    try:
+                        return index, channel.recv()
+                    except (EOFError, OSError):
+                        raise self._death(index) from None
+            for handle in ready:
+                if handle in sentinels:
+                    raise self._death(sentinels[handle])
+
+    def _death(self, index: int) -> WorkerProcessError:
+        process = self._processes[index]
+        assert process is not None
+        try:
+            exitcode: int | None = process.wait(1.0)
+        except subprocess.TimeoutExpired:
+            exitcode = None
+        return WorkerProcessError(
+            f"{self.name}: worker process {index} of {self.num_workers} (pid {process.pid}) "
+            f"{describe_exit(exitcode)}", worker=index, exitcode=exitcode)
+
+    def shutdown(self) -> None:
+        """End every worker: close its connection (it exits at once), wait up to
+        ``close_timeout`` seconds, then terminate, then kill. Idempotent."""
+        if self._shut:
+            return
+        self._shut = True
+        self._end(range(self.num_workers), self._close_timeout)
+
+    def _end(self, indices: Sequence[int], timeout: float) -> None:
+        for index in indices:
+            channel, self._channels[index] = self._channels[index], None
+            if channel is not None:
+                channel.close()  # the worker sees the end of its socket and exits
+            exit_fd, self._exits[index] = self._exits[index], None
+            if exit_fd is not None:
+                os.close(exit_fd)
+        deadline = time.monotonic() + timeout
+        live = [p for i in indices if (p := self._processes[i]) is not None]
+        for process in live:
+            try:
+                process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.terminate()  # stuck in a user function: SIGTERM, then SIGKILL
+                try:
+                    process.wait(1.0)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+        for index in indices:
+            self._processes[index] = None

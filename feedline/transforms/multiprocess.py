@@ -1,0 +1,337 @@
+"""``multiprocess``: run the pipeline in worker processes, each on a shard of the input.
+
+Python code holds the GIL: however many threads a pipeline uses, its per-element Python
+(record framing, shuffling, batch assembly, user functions) runs on one core at a time, and
+competes with the training loop's own Python. ``multiprocess(n)`` runs everything upstream
+of it in ``n`` processes instead. Each runs the same pipeline on its shard of the input
+(:mod:`feedline.distribute.autoshard`: by file when the pipeline reads files, by element
+otherwise) and sends finished elements (usually batches) through shared memory: the
+consumer's ``next()`` takes an element a worker has already built, and its arrays are views
+of the memory the worker wrote.
+
+**Order.** The result is the workers' outputs taken in turn, one element each (element
+``k`` comes from worker ``k % n``), skipping workers that have finished: the same as
+``Dataset.range(n).interleave(lambda i: <shard i>, cycle_length=n)``. That equals the
+single-process output exactly when the sharding policy allows it (``sharding.exact_order``):
+one-to-one stages (``map``) from the source to a ``batch`` (the "batch" policy gives each
+worker whole global batches), or to the end. With files, or ``filter``/``shuffle`` between
+the source and the batch, the elements are the same but their order and batches differ,
+and change with ``n``. To get output identical for any worker count, shuffle *indices* and
+look records up by index::
+
+    fl.Dataset.range(n).shuffle(n, seed=1).map(read_record).batch(512).multiprocess(w)
+
+is exact for every ``w`` (the shuffle runs in every worker, in the same seeded order, before
+the shard). ``deterministic=False`` takes elements from whichever worker has one ready.
+
+**Checkpoints** hold every worker's position in its shard (its iterator's state at some
+point plus the number of elements taken since: see :mod:`feedline.execution.positions`) and
+the merge position. Restoring is exact. A state saved with another number of workers is a
+``CheckpointError`` (``num_workers=AUTOTUNE`` adopts the saved number instead).
+
+**Faults.** An error of the pipeline (a user function, a corrupt record) is raised in its
+place, as itself, with the worker's traceback as a note; the iterator continues after it.
+A worker that dies (killed, crashed) raises :class:`~feedline.WorkerProcessError` within
+the ``next()`` waiting for it; the following ``next()`` restarts that worker from its last
+position, so nothing is lost or repeated (at most :data:`MAX_RESTARTS` times per worker,
+then the error ends the iteration). ``close()``, garbage collection, Ctrl-C and interpreter
+exit end every worker; shared memory is anonymous and freed by the kernel with its last user.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+from typing import Any
+
+from feedline.core.constants import AUTOTUNE
+from feedline.core.dataset import Dataset
+from feedline.core.error_records import restore_error
+from feedline.core.errors import CheckpointError, WorkerProcessError
+from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.unary import UnaryDataset
+from feedline.core.validation import validate_int
+from feedline.distribute.autoshard import ShardPlan, plan_sharding
+from feedline.execution.positions import PositionTracker
+from feedline.execution.worker_pool import WorkerPool, in_worker_process
+
+MAX_RESTARTS = 3
+"""Times one worker is restarted after dying, before its death ends the iteration."""
+
+
+class MultiprocessDataset(UnaryDataset):
+    """The node of ``Dataset.multiprocess``."""
+
+    def __init__(self, input_dataset: Dataset, num_workers: int = AUTOTUNE,
+                 deterministic: bool | None = None, buffer_size: int = 2,
+                 name: str | None = None) -> None:
+        super().__init__(input_dataset)
+        self.num_workers = validate_int(num_workers, "multiprocess(num_workers)", minimum=1,
+                                        special=(AUTOTUNE,), hint="AUTOTUNE or >= 1")
+        self.buffer_size = validate_int(buffer_size, "multiprocess(buffer_size)", minimum=1)
+        self.deterministic = deterministic
+        self.name = name or "multiprocess"
+
+    def sharding(self, num_workers: int | None = None) -> ShardPlan:
+        """How the input splits among ``num_workers`` (default: this stage's) processes.
+
+        Example:
+            >>> import feedline as fl
+            >>> ds = fl.Dataset.range(100).map(lambda x: x + 1).batch(10).multiprocess(2)
+            >>> plan = ds.sharding()
+            >>> plan.policy, plan.exact_order
+            ('batch', True)
+        """
+        count = num_workers or (2 if self.num_workers == AUTOTUNE else self.num_workers)
+        return plan_sharding(self._inputs[0], count)
+
+    def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
+        if in_worker_process():
+            raise RuntimeError(
+                f"{self.name}: multiprocess() inside a pipeline that already runs in worker "
+                "processes; keep one multiprocess() stage, at the end of the pipeline")
+        ctx.start_iteration(self)
+        return MultiprocessIterator(ctx, self)
+
+
+class MultiprocessIterator(DatasetIterator):
+    """Merges the elements of worker processes (see the module doc).
+
+    The state::
+
+        {"num_workers": n, "next_worker": k, "ended": [bool] * n,
+         "workers": [position of worker i, ...]}   # [] before the first next()
+    """
+
+    OPERATION = "multiprocess"
+
+    def __init__(self, ctx: IteratorContext, node: MultiprocessDataset) -> None:
+        super().__init__(ctx, [])
+        self._node = node
+        options = ctx.options
+        self._ordered = ctx.deterministic(node.deterministic)
+        self._timeout = options.threading.element_timeout
+        self._num_workers = (options.autotune_parallelism() if node.num_workers == AUTOTUNE
+                             else node.num_workers)
+        self._pool: WorkerPool | None = None
+        # Tokens tag each run of a worker; never reused, so no stale message is mistaken.
+        self._token_source = itertools.count(1)
+        self._positions: list[State] = []  # restored, not yet sent to the workers
+        self._running = False
+        self._reset_merge(self._num_workers)
+
+    def _reset_merge(self, num_workers: int) -> None:
+        self._num_workers = num_workers
+        self._next_worker = 0
+        self._ended = [False] * num_workers
+        self._trackers: list[PositionTracker] = [PositionTracker() for _ in range(num_workers)]
+        self._inbox: list[collections.deque[Any]] = [collections.deque()
+                                                     for _ in range(num_workers)]
+        self._tokens = [0] * num_workers
+        self._restarts = [0] * num_workers
+        self._broken: WorkerProcessError | None = None
+
+    @property
+    def replay_exact(self) -> bool:
+        return self._ordered
+
+    @property
+    def worker_pids(self) -> list[int | None]:
+        """Process ids of the workers (``None`` before they start)."""
+        return [] if self._pool is None else self._pool.pids()
+
+    # ------------------------------------------------------------------ running
+    def _start(self) -> None:
+        if self._running:
+            return
+        if self._pool is None or self._pool.num_workers != self._num_workers:
+            if self._pool is not None:
+                self._pool.shutdown()
+            plan = plan_sharding(self._node._inputs[0], self._num_workers)
+            if plan.policy == "output" and self._num_workers > 1:
+                from feedline.distribute.autoshard import shard_pipeline
+
+                shard_pipeline(self._node._inputs[0], self._num_workers, 0, plan)  # warns
+            self._pool = WorkerPool(self._node._inputs[0], self._ctx.options,
+                                    self._num_workers, self._node.name,
+                                    self._ctx.options.threading.close_timeout)
+        positions, self._positions = self._positions, []
+        for index in range(self._num_workers):
+            if not self._ended[index]:
+                self._start_worker(index, positions[index] if positions else None)
+        self._running = True
+
+    def _start_worker(self, index: int, position: State | None) -> None:
+        assert self._pool is not None
+        self._tokens[index] = next(self._token_source)
+        self._inbox[index].clear()
+        if position is not None:
+            self._trackers[index] = PositionTracker(position)
+        else:
+            self._trackers[index] = PositionTracker()
+        self._pool.send(index, ("start", self._tokens[index], position,
+                                self._node.buffer_size))
+
+    def __next__(self) -> Any:
+        if self._broken is not None:
+            raise StopIteration
+        self._start()
+        while True:
+            live = [i for i in range(self._num_workers) if not self._ended[i]]
+            if not live:
+                raise StopIteration
+            if self._ordered:
+                index = self._next_worker
+                if self._ended[index]:
+                    self._advance()
+                    continue
+                message = self._take(index)
+            else:
+                index, message = self._take_any(live)
+            if message[0] == "end":
+                self._ended[index] = True
+                self._advance()
+                continue
+            self._advance()
+            return self._deliver(index, message)
+
+    def _advance(self) -> None:
+        self._next_worker = (self._next_worker + 1) % self._num_workers
+
+    def _take(self, index: int) -> tuple[Any, ...]:
+        """The next current message of worker ``index`` that is an item or its end."""
+        while True:
+            if self._inbox[index]:
+                message = self._inbox[index].popleft()
+            else:
+                message = self._receive([index])[1]
+            if self._accept(index, message):
+                return message
+
+    def _take_any(self, live: list[int]) -> tuple[int, tuple[Any, ...]]:
+        while True:
+            for index in live:
+                if self._inbox[index]:
+                    message = self._inbox[index].popleft()
+                    if self._accept(index, message):
+                        return index, message
+                    break
+            else:
+                index, message = self._receive(live)
+                if self._accept(index, message):
+                    return index, message
+
+    def _receive(self, indices: list[int]) -> tuple[int, tuple[Any, ...]]:
+        assert self._pool is not None
+        try:
+            return self._pool.receive(indices, self._timeout)
+        except WorkerProcessError as error:
+            self._after_death(error)
+            raise
+
+    def _after_death(self, error: WorkerProcessError) -> None:
+        """Restart the dead worker from its last position (on the next ``next()``), or end
+        the iteration once it has died :data:`MAX_RESTARTS` times."""
+        index = error.worker
+        assert index is not None and self._pool is not None
+        self._restarts[index] += 1
+        if self._restarts[index] > MAX_RESTARTS:
+            self._broken = error
+            error.add_note(f"feedline: worker {index} died {MAX_RESTARTS + 1} times; the "
+                           "iteration ends here (restore a checkpoint to continue)")
+            return
+        error.add_note(f"feedline: the next next() restarts worker {index} from its last "
+                       "position; no element is lost or repeated")
+        position = self._trackers[index].state(self._pending_errors(index))
+        self._pool.restart(index)
+        self._start_worker(index, position)
+
+    def _accept(self, index: int, message: tuple[Any, ...]) -> bool:
+        """Whether ``message`` is an item or end of the current run (bookkeeping others)."""
+        kind, token = message[0], message[1]
+        if token is not None and token != self._tokens[index]:
+            return False  # from a run this stage has moved past
+        if kind == "started":
+            self._trackers[index].add_snapshot((0, message[2]))
+            return False
+        if kind == "fatal":
+            _, _, record, trace = message
+            self._ended[index] = True
+            raise restore_error(record, note=f"feedline: in worker process {index} of "
+                                f"{self._node.name}:\n{trace}")
+        return True
+
+    def _deliver(self, index: int, message: tuple[Any, ...]) -> Any:
+        _, _, item, is_error, value, snapshot = message
+        tracker = self._trackers[index]
+        tracker.add_snapshot(snapshot)
+        tracker.handed_out(item)
+        assert self._pool is not None
+        self._pool.send(index, ("credit", 1))
+        if is_error:
+            record, trace = value
+            raise restore_error(record, note=f"feedline: raised in worker process {index} of "
+                                f"{self._node.name}:\n{trace}")
+        return value
+
+    # ------------------------------------------------------------------ checkpoints
+    def _pending_errors(self, index: int) -> list[list[Any]]:
+        return [[m[2], m[4][0]] for m in self._inbox[index]
+                if m[0] == "item" and m[1] == self._tokens[index] and m[3]]
+
+    def _get_state(self) -> State:
+        if not self._running:
+            workers = list(self._positions)
+        else:
+            workers = []
+            for index in range(self._num_workers):
+                tracker = self._trackers[index]
+                while not tracker.has_snapshot and not self._ended[index]:
+                    # The worker's initial state is on its way: wait for it.
+                    message = self._receive([index])[1]
+                    self._inbox[index].append(message)
+                    if message[0] == "started" and message[1] == self._tokens[index]:
+                        self._inbox[index].pop()
+                        tracker.add_snapshot((0, message[2]))
+                workers.append(tracker.state(self._pending_errors(index))
+                               if tracker.has_snapshot else None)
+        return {"num_workers": self._num_workers, "next_worker": self._next_worker,
+                "ended": list(self._ended), "workers": workers}
+
+    def _set_state(self, state: State) -> None:
+        saved = int(state["num_workers"])
+        if self._node.num_workers not in (AUTOTUNE, saved):
+            raise CheckpointError(
+                f"{self._node.name}: the state was saved with {saved} worker processes and "
+                f"this pipeline runs {self._node.num_workers}; each worker's position is in "
+                f"its own shard, so restore with multiprocess({saved}) (or AUTOTUNE, which "
+                "adopts the saved number)")
+        workers, ended = list(state["workers"]), [bool(e) for e in state["ended"]]
+        if len(ended) != saved or (workers and len(workers) != saved):
+            raise CheckpointError(f"damaged state for the {self._node.name} stage: "
+                                  f"{len(workers)} worker positions for {saved} workers")
+        if self._running:
+            self._stop_workers()
+        self._reset_merge(saved)
+        self._ended = ended
+        self._next_worker = int(state["next_worker"]) % saved
+        self._positions = workers
+        for index, position in enumerate(workers):
+            if position is not None:
+                self._trackers[index] = PositionTracker(position)
+        if workers and any(p is None for p in workers):
+            self._positions = []  # taken before every worker started: start afresh
+            self._reset_merge(saved)
+
+    def _stop_workers(self) -> None:
+        assert self._pool is not None
+        for index in range(self._num_workers):
+            self._tokens[index] = next(self._token_source)
+            self._pool.send(index, ("stop",))
+        self._running = False
+
+    def _release(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown()
+
