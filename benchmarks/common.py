@@ -96,6 +96,24 @@ def augment_params(n: int, seed: int) -> np.ndarray:
     return np.concatenate([offsets, flips], axis=1).astype(np.int64)
 
 
+def image_params(data: dict[str, Any]) -> np.ndarray:
+    """The crop/flip table of ``data["files"]``: rows of ``data["params"]``, repeated when
+    the file list is the data set repeated (the ``feed`` workload's epochs).
+
+    Example:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "p.npy")
+        >>> np.save(path, np.array([[1, 2, 0], [3, 4, 1]]))
+        >>> image_params({"params": path, "files": ["a", "b", "a", "b"]})[:, 0].tolist()
+        [1, 3, 1, 3]
+    """
+    params = np.load(data["params"])
+    repeat, rest = divmod(len(data["files"]), len(params))
+    if rest:
+        raise ValueError(f"{len(data['files'])} files for {len(params)} crop/flip rows")
+    return np.tile(params, (repeat, 1)) if repeat > 1 else params
+
+
 def crop_flip_normalize(image: np.ndarray, dy: int, dx: int, flip: int) -> np.ndarray:
     """Crop ``224x224`` at ``(dy, dx)``, flip horizontally if ``flip``, ImageNet-normalize.
 

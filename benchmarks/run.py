@@ -23,23 +23,25 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import data as data_mod
-from benchmarks import envs, reference, report
+from benchmarks import envs, feed, reference, report
 from benchmarks.common import RunSpec
-from benchmarks.systems import SYSTEMS
+from benchmarks.systems import ONLY_FOR, OPTIONAL, SYSTEMS, WORKER_COUNTED
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-WORKLOADS = ["chess", "images", "overhead", "python_heavy", "startup", "shuffle_memory"]
+WORKLOADS = ["chess", "images", "overhead", "python_heavy", "startup", "feed",
+             "shuffle_memory"]
 EXTRAS = ["core", "formats"]
+# Run only when named: ``./dev bench sweep`` (worker counts 1 … all cores).
+OPT_IN = ["sweep"]
 ALIASES = {"python-heavy": "python_heavy", "shuffle-memory": "shuffle_memory",
            "shuffle": "shuffle_memory", "memory": "shuffle_memory",
            "core_throughput": "core", "core-throughput": "core"}
 # Workloads whose work is the same for every variant: only the first variant runs.
 ONE_VARIANT = {"shuffle_memory"}
 STARTUP_OF = ("chess", "images")
-# Experts tune the number of worker processes: the harness does it for them, per workload.
-TUNED = {"torch": ("chess", "images", "python_heavy"), "grain": ("chess", "images",
-                                                                 "python_heavy")}
+FEED_OF = feed.FEED_SOURCES
+SWEEP_OF = ("chess", "images")
 SAMPLE_INTERVAL_S = 0.1
 
 
@@ -48,7 +50,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         prog="./dev bench", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("workloads", nargs="*", metavar="workload",
-                        help=f"any of {', '.join(WORKLOADS + EXTRAS)} (default: all)")
+                        help=f"any of {', '.join(WORKLOADS + EXTRAS + OPT_IN)} (default: "
+                             f"all but {', '.join(OPT_IN)})")
     parser.add_argument("--small", action="store_true",
                         help="about a tenth of the default data sizes: a quick run")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of A B C … (default 3)")
@@ -75,6 +78,25 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "(default %(default)s; one number: no tuning)")
     parser.add_argument("--tune-seconds", type=float, default=6,
                         help="length of each worker-count trial run (default %(default)s)")
+    parser.add_argument("--feed-gil-ms", default=_step_default(0),
+                        help="feed: pure-Python work holding the GIL per trainer step, in ms "
+                             "of an idle interpreter ('chess=2,images=8' or one number for "
+                             "both; default %(default)s)")
+    parser.add_argument("--feed-sleep-ms", default=_step_default(1),
+                        help="feed: time.sleep per trainer step (the accelerator), in ms "
+                             "(default %(default)s)")
+    parser.add_argument("--feed-seconds", type=float, default=6,
+                        help="feed: repeat the data set (one iterator over its files repeated) "
+                             "until the trainer would be busy this long at its limit, so that "
+                             "--small runs are not all start-up (default %(default)s)")
+    parser.add_argument("--feedline-processes", action=argparse.BooleanOptionalAction,
+                        default=("feedline", "processes") not in OPTIONAL,
+                        help="also run feedline's pipelines for chess and images in worker "
+                             "processes (Dataset.multiprocess(N), N tuned like the peers' "
+                             "worker counts) (default: %(default)s)")
+    parser.add_argument("--sweep-workers",
+                        help="sweep: worker counts (default: 1 to all cores, "
+                             f"here 1..{os.cpu_count()})")
     parser.add_argument("--timeout", type=float, default=600,
                         help="seconds one run may take before it is reported as a timeout")
     parser.add_argument("--json", default=str(HERE / "results.json"), help="results file")
@@ -84,9 +106,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     chosen = []
     for name in args.workloads or WORKLOADS + EXTRAS:
         name = ALIASES.get(name, name)
-        if name not in WORKLOADS + EXTRAS:
+        if name not in WORKLOADS + EXTRAS + OPT_IN:
             parser.error(f"unknown workload {name!r}: expected any of "
-                         f"{', '.join(WORKLOADS + EXTRAS)}")
+                         f"{', '.join(WORKLOADS + EXTRAS + OPT_IN)}")
         if name not in chosen:
             chosen.append(name)
     args.workloads = chosen
@@ -102,7 +124,28 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(f"--workers must be comma-separated counts, got {args.workers!r}")
     if not args.workers or min(args.workers) < 1:
         parser.error("--workers needs at least one count, each at least 1")
+    try:
+        gil = feed.parse_step_ms(args.feed_gil_ms, "--feed-gil-ms")
+        sleep = feed.parse_step_ms(args.feed_sleep_ms, "--feed-sleep-ms")
+    except ValueError as error:
+        parser.error(str(error))
+    args.feed_ms = {name: (gil.get(name, feed.DEFAULT_STEP_MS[name][0]),
+                           sleep.get(name, feed.DEFAULT_STEP_MS[name][1]))
+                    for name in FEED_OF}
+    try:
+        args.sweep_workers = ([int(n) for n in args.sweep_workers.split(",") if n.strip()]
+                              if args.sweep_workers else
+                              list(range(1, (os.cpu_count() or 1) + 1)))
+    except ValueError:
+        parser.error(f"--sweep-workers must be comma-separated counts, got "
+                     f"{args.sweep_workers!r}")
+    if not args.sweep_workers or min(args.sweep_workers) < 1:
+        parser.error("--sweep-workers needs at least one count, each at least 1")
     return args
+
+
+def _step_default(index: int) -> str:
+    return ",".join(f"{name}={ms[index]:g}" for name, ms in feed.DEFAULT_STEP_MS.items())
 
 
 def sizes_from(args: argparse.Namespace) -> data_mod.Sizes:
@@ -229,18 +272,40 @@ class Bench:
         self.failed_checks = 0
         self.workers: dict[tuple[str, str], int] = {}
         self.tuning: list[dict[str, Any]] = []
+        self.sweep_records: list[dict[str, Any]] = []
+        self.feed_steps: dict[str, feed.Step] = {}
+        self.feed_epochs: dict[str, int] = {}
+        self.feed_calibration: float | None = None
 
-    def configs(self, workload: str) -> list[tuple[str, str]]:
+    def enabled(self, system: str, variant: str, workload: str) -> bool:
+        """Whether ``variant`` of ``system`` runs ``workload`` in this invocation."""
+        if workload in ONLY_FOR.get((system, variant), (workload,)):
+            return (system, variant) not in OPTIONAL or bool(self.args.feedline_processes)
+        return False
+
+    def configs(self, workload: str, feed_mode: bool = False) -> list[tuple[str, str]]:
+        """The (system, variant) pairs of ``workload``: every variant, or for ``feed`` each
+        system's expert one (feedline: recommended and, if enabled, processes)."""
         out = []
         for system in self.args.systems:
-            variants = SYSTEMS[system][1]
-            for variant in variants[:1] if workload in ONE_VARIANT else variants:
-                out.append((system, variant))
+            variants = [v for v in SYSTEMS[system][1] if self.enabled(system, v, workload)]
+            if workload in ONE_VARIANT:
+                variants = variants[:1]
+            elif feed_mode:
+                variants = [v for v in variants if v != "naive"]
+            out.extend((system, variant) for variant in variants)
         return out
 
     def measured(self) -> list[str]:
         """Workloads with their own timed runs (startup reuses chess/images when both run)."""
-        return [w for w in self.args.workloads if w in WORKLOADS and w != "startup"]
+        return [w for w in self.args.workloads if w in WORKLOADS
+                and w not in ("startup", "feed")]
+
+    def feed_sources(self) -> list[str]:
+        return list(FEED_OF) if "feed" in self.args.workloads else []
+
+    def sweep_sources(self) -> list[str]:
+        return list(SWEEP_OF) if "sweep" in self.args.workloads else []
 
     def startup_only(self) -> list[str]:
         """Workloads measured only to the first batch (``startup`` without them)."""
@@ -249,8 +314,11 @@ class Bench:
         return [w for w in STARTUP_OF if w not in self.args.workloads]
 
     def data_workloads(self) -> list[str]:
-        chosen = [w for w in self.args.workloads if w in WORKLOADS and w != "startup"]
-        return chosen + [w for w in self.startup_only() if w not in chosen]
+        chosen = self.measured()
+        for extra in self.startup_only() + self.feed_sources() + self.sweep_sources():
+            if extra not in chosen:
+                chosen.append(extra)
+        return chosen
 
     # ------------------------------------------------------------------ steps
     def setup_environments(self) -> None:
@@ -282,23 +350,26 @@ class Bench:
     def extra_for(self, system: str, variant: str, workload: str) -> dict[str, Any]:
         """Options of a run beyond the spec's fields (the tuned worker count)."""
         chosen = self.workers.get((system, workload))
-        return {"workers": chosen} if chosen and variant == "expert" else {}
+        counted = workload in WORKER_COUNTED.get((system, variant), ())
+        return {"workers": chosen} if chosen and counted else {}
 
     def tune_workers(self) -> None:
-        """Pick the fastest worker count of each tunable (peer, workload), as an expert would."""
+        """Pick the fastest worker count of each tunable (system, workload), as an expert
+        would (DataLoader, Grain, and feedline's ``processes`` variant when enabled)."""
         from tqdm import tqdm
 
+        counted = [(s, v, w) for (s, v), workloads in WORKER_COUNTED.items()
+                   for w in workloads if self.enabled(s, v, w)]
         if len(self.args.workers) == 1:
-            for system, workloads in TUNED.items():
-                for workload in workloads:
-                    self.workers[(system, workload)] = self.args.workers[0]
+            for system, _variant, workload in counted:
+                self.workers[(system, workload)] = self.args.workers[0]
             return
-        jobs = [(s, w, n) for s, workloads in TUNED.items() if s in self.args.systems
-                and self.envs[s].python for w in workloads if w in self.data
-                for n in self.args.workers]
+        jobs = [(s, v, w, n) for s, v, w in counted if s in self.args.systems
+                and self.envs[s].python and w in self.data for n in self.args.workers]
         rates: dict[tuple[str, str], dict[int, float]] = {}
-        for system, workload, n in tqdm(jobs, desc="tuning worker counts", leave=False):
-            spec = RunSpec(system, "expert", workload, "measure", self.data[workload],
+        for system, variant, workload, n in tqdm(jobs, desc="tuning worker counts",
+                                                 leave=False):
+            spec = RunSpec(system, variant, workload, "measure", self.data[workload],
                            seed=self.args.seed,
                            extra={"workers": n, "max_seconds": self.args.tune_seconds})
             result = run_child(self.envs[system].python, spec, self.args.timeout, self.logs,
@@ -346,55 +417,141 @@ class Bench:
                 print(f"\n[bench] !!! CORRECTNESS CHECK FAILED: {label}: {problem}\n",
                       file=sys.stderr, flush=True)
 
+    def calibrate_feed(self) -> None:
+        """The trainer's dispatch work: iterations of pure Python per ms, measured once here,
+        so that every system's trainer does exactly the same work."""
+        if not self.feed_sources() or self.feed_steps:
+            return
+        self.feed_calibration = feed.calibrate()
+        for name, (gil_ms, sleep_ms) in self.args.feed_ms.items():
+            step = feed.make_step(gil_ms, sleep_ms, self.feed_calibration,
+                                  feed.digest_ms(name))
+            self.feed_steps[name] = step
+            if name in self.data:
+                self.feed_epochs[name] = feed.epochs_for(
+                    self.data[name]["count"], step.limit(feed.BATCH[name]),
+                    self.args.feed_seconds)
+        print(f"[bench] feed trainer: {self.feed_calibration:,.0f} iterations of dispatch "
+              "work per ms; " + "; ".join(
+                  f"{n}: {s.gil_ms:g} ms Python ({s.digest_ms:.2f} ms of it the digest) + "
+                  f"{s.sleep_ms:g} ms sleep, limit {s.limit(feed.BATCH[n]):,.0f}/s, "
+                  f"{self.feed_epochs.get(n, 1)} epoch(s)"
+                  for n, s in self.feed_steps.items()), file=sys.stderr, flush=True)
+
+    def feed_expectation(self, workload: str) -> dict[str, Any]:
+        """The reference of ``workload`` over the feed run's repeated epochs."""
+        one = reference.epoch_expectation(workload, self.data[workload], self.cache)
+        k = self.feed_epochs.get(workload, 1)
+        return {"count": one["count"] * k, "digest": one["digest"] * k,
+                "values": one["values"] * k}
+
+    def timed_run(self, workload: str, mode: str, round_index: int, system: str,
+                  variant: str, extra: dict[str, Any], tag: str,
+                  expectations: dict[str, dict[str, Any]],
+                  data: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One timed run in its own process, its epoch checked against the reference."""
+        env = self.envs[system]
+        record = {"workload": workload, "system": system, "variant": variant,
+                  "round": round_index, "mode": mode}
+        if env.python is None:
+            record.update(ok=False, error=f"unavailable: {env.error}")
+            return record
+        spec = RunSpec(system, variant, workload, mode,
+                       self.data[workload] if data is None else data,
+                       seed=self.args.seed + round_index,
+                       extra={"max_seconds": self.args.max_seconds or None, **extra})
+        result = run_child(env.python, spec, self.args.timeout, self.logs, tag=tag)
+        record.update(result)
+        if not result.get("ok"):
+            print(f"\n[bench] {workload} {system} ({variant}) {mode} {tag.strip('-')} "
+                  f"failed: {result.get('error')}\n", file=sys.stderr, flush=True)
+        if result.get("capped"):
+            expected = expectations[workload]["count"]
+            record["notes"] = (f"{result.get('notes') or ''} capped at "
+                               f"{self.args.max_seconds:g} s: "
+                               f"{result['elements'] / expected:.0%} of the epoch").strip()
+        if result.get("ok") and mode in ("measure", "feed") and not result.get("capped"):
+            problem = reference.compare_epoch(workload, expectations[workload],
+                                              result["elements"], result["digest"])
+            if problem is not None:
+                record.update(ok=False, error=f"WRONG OUTPUT: {problem}")
+                self.failed_checks += 1
+                print(f"\n[bench] !!! WRONG OUTPUT: {workload} {system} ({variant}) {mode}: "
+                      f"{problem}\n", file=sys.stderr, flush=True)
+        return record
+
     def measure(self) -> None:
         from tqdm import tqdm
 
+        self.calibrate_feed()
         plan = []
         for workload in self.measured() + self.startup_only():
             mode = "startup" if workload in self.startup_only() else "measure"
             for round_index in range(self.args.rounds):
                 for system, variant in self.configs(workload):
                     plan.append((workload, mode, round_index, system, variant))
+        for round_index in range(self.args.rounds):
+            for workload in self.feed_sources():
+                for system, variant in self.configs(workload, feed_mode=True):
+                    plan.append((workload, "feed", round_index, system, variant))
         expectations = {w: reference.epoch_expectation(w, self.data[w], self.cache)
                         for w in self.measured()}
+        feed_expectations = {w: self.feed_expectation(w) for w in self.feed_sources()}
         bar = tqdm(plan, desc="benchmark runs", leave=False)
         for workload, mode, round_index, system, variant in bar:
-            bar.set_postfix_str(f"{workload} {system}/{variant} r{round_index + 1}")
-            env = self.envs[system]
-            record = {"workload": workload, "system": system, "variant": variant,
-                      "round": round_index, "mode": mode}
-            if env.python is None:
-                record.update(ok=False, error=f"unavailable: {env.error}")
-                self.records.append(record)
-                continue
-            spec = RunSpec(system, variant, workload, mode, self.data[workload],
-                           seed=self.args.seed + round_index,
-                           extra={"max_seconds": self.args.max_seconds or None,
-                                  **self.extra_for(system, variant, workload)})
-            result = run_child(env.python, spec, self.args.timeout, self.logs,
-                               tag=f"-round{round_index + 1}")
-            record.update(result)
-            if not result.get("ok"):
-                print(f"\n[bench] {workload} {system} ({variant}) round {round_index + 1} "
-                      f"failed: {result.get('error')}\n", file=sys.stderr, flush=True)
-            if result.get("capped"):
-                expected = expectations[workload]["count"]
-                record["notes"] = (f"{result.get('notes') or ''} capped at "
-                                   f"{self.args.max_seconds:g} s: "
-                                   f"{result['elements'] / expected:.0%} of the epoch").strip()
-            if result.get("ok") and mode == "measure" and not result.get("capped"):
-                problem = reference.compare_epoch(workload, expectations[workload],
-                                                  result["elements"], result["digest"])
-                if problem is not None:
-                    record.update(ok=False, error=f"WRONG OUTPUT: {problem}")
-                    self.failed_checks += 1
-                    print(f"\n[bench] !!! WRONG OUTPUT: {workload} {system} ({variant}): "
-                          f"{problem}\n", file=sys.stderr, flush=True)
-            if result.get("ok") and workload == "shuffle_memory":
+            bar.set_postfix_str(f"{workload} {mode} {system}/{variant} r{round_index + 1}")
+            extra = dict(self.extra_for(system, variant, workload))
+            data = None
+            if mode == "feed":
+                step = self.feed_steps[workload]
+                extra.update(gil_ms=step.gil_ms, sleep_ms=step.sleep_ms,
+                             iterations=step.iterations, digest_ms=step.digest_ms)
+                data = feed.repeat_data(self.data[workload], self.feed_epochs[workload])
+            tag = ("-feed" if mode == "feed" else "") + f"-round{round_index + 1}"
+            record = self.timed_run(workload, mode, round_index, system, variant, extra, tag,
+                                    feed_expectations if mode == "feed" else expectations,
+                                    data)
+            if mode == "feed":
+                record["epochs"] = self.feed_epochs[workload]
+            if record.get("ok") and workload == "shuffle_memory":
                 buffer = self.data[workload]["buffer"] * self.data[workload]["element_bytes"]
                 record["memory_over_buffer"] = (
-                    (result["peak_rss"] - result["baseline_rss"]) / buffer)
+                    (record["peak_rss"] - record["baseline_rss"]) / buffer)
             self.records.append(record)
+
+    def sweep_plan(self) -> list[tuple[int, str, str, str, int | None]]:
+        """(round, workload, system, variant, workers) of the sweep, A B C … per round.
+
+        Variants with a worker count run every count of ``--sweep-workers``; each other
+        system's expert (or recommended) variant runs once per round, for reference.
+        """
+        plan: list[tuple[int, str, str, str, int | None]] = []
+        for round_index in range(self.args.rounds):
+            for workload in self.sweep_sources():
+                for system, variant in self.configs(workload, feed_mode=True):
+                    if workload in WORKER_COUNTED.get((system, variant), ()):
+                        plan.extend((round_index, workload, system, variant, n)
+                                    for n in self.args.sweep_workers)
+                    else:
+                        plan.append((round_index, workload, system, variant, None))
+        return plan
+
+    def sweep(self) -> None:
+        """``./dev bench sweep``: throughput of chess and images for every worker count."""
+        from tqdm import tqdm
+
+        plan = self.sweep_plan()
+        expectations = {w: reference.epoch_expectation(w, self.data[w], self.cache)
+                        for w in self.sweep_sources()}
+        bar = tqdm(plan, desc="worker-count sweep", leave=False)
+        for round_index, workload, system, variant, n in bar:
+            bar.set_postfix_str(f"{workload} {system}/{variant} workers={n} r{round_index + 1}")
+            extra = {"workers": n} if n else {}
+            tag = f"-sweep{n or ''}-round{round_index + 1}"
+            record = self.timed_run(workload, "measure", round_index, system, variant, extra,
+                                    tag, expectations)
+            record["workers"] = n
+            self.sweep_records.append(record)
 
     # ------------------------------------------------------------------ reports
     def rows(self) -> dict[str, list[report.Row]]:
@@ -402,21 +559,27 @@ class Bench:
         for workload in self.args.workloads:
             if workload not in WORKLOADS:
                 continue
-            sources = STARTUP_OF if workload == "startup" else (workload,)
+            sources = {"startup": STARTUP_OF, "feed": FEED_OF}.get(workload, (workload,))
             for source in sources:
-                name = f"startup ({source})" if workload == "startup" else workload
+                if workload in ("startup", "feed"):
+                    name, kind = f"{workload} ({source})", f"{workload}_{source}"
+                else:
+                    name = kind = source
+                modes = {"startup": ("measure", "startup"), "feed": ("feed",)}.get(
+                    workload, ("measure",))
+                kind = "startup" if workload == "startup" else kind
                 rows = []
-                for system, variant in self.configs(source):
+                for system, variant in self.configs(source, feed_mode=workload == "feed"):
                     records = [r for r in self.records if r["workload"] == source
-                               and r["system"] == system and r["variant"] == variant]
+                               and r["system"] == system and r["variant"] == variant
+                               and r.get("mode", "measure") in modes]
                     if workload == "startup":
                         records = [{**r, "throughput": None} for r in records]
                     status = self.check_status.get((source, system, variant), "ok")
-                    row = report.summarize(records, "startup" if workload == "startup"
-                                           else source, system, variant, status)
+                    row = report.summarize(records, kind, system, variant, status)
                     if not records and status == "ok":
                         row.status = "not run"
-                    row.workload = "startup" if workload == "startup" else source
+                    row.workload = kind
                     rows.append(row)
                 out[name] = rows
         return out
@@ -459,9 +622,14 @@ class Bench:
             if not self.args.no_check:
                 self.check()
             self.measure()
+            if self.sweep_sources():
+                self.sweep()
         rows = self.rows()
         table = report.markdown(rows) if rows else ""
         sections = [report.tuning_markdown(self.tuning, self.workers)] if self.tuning else []
+        if self.sweep_records:
+            sections.append("\n" + report.sweep_markdown(self.sweep_records,
+                                                          self.args.sweep_workers))
         extras: dict[str, Any] = {}
         for name in (w for w in self.args.workloads if w in EXTRAS):
             print(f"[bench] running {name} ...", file=sys.stderr, flush=True)
@@ -478,6 +646,11 @@ class Bench:
                    "sizes": self.sizes.__dict__, "rounds": self.args.rounds,
                    "elapsed_s": elapsed, "versions": versions, "checks": self.check_lines,
                    "failed_checks": self.failed_checks, "worker_tuning": self.tuning,
+                   "feed": {"iterations_per_ms": self.feed_calibration,
+                            "steps": {k: v.__dict__ for k, v in self.feed_steps.items()},
+                            "epochs": self.feed_epochs},
+                   "sweep": [{k: v for k, v in r.items() if k != "traceback"}
+                             for r in self.sweep_records],
                    "rows": {k: [r.__dict__ for r in v] for k, v in rows.items()},
                    "records": [{k: v for k, v in r.items() if k != "traceback"}
                                for r in self.records],

@@ -6,7 +6,9 @@ the workload, then, depending on the mode:
 - ``measure``: iterates one epoch, timing the first batch and the rest, and writes throughput,
   CPU seconds (this process and its worker processes), element count and digest;
 - ``startup``: stops after the first batch;
-- ``check``: saves the first batches (canonical order, no shuffle) as ``.npz``.
+- ``check``: saves the first batches (canonical order, no shuffle) as ``.npz``;
+- ``feed``: one epoch consumed by the simulated trainer of ``benchmarks/feed.py``
+  (throughput, fraction of time waiting for input, element count and digest).
 
 The result is a JSON file at ``spec.out``; the parent measures peak memory from outside.
 """
@@ -84,6 +86,8 @@ def run(spec: RunSpec) -> dict[str, Any]:
     # Imports are done before the clock starts: startup means building the pipeline and
     # producing its first batch, not loading the library.
     system.prepare(spec)
+    if spec.mode == "feed":
+        return run_feed(system, spec)
     unbatched = spec.workload == "shuffle_memory"
     gc.collect()
     baseline_rss = rss_bytes()
@@ -146,6 +150,59 @@ def run(spec: RunSpec) -> dict[str, Any]:
                   for j, leaf in enumerate(leaves)}
         np.savez(spec.out + ".npz", **arrays)
     return result
+
+
+def run_feed(system: Any, spec: RunSpec) -> dict[str, Any]:
+    """One epoch through the simulated trainer (``spec.extra``: ``gil_ms``, ``sleep_ms``,
+    ``iterations``, ``max_seconds``)."""
+    import numpy as np
+
+    from benchmarks import feed
+
+    step = feed.Step(float(spec.extra["gil_ms"]), float(spec.extra["sleep_ms"]),
+                     int(spec.extra["iterations"]), float(spec.extra.get("digest_ms", 0.0)))
+    made: dict[str, Any] = {}
+
+    def make_iterator() -> Any:
+        made["iterable"] = system.build(spec)
+        made["iterator"] = iter(made["iterable"])
+        return made["iterator"]
+
+    gc.collect()
+    baseline_rss = rss_bytes()
+    cpu0 = cpu_seconds()
+    try:
+        result = feed.train(make_iterator, step, batch_size_of, batch_digest,
+                            max_seconds=spec.extra.get("max_seconds"))
+        cpu1 = cpu_seconds()
+        # A copy: the batch may live in memory the loader frees when it closes.
+        sample = ([np.array(leaf, copy=True) for leaf in batch_leaves(result.last)]
+                  if result.last is not None else None)
+        result.last = None
+    finally:
+        iterator = made.get("iterator")
+        close = getattr(iterator, "close", None)
+        if close is not None:
+            close()
+        if "iterable" in made:
+            system.cleanup(made["iterable"], iterator)
+    if sample is None:
+        raise RuntimeError("the pipeline produced no batch")
+    batch = feed.BATCH[spec.workload]
+    alone = feed.trainer_alone(sample, step, batch_digest) * batch
+    total = result.total_s
+    return {
+        "elements": result.elements, "batches": result.batches, "digest": result.digest,
+        "first_batch_s": result.first_batch_s, "total_s": total, "cpu_s": cpu1 - cpu0,
+        "capped": result.capped, "baseline_rss": baseline_rss, "notes": system.notes(spec),
+        "version": _version(spec),
+        "throughput": result.elements / total if total > 0 else None,
+        "waited": result.waited, "steady_waited": result.steady_waited,
+        "waited_s": result.waited_s, "steps_s": result.steps_s,
+        "limit": step.limit(batch), "trainer_alone": alone,
+        "gil_ms": step.gil_ms, "sleep_ms": step.sleep_ms, "iterations": step.iterations,
+        "digest_ms": step.digest_ms,
+    }
 
 
 def main(argv: list[str]) -> int:

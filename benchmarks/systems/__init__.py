@@ -10,8 +10,23 @@ from __future__ import annotations
 
 # System name -> (module under benchmarks.systems, its variants).
 SYSTEMS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "feedline": ("feedline_sys", ("recommended",)),
+    "feedline": ("feedline_sys", ("recommended", "processes")),
     "tf": ("tf_sys", ("expert", "naive")),
     "torch": ("torch_sys", ("expert", "naive")),
     "grain": ("grain_sys", ("expert", "naive")),
+}
+
+# Variants that exist for some workloads only: (system, variant) -> those workloads.
+ONLY_FOR: dict[tuple[str, str], tuple[str, ...]] = {
+    # The whole pipeline in worker processes (Dataset.multiprocess): chess and images.
+    ("feedline", "processes"): ("chess", "images"),
+}
+# Variants that run only when asked for (``--feedline-processes``).
+OPTIONAL: set[tuple[str, str]] = {("feedline", "processes")}
+# Variants with a worker-process count (``spec.extra["workers"]``): tuned before the timed
+# rounds and swept by ``./dev bench sweep``, for these workloads.
+WORKER_COUNTED: dict[tuple[str, str], tuple[str, ...]] = {
+    ("torch", "expert"): ("chess", "images", "python_heavy"),
+    ("grain", "expert"): ("chess", "images", "python_heavy"),
+    ("feedline", "processes"): ("chess", "images"),
 }

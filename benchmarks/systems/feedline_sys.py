@@ -4,10 +4,15 @@ Batch first, then do the per-batch work in one vectorized function (``parse_exam
 whole batch plus NumPy), run that ``map`` with ``num_parallel_calls=AUTOTUNE`` (threads: NumPy,
 file reads and JPEG decoding release the GIL), and ``prefetch`` at the end. Pure-Python
 functions that hold the GIL go to ``executor="process"``.
+
+Variant ``processes`` (chess and images): the same pipeline followed by
+``.multiprocess(N)``: all of it runs in ``N`` worker processes, each on a shard of the input
+(files for chess, elements for images), batches returned through shared memory.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -26,6 +31,8 @@ def prepare(spec: RunSpec) -> None:
 
 
 def notes(spec: RunSpec) -> str:
+    if spec.variant == "processes":
+        return f"multiprocess({_workers(spec)})"
     if spec.workload == "images":
         return f"threads, {spec.data.get('decoder')}"
     if spec.workload == "python_heavy":
@@ -39,10 +46,27 @@ def cleanup(iterable: Any, iterator: Any) -> None:
         close()
 
 
+def _workers(spec: RunSpec) -> int:
+    """Worker processes of the ``processes`` variant: the tuned count, else one per core.
+
+    One in check mode: a single worker reads every file in order, so its batches are the
+    reference's, through the same processes and shared memory.
+    """
+    if spec.ordered:
+        return 1
+    return int(spec.extra.get("workers") or os.cpu_count() or 1)
+
+
 def build(spec: RunSpec) -> Any:
-    return {"chess": _chess, "images": _images, "overhead": _overhead,
-            "python_heavy": _python_heavy, "shuffle_memory": _shuffle_memory,
-            }[spec.workload](spec)
+    ds = {"chess": _chess, "images": _images, "overhead": _overhead,
+          "python_heavy": _python_heavy, "shuffle_memory": _shuffle_memory,
+          }[spec.workload](spec)
+    if spec.variant == "processes":
+        if spec.workload not in ("chess", "images"):
+            raise ValueError(f"variant 'processes' is for chess and images, not "
+                             f"{spec.workload!r}")
+        ds = ds.multiprocess(_workers(spec))
+    return ds
 
 
 # ----------------------------------------------------------------------------- chess
@@ -66,7 +90,7 @@ def _chess(spec: RunSpec) -> Any:
 
 # ----------------------------------------------------------------------------- images
 def _images(spec: RunSpec) -> Any:
-    params = np.load(spec.data["params"])
+    params = common.image_params(spec.data)
     decoder = spec.data["decoder"]
     ds = fl.Dataset.from_tensor_slices(
         (np.array(spec.data["files"]), params[:, 0], params[:, 1], params[:, 2]))
@@ -74,7 +98,9 @@ def _images(spec: RunSpec) -> Any:
         ds = ds.shuffle(len(spec.data["files"]), seed=spec.seed)
 
     def augment(path: Any, dy: Any, dx: Any, flip: Any) -> np.ndarray:
-        return common.load_and_augment(str(path), dy, dx, flip, decoder)
+        # A string tensor's element is bytes (as in tf.data), or a NumPy str.
+        path = path if isinstance(path, bytes) else str(path)
+        return common.load_and_augment(path, dy, dx, flip, decoder)
 
     ds = ds.map(augment, num_parallel_calls=fl.AUTOTUNE)
     return ds.batch(common.IMAGE_BATCH).prefetch(fl.AUTOTUNE)

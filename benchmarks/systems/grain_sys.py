@@ -112,7 +112,7 @@ def _chess(spec: RunSpec, expert: bool) -> Any:
 # ----------------------------------------------------------------------------- images
 def _images(spec: RunSpec, expert: bool) -> Any:
     files = spec.data["files"]
-    params = np.load(spec.data["params"])
+    params = common.image_params(spec.data)
     decoder = spec.data["decoder"]
     ds = grain.MapDataset.range(len(files))
     if spec.shuffle:

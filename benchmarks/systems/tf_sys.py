@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
-
 from benchmarks import common
 from benchmarks.common import RunSpec
 
@@ -112,7 +110,7 @@ def _chess(spec: RunSpec, expert: bool) -> Any:
 
 # ----------------------------------------------------------------------------- images
 def _image_source(spec: RunSpec) -> Any:
-    params = np.load(spec.data["params"])
+    params = common.image_params(spec.data)
     ds = tf.data.Dataset.from_tensor_slices(
         (spec.data["files"], params[:, 0], params[:, 1], params[:, 2]))
     if spec.shuffle:

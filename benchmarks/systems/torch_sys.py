@@ -155,7 +155,7 @@ def _chess_naive(spec: RunSpec) -> Any:
 # ----------------------------------------------------------------------------- images
 def _images(spec: RunSpec, expert: bool) -> Any:
     files = spec.data["files"]
-    params = np.load(spec.data["params"])
+    params = common.image_params(spec.data)
     decoder = spec.data["decoder"]
 
     class Images(torch.utils.data.Dataset):
