@@ -38,12 +38,26 @@ class IteratorContext:
             knows its epoch. Weakly keyed by the node itself, not ``id(node)``: a node made
             inside a ``flat_map`` function and freed could otherwise pass its count on to a
             new node that reuses its id. Use :meth:`start_iteration` / :meth:`set_iterations`.
+        kept: What a stage keeps from one of its iterators to the next within this pipeline
+            run (the worker processes of ``multiprocess`` stay alive across the epochs of a
+            ``repeat``), by node. Each has a ``shutdown()``, called by :meth:`close_kept`
+            when the pipeline closes.
+        closing: Set while the pipeline closes: stages then release rather than keep.
     """
 
     options: Options = field(default_factory=Options)
     iterations: weakref.WeakKeyDictionary[Any, int] = field(
         default_factory=weakref.WeakKeyDictionary, repr=False)
     _iterations_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    kept: dict[Any, Any] = field(default_factory=dict, repr=False)
+    closing: bool = False
+
+    def close_kept(self) -> None:
+        """Shut down everything stages kept for their next iterator."""
+        self.closing = True
+        while self.kept:
+            _, resource = self.kept.popitem()
+            resource.shutdown()
 
     def start_iteration(self, node: object) -> int:
         """Count one more iterator of ``node``; return its 0-based number (the epoch)."""
@@ -293,7 +307,11 @@ class PipelineIterator:
         """
         root = getattr(self, "_root", None)
         if root is not None:
-            root.close()
+            self._ctx.closing = True
+            try:
+                root.close()
+            finally:
+                self._ctx.close_kept()
 
     def __enter__(self) -> Self:
         return self

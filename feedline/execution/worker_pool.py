@@ -15,7 +15,7 @@ messages of a run the consumer has moved past are dropped)::
     ("end", token)                   the shard is exhausted
     ("fatal", token, record, traceback)  the worker cannot run its shard
 
-and consumer to worker: ``("start", token, position, credits)``, ``("credit", n)``,
+and consumer to worker: ``("start", token, position, credits, epoch)``, ``("credit", n)``,
 ``("stop",)``; closing the connection ends the worker. Positions and snapshots are those of
 :mod:`feedline.execution.positions`: a worker's checkpoint is where it is in its shard.
 
@@ -29,6 +29,7 @@ parent dying).
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing.connection
 import os
 import signal
@@ -126,6 +127,33 @@ class _WorkerLoop:
         self._reader: PositionReader | None = None
         self._token: Any = None
         self._credits = 0
+        self._runs = 0
+        self._epoch_counts: dict[int, dict[Any, int]] = {}
+
+    def _begin_epoch(self, epoch: int) -> None:
+        """Set the per-node epoch counts for a run of ``epoch`` from its start: the counts
+        this worker had when it first began that epoch (a rewind to the start of an epoch
+        reshuffles as that epoch did), else the counts now."""
+        counts = self._epoch_counts.get(epoch)
+        if counts is None:
+            if self._runs == 0 and epoch > 0:
+                self._catch_up(epoch)
+            self._epoch_counts[epoch] = dict(self._ctx.iterations.items())
+            return
+        self._ctx.iterations.clear()
+        for node, count in counts.items():
+            self._ctx.set_iterations(node, count)
+
+    def _catch_up(self, epoch: int) -> None:
+        """A worker first started at ``epoch`` > 0 (its pool was made after a restore) counts
+        the epochs before it as run, so per-epoch behaviour (reshuffling) matches."""
+        stack, seen = [self._graph], set()
+        while stack:
+            node = stack.pop()
+            if id(node) not in seen:
+                seen.add(id(node))
+                self._ctx.set_iterations(node, epoch)
+                stack.extend(node._inputs)
 
     def run(self) -> None:
         channel = self._channel
@@ -142,7 +170,10 @@ class _WorkerLoop:
         if kind == "credit":
             self._credits += message[1]
         elif kind == "start":
-            _, token, position, credits = message
+            _, token, position, credits, epoch = message
+            if position is None:
+                self._begin_epoch(epoch)
+            self._runs += 1
             self._start(token, position, credits)
         elif kind == "stop":
             self._stop()
@@ -236,6 +267,12 @@ class WorkerPool:
         # worker still holds its socket open.
         self._exits: list[int | None] = [None] * num_workers
         self._shut = False
+        self._token_source = itertools.count(1)
+
+    def new_token(self) -> int:
+        """A tag for a new run of a worker, never used before in this pool (messages of
+        runs the consumer has moved past are recognised and dropped)."""
+        return next(self._token_source)
 
     def _spawn(self, index: int) -> None:
         import socket

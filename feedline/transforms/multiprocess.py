@@ -41,7 +41,6 @@ exit end every worker; shared memory is anonymous and freed by the kernel with i
 from __future__ import annotations
 
 import collections
-import itertools
 from typing import Any
 
 from feedline.core.constants import AUTOTUNE
@@ -90,8 +89,7 @@ class MultiprocessDataset(UnaryDataset):
             raise RuntimeError(
                 f"{self.name}: multiprocess() inside a pipeline that already runs in worker "
                 "processes; keep one multiprocess() stage, at the end of the pipeline")
-        ctx.start_iteration(self)
-        return MultiprocessIterator(ctx, self)
+        return MultiprocessIterator(ctx, self, ctx.start_iteration(self))
 
 
 class MultiprocessIterator(DatasetIterator):
@@ -99,23 +97,22 @@ class MultiprocessIterator(DatasetIterator):
 
     The state::
 
-        {"num_workers": n, "next_worker": k, "ended": [bool] * n,
+        {"epoch": e, "num_workers": n, "next_worker": k, "ended": [bool] * n,
          "workers": [position of worker i, ...]}   # [] before the first next()
     """
 
     OPERATION = "multiprocess"
 
-    def __init__(self, ctx: IteratorContext, node: MultiprocessDataset) -> None:
+    def __init__(self, ctx: IteratorContext, node: MultiprocessDataset, epoch: int) -> None:
         super().__init__(ctx, [])
         self._node = node
+        self._epoch = epoch
         options = ctx.options
         self._ordered = ctx.deterministic(node.deterministic)
         self._timeout = options.threading.element_timeout
         self._num_workers = (options.autotune_parallelism() if node.num_workers == AUTOTUNE
                              else node.num_workers)
         self._pool: WorkerPool | None = None
-        # Tokens tag each run of a worker; never reused, so no stale message is mistaken.
-        self._token_source = itertools.count(1)
         self._positions: list[State] = []  # restored, not yet sent to the workers
         self._running = False
         self._reset_merge(self._num_workers)
@@ -144,6 +141,8 @@ class MultiprocessIterator(DatasetIterator):
     def _start(self) -> None:
         if self._running:
             return
+        if self._pool is None:
+            self._pool = self._ctx.kept.pop(self._node, None)
         if self._pool is None or self._pool.num_workers != self._num_workers:
             if self._pool is not None:
                 self._pool.shutdown()
@@ -162,15 +161,16 @@ class MultiprocessIterator(DatasetIterator):
         self._running = True
 
     def _start_worker(self, index: int, position: State | None) -> None:
-        assert self._pool is not None
-        self._tokens[index] = next(self._token_source)
+        pool = self._pool
+        assert pool is not None
+        self._tokens[index] = pool.new_token()
         self._inbox[index].clear()
         if position is not None:
             self._trackers[index] = PositionTracker(position)
         else:
             self._trackers[index] = PositionTracker()
-        self._pool.send(index, ("start", self._tokens[index], position,
-                                self._node.buffer_size))
+        pool.send(index, ("start", self._tokens[index], position, self._node.buffer_size,
+                          self._epoch))
 
     def __next__(self) -> Any:
         if self._broken is not None:
@@ -295,8 +295,9 @@ class MultiprocessIterator(DatasetIterator):
                         tracker.add_snapshot((0, message[2]))
                 workers.append(tracker.state(self._pending_errors(index))
                                if tracker.has_snapshot else None)
-        return {"num_workers": self._num_workers, "next_worker": self._next_worker,
-                "ended": list(self._ended), "workers": workers}
+        return {"epoch": self._epoch, "num_workers": self._num_workers,
+                "next_worker": self._next_worker, "ended": list(self._ended),
+                "workers": workers}
 
     def _set_state(self, state: State) -> None:
         saved = int(state["num_workers"])
@@ -311,8 +312,11 @@ class MultiprocessIterator(DatasetIterator):
             raise CheckpointError(f"damaged state for the {self._node.name} stage: "
                                   f"{len(workers)} worker positions for {saved} workers")
         if self._running:
-            self._stop_workers()
+            assert self._pool is not None
+            self._stop_workers(self._pool)
         self._reset_merge(saved)
+        self._epoch = int(state["epoch"])
+        self._ctx.set_iterations(self._node, self._epoch + 1)
         self._ended = ended
         self._next_worker = int(state["next_worker"]) % saved
         self._positions = workers
@@ -323,15 +327,24 @@ class MultiprocessIterator(DatasetIterator):
             self._positions = []  # taken before every worker started: start afresh
             self._reset_merge(saved)
 
-    def _stop_workers(self) -> None:
-        assert self._pool is not None
+    def _stop_workers(self, pool: WorkerPool) -> None:
         for index in range(self._num_workers):
-            self._tokens[index] = next(self._token_source)
-            self._pool.send(index, ("stop",))
+            self._tokens[index] = pool.new_token()
+            if not self._ended[index]:
+                pool.send(index, ("stop",))
         self._running = False
 
     def _release(self) -> None:
         pool, self._pool = self._pool, None
-        if pool is not None:
+        if pool is None:
+            return
+        ctx = self._ctx
+        if not ctx.closing and self._node not in ctx.kept:
+            # The next iterator of this stage (the next epoch of a repeat) reuses the
+            # processes: their start-up is paid once per pipeline, not per epoch.
+            if self._running:
+                self._stop_workers(pool)
+            ctx.kept[self._node] = pool
+        else:
             pool.shutdown()
 
