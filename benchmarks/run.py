@@ -25,7 +25,7 @@ from typing import Any
 from benchmarks import data as data_mod
 from benchmarks import envs, feed, reference, report
 from benchmarks.common import RunSpec
-from benchmarks.systems import ONLY_FOR, OPTIONAL, SYSTEMS, WORKER_COUNTED
+from benchmarks.systems import ONLY_FOR, SWITCHABLE, SYSTEMS, WORKER_COUNTED
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -90,10 +90,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "until the trainer would be busy this long at its limit, so that "
                              "--small runs are not all start-up (default %(default)s)")
     parser.add_argument("--feedline-processes", action=argparse.BooleanOptionalAction,
-                        default=("feedline", "processes") not in OPTIONAL,
+                        default=True,
                         help="also run feedline's pipelines for chess and images in worker "
                              "processes (Dataset.multiprocess(N), N tuned like the peers' "
-                             "worker counts) (default: %(default)s)")
+                             "worker counts) (default: on)")
     parser.add_argument("--sweep-workers",
                         help="sweep: worker counts (default: 1 to all cores, "
                              f"here 1..{os.cpu_count()})")
@@ -280,7 +280,7 @@ class Bench:
     def enabled(self, system: str, variant: str, workload: str) -> bool:
         """Whether ``variant`` of ``system`` runs ``workload`` in this invocation."""
         if workload in ONLY_FOR.get((system, variant), (workload,)):
-            return (system, variant) not in OPTIONAL or bool(self.args.feedline_processes)
+            return (system, variant) not in SWITCHABLE or bool(self.args.feedline_processes)
         return False
 
     def configs(self, workload: str, feed_mode: bool = False) -> list[tuple[str, str]]:

@@ -21,8 +21,8 @@ ONLY_FOR: dict[tuple[str, str], tuple[str, ...]] = {
     # The whole pipeline in worker processes (Dataset.multiprocess): chess and images.
     ("feedline", "processes"): ("chess", "images"),
 }
-# Variants that run only when asked for (``--feedline-processes``).
-OPTIONAL: set[tuple[str, str]] = {("feedline", "processes")}
+# Variants that ``--no-feedline-processes`` leaves out.
+SWITCHABLE: set[tuple[str, str]] = {("feedline", "processes")}
 # Variants with a worker-process count (``spec.extra["workers"]``): tuned before the timed
 # rounds and swept by ``./dev bench sweep``, for these workloads.
 WORKER_COUNTED: dict[tuple[str, str], tuple[str, ...]] = {

@@ -106,12 +106,12 @@ def test_feed_runs_each_systems_expert_variant_and_sources_chess_and_images():
     assert bench.measured() == []
     assert bench.data_workloads() == ["chess", "images"]
     assert bench.configs("chess", feed_mode=True) == [
-        ("feedline", "recommended"), ("tf", "expert"), ("torch", "expert")]
+        ("feedline", "recommended"), ("feedline", "processes"), ("tf", "expert"),
+        ("torch", "expert")]
 
 
 def test_feedline_processes_variant_is_chess_and_images_only_and_has_a_worker_count():
-    bench = run.Bench(run.parse_args(["--feedline-processes", "--systems", "feedline",
-                                      "--workers", "3"]), [])
+    bench = run.Bench(run.parse_args(["--systems", "feedline", "--workers", "3"]), [])
     assert bench.configs("chess") == [("feedline", "recommended"), ("feedline", "processes")]
     assert bench.configs("overhead") == [("feedline", "recommended")]
     bench.tune_workers()
@@ -131,6 +131,9 @@ def test_sweep_is_opt_in_and_runs_every_count_of_counted_variants():
     chess = [(s, v, n) for _, w, s, v, n in plan if w == "chess"]
     assert chess == [("feedline", "recommended", None), ("tf", "expert", None),
                      ("torch", "expert", 1), ("torch", "expert", 2)]
+    args.feedline_processes = True
+    counted = [(v, n) for _, w, s, v, n in bench.sweep_plan() if s == "feedline"]
+    assert counted == [("recommended", None), ("processes", 1), ("processes", 2)] * 2
     assert run.parse_args(["sweep"]).sweep_workers[0] == 1
     with pytest.raises(SystemExit):
         run.parse_args(["sweep", "--sweep-workers", "0"])
@@ -145,8 +148,7 @@ def _feed_records(system, variant, values, waited):
 
 
 def test_feed_rows_report_waiting_limit_and_ratio_to_the_best_peer():
-    bench = run.Bench(run.parse_args(["feed", "--systems", "feedline,tf,torch",
-                                      "--feedline-processes"]), [])
+    bench = run.Bench(run.parse_args(["feed", "--systems", "feedline,tf,torch"]), [])
     bench.records = (_feed_records("feedline", "recommended", [30_000.0], 0.2)
                      + _feed_records("feedline", "processes", [48_000.0], 0.01)
                      + _feed_records("tf", "expert", [40_000.0], 0.1)

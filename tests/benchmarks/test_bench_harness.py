@@ -31,8 +31,8 @@ def test_sizes_small_and_overrides():
 
 def test_configs_alternate_systems_and_skip_naive_for_shuffle_memory():
     bench = run.Bench(run.parse_args(["--systems", "feedline,tf"]), [])
-    assert bench.configs("chess") == [("feedline", "recommended"), ("tf", "expert"),
-                                      ("tf", "naive")]
+    assert bench.configs("chess") == [("feedline", "recommended"), ("feedline", "processes"),
+                                      ("tf", "expert"), ("tf", "naive")]
     assert bench.configs("shuffle_memory") == [("feedline", "recommended"), ("tf", "expert")]
 
 
