@@ -8,6 +8,14 @@ descriptor over the Unix socket; the receiver maps it and rebuilds the element w
 that *are* views of that mapping: the payload is written once, by the producer, and never
 copied or unpickled by the consumer. Small buffers travel inline in the message.
 
+Shared buffers are reused: the sender keeps up to :data:`MAX_SHARED_BUFFERS` of them, each
+mapped once on both sides. The arrays the receiver hands out are views of one such buffer;
+when the last of them is freed, the receiver notes the buffer as released
+(:meth:`Channel.released`), the owner of the channel tells the sender
+(:meth:`Channel.reclaim`), and the sender writes a later element into it: after warm-up,
+sending an element costs one ``memcpy`` of its payload, with no allocation, page fault or
+system call for the memory, and receiving it none at all.
+
 Anonymous memory has no name: nothing is ever created in ``/dev/shm``, and the memory is
 freed by the kernel when the last mapping and descriptor are gone, whichever process dies
 and however (``SIGKILL`` included). Arrays received are writable and stay valid as long as
@@ -17,13 +25,17 @@ buffer inline.
 
 from __future__ import annotations
 
+import collections
 import mmap
 import os
 import pickle
 import select
 import socket
 import struct
+import weakref
 from typing import Any
+
+import numpy as np
 
 SHARED_MEMORY_THRESHOLD = 64 * 1024
 """Bytes of array payload from which an element's buffers travel in shared memory."""
@@ -31,6 +43,37 @@ SHARED_MEMORY_THRESHOLD = 64 * 1024
 _ALIGNMENT = 64  # every buffer starts on a cache line (and any dtype's alignment)
 _HAVE_MEMFD = hasattr(os, "memfd_create") and hasattr(socket, "send_fds")
 _HEADER = struct.Struct("!Q")  # length of the message that follows
+
+MAX_SHARED_BUFFERS = 16
+"""Reusable shared buffers per channel; beyond them (the receiver holds on to that many
+elements) each element gets a buffer of its own, freed with it."""
+_GRANULE = 1 << 20  # buffer sizes are rounded up to this, so similar elements share them
+
+
+class _SharedBuffer:
+    """A sender's reusable shared buffer: its descriptor and its mapping."""
+
+    __slots__ = ("fd", "id", "mapping", "size")
+
+    def __init__(self, buffer_id: int, size: int) -> None:
+        self.id = buffer_id
+        self.fd = os.memfd_create("feedline", os.MFD_CLOEXEC)
+        self.size = 0
+        self.mapping: mmap.mmap | None = None
+        self.resize(size)
+
+    def resize(self, size: int) -> None:
+        if self.mapping is not None:
+            self.mapping.close()
+        os.ftruncate(self.fd, size)
+        self.size = size
+        self.mapping = mmap.mmap(self.fd, size)
+
+    def close(self) -> None:
+        if self.mapping is not None:
+            self.mapping.close()
+            self.mapping = None
+        os.close(self.fd)
 
 
 def _aligned(offset: int) -> int:
@@ -60,6 +103,13 @@ class Channel:
     def __init__(self, sock: socket.socket) -> None:
         self._socket: socket.socket | None = sock
         self._shared = _HAVE_MEMFD and sock.family == socket.AF_UNIX
+        # Sender side: reusable buffers, free or lent to the receiver.
+        self._free: dict[int, _SharedBuffer] = {}
+        self._lent: dict[int, _SharedBuffer] = {}
+        # Receiver side: the mappings of the sender's buffers, and the ids of those whose
+        # last array was freed (appended by finalizers, from any thread).
+        self._mapped: dict[int, mmap.mmap] = {}
+        self._released: collections.deque[int] = collections.deque()
 
     @classmethod
     def pair(cls) -> tuple[Channel, Channel]:
@@ -103,6 +153,57 @@ class Channel:
             layout.append((offset, raw.nbytes))
             offset = _aligned(offset + raw.nbytes)
         size = max(offset, 1)
+        buffer, new = self._lend(size)
+        if buffer is None:  # every reusable buffer is held by the receiver: a one-off
+            self._send_once(header, raws, layout, size)
+            return
+        assert buffer.mapping is not None
+        target = memoryview(buffer.mapping)
+        try:
+            for (start, n), raw in zip(layout, raws, strict=True):
+                target[start:start + n] = raw
+        finally:
+            target.release()
+        body = pickle.dumps((header, ("pool", buffer.id, buffer.size, size, layout)),
+                            protocol=5)
+        self._send_message(body, buffer.fd if new else None)
+
+    def _lend(self, size: int) -> tuple[_SharedBuffer | None, bool]:
+        """A free buffer of at least ``size`` bytes (grown or made if needed), and whether
+        the receiver must map it anew."""
+        fitting = [b for b in self._free.values() if b.size >= size]
+        new = False
+        if fitting:
+            buffer = min(fitting, key=lambda b: b.size)
+        elif len(self._free) + len(self._lent) < MAX_SHARED_BUFFERS:
+            buffer = _SharedBuffer(len(self._free) + len(self._lent),
+                                   -(-size // _GRANULE) * _GRANULE)
+            new = True
+        elif self._free:
+            buffer = max(self._free.values(), key=lambda b: b.size)
+            buffer.resize(-(-size // _GRANULE) * _GRANULE)
+            new = True
+        else:
+            return None, False
+        self._free.pop(buffer.id, None)
+        self._lent[buffer.id] = buffer
+        return buffer, new
+
+    def reclaim(self, buffer_ids: list[int]) -> None:
+        """Sender side: the receiver released these buffers (see :meth:`released`)."""
+        for buffer_id in buffer_ids:
+            buffer = self._lent.pop(buffer_id, None)
+            if buffer is not None:  # ids of a previous channel are ignored
+                self._free[buffer_id] = buffer
+
+    def released(self) -> list[int]:
+        """Receiver side: buffers whose arrays have all been freed since the last call; the
+        owner passes them to the sender's :meth:`reclaim`."""
+        released = self._released
+        return [released.popleft() for _ in range(len(released))]
+
+    def _send_once(self, header: bytes, raws: list[memoryview],
+                   layout: list[tuple[int, int]], size: int) -> None:
         fd = os.memfd_create("feedline", os.MFD_CLOEXEC)
         try:
             os.ftruncate(fd, size)
@@ -110,7 +211,7 @@ class Channel:
                 written = 0
                 while written < raw.nbytes:  # pwrite may write less than asked
                     written += os.pwrite(fd, raw[written:], start + written)
-            self._send_message(pickle.dumps((header, (size, layout)), protocol=5), fd)
+            self._send_message(pickle.dumps((header, ("once", size, layout)), protocol=5), fd)
         finally:
             os.close(fd)
 
@@ -157,22 +258,43 @@ class Channel:
             return pickle.loads(header)
         if isinstance(payload, list):
             return pickle.loads(header, buffers=payload)
-        size, layout = payload
-        if len(fds) != 1:
+        kind = payload[0]
+        if len(fds) > 1 or (kind == "once" and not fds):
             for fd in fds:
                 os.close(fd)
             raise EOFError("a shared-memory message arrived without its descriptor")
-        try:
-            mapping = mmap.mmap(fds[0], size)
-        finally:
-            os.close(fds[0])
-        # The arrays rebuilt hold views of ``whole``, which holds the mapping: it is unmapped
-        # when the last of them is freed.
-        whole = memoryview(mapping)
-        return pickle.loads(header, buffers=[whole[start:start + n] for start, n in layout])
+        if kind == "once":
+            _, size, layout = payload
+            try:
+                mapping = mmap.mmap(fds[0], size)
+            finally:
+                os.close(fds[0])
+            # The arrays rebuilt are views of the mapping: it is unmapped with the last.
+            whole = memoryview(mapping)
+            return pickle.loads(header, buffers=[whole[a:a + n] for a, n in layout])
+        _, buffer_id, mapped_size, size, layout = payload
+        if fds:  # a buffer new to this side (or grown): map it once, keep the mapping
+            try:
+                self._mapped[buffer_id] = mmap.mmap(fds[0], mapped_size)
+            finally:
+                os.close(fds[0])
+        mapping = self._mapped.get(buffer_id)
+        if mapping is None:
+            raise EOFError(f"shared buffer {buffer_id} was never sent")
+        # ``base`` is the one object every array of this element is a view of: when it is
+        # freed, the buffer is free for the sender to reuse.
+        base = np.frombuffer(mapping, dtype=np.uint8, count=size)
+        finalizer = weakref.finalize(base, self._released.append, buffer_id)
+        finalizer.atexit = False
+        return pickle.loads(header, buffers=[base[a:a + n] for a, n in layout])
 
     def close(self) -> None:
-        """Close the socket. Idempotent."""
+        """Close the socket and the sender's buffers (arrays received stay valid). Idempotent."""
         sock, self._socket = self._socket, None
         if sock is not None:
             sock.close()
+        for buffer in [*self._free.values(), *self._lent.values()]:
+            buffer.close()
+        self._free.clear()
+        self._lent.clear()
+        self._mapped.clear()

@@ -15,7 +15,8 @@ messages of a run the consumer has moved past are dropped)::
     ("end", token)                   the shard is exhausted
     ("fatal", token, record, traceback)  the worker cannot run its shard
 
-and consumer to worker: ``("start", token, position, credits, epoch)``, ``("credit", n)``,
+and consumer to worker: ``("start", token, position, credits, epoch)``, ``("credit", n,
+released_buffers)`` (the shared buffers whose arrays the consumer has freed),
 ``("stop",)``; closing the connection ends the worker. Positions and snapshots are those of
 :mod:`feedline.execution.positions`: a worker's checkpoint is where it is in its shard.
 
@@ -169,6 +170,7 @@ class _WorkerLoop:
         kind = message[0]
         if kind == "credit":
             self._credits += message[1]
+            self._channel.reclaim(message[2])
         elif kind == "start":
             _, token, position, credits, epoch = message
             if position is None:
@@ -310,6 +312,13 @@ class WorkerPool:
             channel.send(message)
         except OSError:
             pass  # it died: the next receive reports how
+
+    def credit(self, index: int) -> None:
+        """Let worker ``index`` produce one more element, and reuse the shared buffers of
+        the elements the consumer has freed."""
+        channel = self._channels[index]
+        if channel is not None:
+            self.send(index, ("credit", 1, channel.released()))
 
     def restart(self, index: int) -> None:
         """Replace worker ``index`` (after it died) by a fresh process."""

@@ -267,7 +267,7 @@ class MultiprocessIterator(DatasetIterator):
         tracker.add_snapshot(snapshot)
         tracker.handed_out(item)
         assert self._pool is not None
-        self._pool.send(index, ("credit", 1))
+        self._pool.credit(index)
         if is_error:
             record, trace = value
             raise restore_error(record, note=f"feedline: raised in worker process {index} of "

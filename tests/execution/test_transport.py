@@ -100,3 +100,49 @@ def test_close_releases_every_descriptor():
         sender.close()
         receiver.close()
     assert len(os.listdir("/proc/self/fd")) == opened
+
+
+@pytest.mark.skipif(not transport._HAVE_MEMFD, reason="no memfd_create on this platform")
+def test_shared_buffers_are_reused_once_the_receivers_arrays_are_freed(channels):
+    sender, receiver = channels
+    big = np.ones(SHARED_MEMORY_THRESHOLD, np.float64)
+    sender.send(big)
+    first = receiver.recv()
+    assert receiver.released() == []  # still alive: the buffer is lent
+    sender.send(big * 2)
+    second = receiver.recv()  # a second buffer: the first is in use
+    assert sorted(sender._lent) == [0, 1]
+    del first
+    assert receiver.released() == [0]
+    sender.reclaim([0])
+    sender.send(big * 3)
+    third = receiver.recv()
+    assert sorted(sender._lent) == [0, 1] and not sender._free  # buffer 0 again
+    np.testing.assert_array_equal(second, big * 2)  # untouched by the reuse
+    np.testing.assert_array_equal(third, big * 3)
+    sender.reclaim([7])  # unknown ids (a previous channel's) are ignored
+
+
+@pytest.mark.skipif(not transport._HAVE_MEMFD, reason="no memfd_create on this platform")
+def test_a_receiver_holding_every_buffer_gets_one_off_buffers(channels, monkeypatch):
+    monkeypatch.setattr(transport, "MAX_SHARED_BUFFERS", 2)
+    sender, receiver = channels
+    held = []
+    for k in range(4):
+        sender.send(np.full(SHARED_MEMORY_THRESHOLD, k, np.int32))
+        held.append(receiver.recv())
+    assert len(sender._lent) == 2
+    assert [int(a[0]) for a in held] == [0, 1, 2, 3]
+
+
+@pytest.mark.skipif(not transport._HAVE_MEMFD, reason="no memfd_create on this platform")
+def test_a_larger_element_grows_a_free_buffer(channels, monkeypatch):
+    monkeypatch.setattr(transport, "MAX_SHARED_BUFFERS", 1)
+    sender, receiver = channels
+    sender.send(np.zeros(SHARED_MEMORY_THRESHOLD, np.uint8))
+    receiver.recv()  # freed at once
+    sender.reclaim(receiver.released())
+    large = np.arange(3 << 20, dtype=np.uint8)
+    sender.send(large)
+    np.testing.assert_array_equal(receiver.recv(), large)
+    assert sender._lent[0].size >= large.nbytes
