@@ -62,6 +62,8 @@ def _loader(dataset: Any, spec: RunSpec, **kwargs: Any) -> Any:
     workers = _workers(spec)
     if workers:
         kwargs.setdefault("prefetch_factor", 4)
+    if spec.extra.get("pin_memory"):
+        kwargs["pin_memory"] = True  # page-locked batches for the GPU (benchmarks/gpu_feed.py)
     return torch.utils.data.DataLoader(dataset, num_workers=workers, **kwargs)
 
 
