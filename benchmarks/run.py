@@ -364,8 +364,11 @@ class Bench:
             for system, _variant, workload in counted:
                 self.workers[(system, workload)] = self.args.workers[0]
             return
-        jobs = [(s, v, w, n) for s, v, w in counted if s in self.args.systems
-                and self.envs[s].python and w in self.data for n in self.args.workers]
+        # The sweep runs every count itself: only the timed workloads need a choice.
+        timed = self.measured() + self.startup_only() + self.feed_sources()
+        jobs = [(s, v, w, n) for s, v, w in counted if w in timed and w in self.data
+                and s in self.args.systems and self.envs[s].python
+                for n in self.args.workers]
         rates: dict[tuple[str, str], dict[int, float]] = {}
         for system, variant, workload, n in tqdm(jobs, desc="tuning worker counts",
                                                  leave=False):

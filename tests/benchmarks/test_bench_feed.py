@@ -135,6 +135,9 @@ def test_sweep_is_opt_in_and_runs_every_count_of_counted_variants():
     counted = [(v, n) for _, w, s, v, n in bench.sweep_plan() if s == "feedline"]
     assert counted == [("recommended", None), ("processes", 1), ("processes", 2)] * 2
     assert run.parse_args(["sweep"]).sweep_workers[0] == 1
+    bench.data = {"chess": {}, "images": {}}
+    bench.tune_workers()  # the sweep tries every count itself: nothing to tune
+    assert bench.tuning == [] and bench.workers == {}
     with pytest.raises(SystemExit):
         run.parse_args(["sweep", "--sweep-workers", "0"])
 
