@@ -349,7 +349,10 @@ def results_md(date: str, host: dict[str, Any], command: str, table: str,
         f"- Date: {date}",
         (f"- Machine: {host['nproc']} CPUs ({host['cpu']}), {host['ram_gib']} GiB RAM, "
          f"{host['os']}, Python {host['python']}; load average at start "
-         f"{host.get('loadavg_at_start')}"),
+         f"{host.get('loadavg_at_start')}"
+         + (f", at the end {host['loadavg_at_end']}" if host.get("loadavg_at_end") else "")
+         + " (the machine is shared: a load above its CPU count means other work ran "
+           "alongside)"),
         f"- Versions: {version_text}",
         f"- Command: `{command}`",
         "",

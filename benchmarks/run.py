@@ -639,6 +639,7 @@ class Bench:
             extras[name] = self.run_extra(name)
             sections.append("\n" + extras[name].get("markdown", ""))
         elapsed = time.perf_counter() - started
+        host["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
         command = "./dev bench " + shlex.join(self.argv)
         versions = self.versions()
         print(table)
