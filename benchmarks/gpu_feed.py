@@ -414,8 +414,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1),
                         help="worker processes of DataLoader, Grain's mp_prefetch and feedline's "
                              "multiprocess (default: all cores but one, %(default)s)")
-    parser.add_argument("--chess-records", type=int)
-    parser.add_argument("--chess-files", type=int)
+    parser.add_argument("--chess-records", type=int,
+                        help="default: 800,000 (issue 9's GPU runs; --small: 40,000)")
+    parser.add_argument("--chess-files", type=int,
+                        help="default: 32, so that up to 32 workers each read files "
+                             "(--small: 8)")
     parser.add_argument("--images", type=int, dest="image_count")
     parser.add_argument("--warmup-steps", type=int, default=20)
     parser.add_argument("--max-seconds", type=float, default=30,
@@ -465,7 +468,8 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks import data as data_mod
     from benchmarks import envs, feed
 
-    sizes = data_mod.Sizes.small() if args.small else data_mod.Sizes()
+    sizes = (data_mod.Sizes.small() if args.small
+             else data_mod.Sizes(chess_records=800_000, chess_files=32))
     overrides = {"chess_records": args.chess_records, "chess_files": args.chess_files,
                  "images": args.image_count}
     sizes = dataclasses.replace(sizes, **{k: v for k, v in overrides.items() if v is not None})
