@@ -234,13 +234,13 @@ def tuning_markdown(trials: list[dict[str, Any]], chosen: dict[tuple[str, str], 
     Example:
         >>> print(tuning_markdown([{"system": "torch", "workload": "chess", "workers": 2,
         ...                         "throughput": 10.0}], {("torch", "chess"): 2}))
-        ### worker processes tried (expert DataLoader / Grain; short runs)
+        ### worker processes tried (DataLoader, Grain, feedline processes; short runs)
         <BLANKLINE>
         | system | workload | throughput by num_workers | chosen |
         |---|---|---|---|
         | torch | chess | 2: 10 | 2 |
     """
-    lines = ["### worker processes tried (expert DataLoader / Grain; short runs)", "",
+    lines = ["### worker processes tried (DataLoader, Grain, feedline processes; short runs)", "",
              "| system | workload | throughput by num_workers | chosen |", "|---|---|---|---|"]
     for (system, workload), n in chosen.items():
         tried = [t for t in trials if t["system"] == system and t["workload"] == workload]
