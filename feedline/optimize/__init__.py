@@ -31,4 +31,6 @@ def optimize(dataset: Dataset, options: Options) -> Dataset:
             from feedline.core.constants import AUTOTUNE
 
             dataset = PrefetchDataset(dataset, AUTOTUNE)
-    return dataset
+    from feedline.autotune.processes import wrap_for_processes
+
+    return wrap_for_processes(dataset, options)

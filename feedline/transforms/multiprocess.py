@@ -41,6 +41,7 @@ exit end every worker; shared memory is anonymous and freed by the kernel with i
 from __future__ import annotations
 
 import collections
+import dataclasses
 from typing import Any
 
 from feedline.core.constants import AUTOTUNE
@@ -48,6 +49,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.error_records import restore_error
 from feedline.core.errors import CheckpointError, WorkerProcessError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.options import Options
 from feedline.core.unary import UnaryDataset
 from feedline.core.validation import validate_int
 from feedline.distribute.autoshard import ShardPlan, plan_sharding
@@ -151,7 +153,7 @@ class MultiprocessIterator(DatasetIterator):
                 from feedline.distribute.autoshard import shard_pipeline
 
                 shard_pipeline(self._node._inputs[0], self._num_workers, 0, plan)  # warns
-            self._pool = WorkerPool(self._node._inputs[0], self._ctx.options,
+            self._pool = WorkerPool(self._node._inputs[0], self._worker_options(),
                                     self._num_workers, self._node.name,
                                     self._ctx.options.threading.close_timeout)
         positions, self._positions = self._positions, []
@@ -159,6 +161,14 @@ class MultiprocessIterator(DatasetIterator):
             if not self._ended[index]:
                 self._start_worker(index, positions[index] if positions else None)
         self._running = True
+
+    def _worker_options(self) -> Options:
+        """The pipeline's options, with each worker's ``AUTOTUNE`` stages sharing the CPU
+        budget: ``n`` workers each using every core would oversubscribe the machine."""
+        options = self._ctx.options
+        share = max(1, options.autotune_parallelism() // self._num_workers)
+        return dataclasses.replace(options, autotune=dataclasses.replace(
+            options.autotune, cpu_budget=share))
 
     def _start_worker(self, index: int, position: State | None) -> None:
         pool = self._pool

@@ -1,0 +1,251 @@
+"""AUTOTUNE chooses threads or worker processes for a whole pipeline, from measurement.
+
+A pipeline written the tf.data way ends with ``prefetch(AUTOTUNE)``. When it does,
+:func:`wrap_for_processes` puts an :class:`AutoProcessesDataset` on top, whose iterator runs
+the pipeline in this process for a short *trial* (:data:`TRIAL_SECONDS`, at least
+:data:`TRIAL_MIN_ELEMENTS` elements) and measures how many cores it kept busy: the process's
+CPU time over the wall time, ``u``. Threads run NumPy, codecs and I/O in parallel, but Python
+holds the GIL: a pipeline whose Python dominates stays near one core whatever its thread
+count, and one that waits on I/O keeps fewer busy (more processes then also read more at
+once). If the CPU budget ``c`` is at least :data:`MIN_GAIN` times ``u``, the pipeline moves
+to ``round(c / max(u, 1))`` worker processes (:mod:`feedline.transforms.multiprocess`),
+each of which may use ``c // workers`` threads; otherwise it continues on threads. The
+decision, with its figures, is logged (logger ``feedline.autotune``) and kept as
+:attr:`AutoProcessesIterator.decision`.
+
+It only moves when that cannot change the result a user sees: the sharding must keep the
+single-process order (``ShardPlan.exact_order``), unless ``Options(deterministic=False)``
+allows reordering; the pipeline must pickle; and never from inside a worker. Elements the
+trial made are delivered when the pipeline stays on threads, and discarded when it moves
+(the workers make them again: every element arrives once). User functions with side effects
+in the parent (appending to a list) see them in worker processes instead: switch the
+choice off with ``Options(autotune=AutotuneOptions(processes=False))``, or force it on
+without a trial with ``processes=True``.
+
+Checkpoints are those of the mode chosen (a ``prefetch`` state on threads, a
+``multiprocess`` state in processes); restoring follows the mode the state was saved in.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import time
+from typing import Any
+
+from feedline.core.constants import AUTOTUNE
+from feedline.core.dataset import Dataset
+from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.options import Options
+from feedline.core.unary import UnaryDataset
+
+TRIAL_SECONDS = 0.3
+"""Least wall time of the trial on threads before deciding."""
+TRIAL_MIN_ELEMENTS = 4
+"""Least elements of the trial (a pipeline that ends sooner stays on threads)."""
+TRIAL_MAX_ELEMENTS = 64
+"""Most elements the trial holds back (its outputs are kept until delivered)."""
+MIN_GAIN = 1.5
+"""Least predicted speed-up (CPU budget / cores busy on threads) that moves to processes."""
+
+_log = logging.getLogger("feedline.autotune")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessDecision:
+    """What AUTOTUNE chose for a pipeline, and why.
+
+    Attributes:
+        mode: ``"threads"`` or ``"processes"``.
+        workers: Worker processes (0 on threads).
+        cores_busy: CPU seconds per wall second during the trial (``None`` without one).
+        cpu_budget: Cores the pipeline may use.
+        reason: Why, in words.
+    """
+
+    mode: str
+    workers: int
+    cores_busy: float | None
+    cpu_budget: int
+    reason: str
+
+
+def wrap_for_processes(dataset: Dataset, options: Options) -> Dataset:
+    """``dataset`` under an :class:`AutoProcessesDataset` if AUTOTUNE may move it to
+    processes: it ends with ``prefetch(AUTOTUNE)`` and autotuning is on.
+
+    Example:
+        >>> import feedline as fl
+        >>> ds = fl.Dataset.range(4).prefetch(fl.AUTOTUNE)
+        >>> type(wrap_for_processes(ds, fl.Options())).__name__
+        'AutoProcessesDataset'
+        >>> type(wrap_for_processes(fl.Dataset.range(4), fl.Options())).__name__
+        'RangeDataset'
+    """
+    from feedline.execution.worker_pool import in_worker_process
+    from feedline.transforms.prefetch import PrefetchDataset
+    from feedline.transforms.with_options import OptionsDataset
+
+    last = dataset
+    while isinstance(last, OptionsDataset):  # with_options() at the end changes no data
+        last = last.input_dataset
+    tuning = options.autotune
+    if (tuning.enabled and tuning.processes is not False and not in_worker_process()
+            and isinstance(last, PrefetchDataset) and last.buffer_size == AUTOTUNE
+            and options.autotune_parallelism() >= 2):
+        return AutoProcessesDataset(dataset)
+    return dataset
+
+
+class AutoProcessesDataset(UnaryDataset):
+    """Runs its input on threads or in worker processes, as measured (see the module doc)."""
+
+    def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
+        return AutoProcessesIterator(ctx, self)
+
+
+class _Failed:
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+class AutoProcessesIterator(DatasetIterator):
+    """The trial, the decision, then the chosen iterator (see the module doc)."""
+
+    def __init__(self, ctx: IteratorContext, node: AutoProcessesDataset) -> None:
+        super().__init__(ctx, [])
+        self._node = node
+        self._inner = node.input_dataset._make_iterator(ctx)
+        self._inputs = [self._inner]
+        self.decision: ProcessDecision | None = None
+        # Trial outputs not yet delivered, each with the inner state right after it.
+        self._held: collections.deque[tuple[Any, State]] = collections.deque()
+        self._held_state: State | None = None
+
+    @property
+    def replay_exact(self) -> bool:
+        return self._inner.replay_exact
+
+    def __next__(self) -> Any:
+        if self.decision is None:
+            self._decide()
+        if self._held:
+            outcome, self._held_state = self._held.popleft()
+            if isinstance(outcome, _Failed):
+                raise outcome.error
+            return outcome
+        self._held_state = None
+        return next(self._inner)
+
+    # ------------------------------------------------------------------ deciding
+    def _decide(self) -> None:
+        from feedline.distribute.autoshard import plan_sharding
+
+        options = self._ctx.options
+        budget = options.autotune_parallelism()
+        forced = options.autotune.processes is True
+        plan = plan_sharding(self._node.input_dataset, budget)
+        if plan.policy == "output":
+            self._stay(budget, None, "no stage boundary to shard the input at")
+            return
+        if not plan.exact_order and self._ctx.deterministic(None):
+            self._stay(budget, None, f"sharding by {plan.policy} would change the element "
+                       "order (allow it with Options(deterministic=False))")
+            return
+        busy = None
+        if not forced:
+            busy, ended = self._trial()
+            if ended:
+                self._stay(budget, busy, "the data ended during the trial")
+                return
+            if budget < MIN_GAIN * busy:
+                self._stay(budget, busy, f"threads keep {busy:.2f} of {budget} cores busy")
+                return
+        workers = max(2, min(budget, round(budget / max(busy or 1.0, 1.0))))
+        try:
+            self._move(workers)
+        except TypeError as error:  # the pipeline does not pickle
+            self._stay(budget, busy, str(error))
+            return
+        self._record(ProcessDecision("processes", workers, busy, budget,
+                                     "forced by AutotuneOptions(processes=True)" if forced
+                                     else f"threads kept {busy:.2f} of {budget} cores busy"))
+
+    def _trial(self) -> tuple[float, bool]:
+        """Pull on threads for the trial; hold what it makes. Returns (cores busy, ended)."""
+        inner, held = self._inner, self._held
+        wall, cpu = time.perf_counter(), time.process_time()
+        ended = False
+        while len(held) < TRIAL_MAX_ELEMENTS and (
+                len(held) < TRIAL_MIN_ELEMENTS or time.perf_counter() - wall < TRIAL_SECONDS):
+            try:
+                outcome: Any = next(inner)
+            except StopIteration:
+                ended = True
+                break
+            except Exception as error:  # noqa: BLE001 - delivered in its place later
+                outcome = _Failed(error)
+            held.append((outcome, inner.state_dict()))
+        elapsed = max(time.perf_counter() - wall, 1e-9)
+        return (time.process_time() - cpu) / elapsed, ended
+
+    def _stay(self, budget: int, busy: float | None, reason: str) -> None:
+        self._record(ProcessDecision("threads", 0, busy, budget, reason))
+
+    def _record(self, decision: ProcessDecision) -> None:
+        self.decision = decision
+        _log.info("feedline AUTOTUNE: %s%s (%s)", decision.mode,
+                  f" x{decision.workers}" if decision.workers else "", decision.reason)
+
+    def _move(self, workers: int) -> None:
+        """Continue in ``workers`` processes from the start (the trial's work is redone
+        there, so that every element arrives once and in the single-process order)."""
+        from feedline.transforms.multiprocess import MultiprocessDataset
+
+        node = MultiprocessDataset(self._node.input_dataset, workers)
+        moved = node._make_iterator(self._ctx)
+        moved._start()  # pickles the pipeline: a TypeError here keeps the threads
+        self._held.clear()
+        self._replace(moved)
+
+    def _replace(self, inner: DatasetIterator) -> None:
+        old, self._inner, self._inputs = self._inner, inner, [inner]
+        old.close()
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> State:
+        """The state of the chosen iterator (while trial outputs are being delivered: the
+        threads iterator's state right after the last one delivered)."""
+        if self._held_state is not None:
+            return self._held_state
+        return self._inner.state_dict()
+
+    def load_state_dict(self, state: State) -> None:
+        """Continue in the mode ``state`` was saved in."""
+        from feedline.transforms.multiprocess import MultiprocessDataset, MultiprocessIterator
+
+        self._held.clear()
+        self._held_state = None
+        budget = self._ctx.options.autotune_parallelism()
+        if isinstance(state, dict) and state.get("type") == MultiprocessIterator.OPERATION:
+            moved = MultiprocessDataset(self._node.input_dataset, AUTOTUNE)._make_iterator(
+                self._ctx)
+            moved.load_state_dict(state)
+            self._replace(moved)
+            self.decision = ProcessDecision("processes", len(state["ended"]), None, budget,
+                                            "restored from a state saved in processes")
+            return
+        if isinstance(self._inner, MultiprocessIterator):
+            self._replace(self._node.input_dataset._make_iterator(self._ctx))
+        self._inner.load_state_dict(state)
+        self.decision = ProcessDecision("threads", 0, None, budget,
+                                        "restored from a state saved on threads")
+
+    def _get_state(self) -> State:  # state_dict is overridden: never called
+        return self.state_dict()
+
+    def _set_state(self, state: State) -> None:  # load_state_dict is overridden
+        self.load_state_dict(state)

@@ -1,0 +1,175 @@
+"""AUTOTUNE's choice between threads and worker processes for a whole pipeline."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import feedline as fl
+from feedline.autotune import processes
+from feedline.autotune.processes import AutoProcessesIterator
+from feedline.testing import check_checkpointing, fail_at
+
+pytestmark = pytest.mark.timeout(120)
+
+AUTO = fl.Options(autotune=fl.AutotuneOptions(cpu_budget=2))
+FORCED = fl.Options(autotune=fl.AutotuneOptions(cpu_budget=2, processes=True))
+NEVER = fl.Options(autotune=fl.AutotuneOptions(cpu_budget=2, processes=False))
+
+
+def _pipeline(n: int = 40, options: fl.Options = AUTO) -> fl.Dataset:
+    return fl.Dataset.range(n).map(lambda x: x * 2).batch(4).prefetch(fl.AUTOTUNE) \
+        .with_options(options)
+
+
+def _expected(n: int = 40) -> list[list[int]]:
+    return [[2 * x for x in range(i, min(i + 4, n))] for i in range(0, n, 4)]
+
+
+def _root(it: fl.PipelineIterator) -> AutoProcessesIterator:
+    root = it._root
+    assert isinstance(root, AutoProcessesIterator)
+    return root
+
+
+@pytest.fixture
+def trial(monkeypatch):
+    """Make the trial report ``busy`` cores, ending the data or not."""
+    def set_trial(busy: float, ended: bool = False) -> None:
+        original = AutoProcessesIterator._trial
+
+        def fake(self):
+            original(self)
+            return busy, ended
+        monkeypatch.setattr(AutoProcessesIterator, "_trial", fake)
+    return set_trial
+
+
+def test_only_a_pipeline_ending_with_prefetch_autotune_is_considered():
+    for ds in (fl.Dataset.range(8).prefetch(2), fl.Dataset.range(8).batch(2),
+               _pipeline(options=NEVER),
+               _pipeline(options=fl.Options(autotune=fl.AutotuneOptions(cpu_budget=1)))):
+        with iter(ds) as it:
+            assert not isinstance(it._root, AutoProcessesIterator)
+
+
+def test_gil_bound_trial_moves_to_processes_and_keeps_every_element_in_order(trial):
+    trial(busy=1.0)
+    with iter(_pipeline()) as it:
+        assert [b.tolist() for b in it] == _expected()
+        decision = _root(it).decision
+    assert (decision.mode, decision.workers, decision.cpu_budget) == ("processes", 2, 2)
+    assert "1.00 of 2 cores" in decision.reason
+
+
+def test_threads_that_keep_the_cores_busy_stay(trial):
+    trial(busy=1.9)
+    with iter(_pipeline()) as it:
+        assert [b.tolist() for b in it] == _expected()
+        assert _root(it).decision.mode == "threads"
+        assert "1.90 of 2 cores" in _root(it).decision.reason
+
+
+def test_data_ending_during_the_trial_stays_on_threads(trial):
+    trial(busy=1.0, ended=True)
+    with iter(_pipeline(8)) as it:
+        assert [b.tolist() for b in it] == _expected(8)
+        assert _root(it).decision.reason == "the data ended during the trial"
+
+
+def test_a_move_that_would_reorder_needs_deterministic_false(trial, tmp_path):
+    trial(busy=1.0)
+    paths = []
+    for f in range(2):
+        path = str(tmp_path / f"{f}.tfrecord")
+        fl.write_tfrecord(fl.Dataset.from_tensor_slices(
+            np.array([b"%d-%d" % (f, i) for i in range(20)], dtype=object)), path)
+        paths.append(path)
+    ds = fl.TFRecordDataset(paths).batch(3).prefetch(fl.AUTOTUNE)
+    with iter(ds.with_options(AUTO)) as it:
+        ordered = [b.tolist() for b in it]
+        assert _root(it).decision.mode == "threads"
+        assert "would change the element order" in _root(it).decision.reason
+    unordered = fl.Options(deterministic=False, autotune=fl.AutotuneOptions(cpu_budget=2))
+    with iter(ds.with_options(unordered)) as it:
+        moved = [b.tolist() for b in it]
+        assert _root(it).decision.mode == "processes"
+    assert sorted(x for b in moved for x in b) == sorted(x for b in ordered for x in b)
+
+
+def test_forced_processes_skip_the_trial_and_restore_exactly():
+    ds = _pipeline(options=FORCED)
+    it = iter(ds)
+    first = [next(it).tolist() for _ in range(4)]
+    assert _root(it).decision.mode == "processes" and _root(it).decision.cores_busy is None
+    state = it.state_dict()
+    assert state["root"]["type"] == "multiprocess"
+    rest = [b.tolist() for b in it]
+    it.close()
+    assert first + rest == _expected()
+    with iter(ds) as restored:
+        restored.load_state_dict(state)
+        assert [b.tolist() for b in restored] == rest
+        assert _root(restored).decision.reason == "restored from a state saved in processes"
+
+
+def test_a_threads_state_restores_on_threads(monkeypatch):
+    monkeypatch.setattr(processes, "MIN_GAIN", 1e9)  # never moves
+    it = iter(_pipeline())
+    first = [next(it).tolist() for _ in range(3)]
+    state = it.state_dict()
+    assert state["root"]["type"] == "prefetch"
+    it.close()
+    with iter(_pipeline(options=FORCED)) as restored:
+        restored.load_state_dict(state)
+        assert [b.tolist() for b in restored] == _expected()[3:]
+        assert _root(restored).decision.mode == "threads"
+    assert first == _expected()[:3]
+
+
+def test_checkpoints_while_trial_outputs_are_delivered(monkeypatch):
+    monkeypatch.setattr(processes, "MIN_GAIN", 1e9)
+    monkeypatch.setattr(processes, "TRIAL_SECONDS", 0.0)
+    monkeypatch.setattr(processes, "TRIAL_MIN_ELEMENTS", 5)
+    ds = fail_at(fl.Dataset.range(30), [2, 11]).map(lambda x: x + 1).batch(2) \
+        .prefetch(fl.AUTOTUNE).with_options(AUTO)
+    check_checkpointing(ds, steps=[0, 1, 2, 4, 6, 9], epochs=1)
+
+
+def test_errors_of_the_trial_arrive_in_place(trial):
+    trial(busy=1.9)
+    ds = fail_at(fl.Dataset.range(10), [1]).batch(2).prefetch(fl.AUTOTUNE).with_options(AUTO)
+    outcomes = []
+    with iter(ds) as it:
+        while True:
+            try:
+                outcomes.append(next(it).tolist())
+            except StopIteration:
+                break
+            except Exception as error:  # noqa: BLE001 - recorded as an outcome
+                outcomes.append(type(error).__name__)
+    with iter(ds.with_options(NEVER)) as it:
+        reference = []
+        while True:
+            try:
+                reference.append(next(it).tolist())
+            except StopIteration:
+                break
+            except Exception as error:  # noqa: BLE001
+                reference.append(type(error).__name__)
+    assert outcomes == reference and any(isinstance(o, str) for o in outcomes)
+
+
+def test_a_pipeline_that_does_not_pickle_stays_on_threads():
+    lock = threading.Lock()
+
+    def locked(x):
+        with lock:
+            return x
+    ds = fl.Dataset.range(12).map(locked).batch(3).prefetch(fl.AUTOTUNE).with_options(FORCED)
+    with iter(ds) as it:
+        assert [b.tolist() for b in it] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
+        decision = _root(it).decision
+    assert decision.mode == "threads" and "does not pickle" in decision.reason
