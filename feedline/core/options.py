@@ -61,11 +61,21 @@ class AutotuneOptions:
             ``ThreadingOptions.max_parallelism``).
         ram_budget: Bytes one ``prefetch(AUTOTUNE)`` buffer may grow to, estimated from the
             size of its elements; ``None`` means a quarter of the machine's memory.
+        choose_executor: Whether a ``map(f, num_parallel_calls=AUTOTUNE)`` given no
+            ``executor`` measures ``f`` on threads over its first calls and moves the rest
+            to worker processes when the GIL serializes them and processes pay
+            (:mod:`feedline.execution.executor_choice`); ``False`` (or ``enabled=False``)
+            keeps such maps on threads. An explicit ``executor`` is always obeyed.
+        processes: Whether a pipeline ending with ``prefetch(AUTOTUNE)`` may move to worker
+            processes (:mod:`feedline.autotune.processes`): ``None`` decides from a short
+            trial on threads, ``True`` moves whenever it keeps the output, ``False`` never.
     """
 
     enabled: bool = True
     cpu_budget: int | None = None
     ram_budget: int | None = None
+    choose_executor: bool = True
+    processes: bool | None = None
 
 
 @dataclass(frozen=True)
