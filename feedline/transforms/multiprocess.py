@@ -167,8 +167,13 @@ class MultiprocessIterator(DatasetIterator):
         budget: ``n`` workers each using every core would oversubscribe the machine."""
         options = self._ctx.options
         share = max(1, options.autotune_parallelism() // self._num_workers)
-        return dataclasses.replace(options, autotune=dataclasses.replace(
-            options.autotune, cpu_budget=share))
+        # Options(deterministic=False) lets this stage merge workers in any order; inside
+        # a worker, order costs nothing worth having and keeps its checkpoints cheap (an
+        # unordered input must be snapshotted after every element, see positions.py).
+        deterministic = None if options.deterministic is False else options.deterministic
+        return dataclasses.replace(options, deterministic=deterministic,
+                                   autotune=dataclasses.replace(options.autotune,
+                                                                cpu_budget=share))
 
     def _start_worker(self, index: int, position: State | None) -> None:
         pool = self._pool
