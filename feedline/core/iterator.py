@@ -259,6 +259,21 @@ class PipelineIterator:
                     raise StopIteration from None
                 raise
 
+    @property
+    def process_decision(self) -> Any:
+        """What AUTOTUNE chose between threads and worker processes for this pipeline (a
+        :class:`~feedline.autotune.processes.ProcessDecision`: mode, workers, cores kept
+        busy, reason), or ``None`` if it had no choice to make or has not made it yet.
+
+        Example:
+            >>> import feedline as fl
+            >>> it = iter(fl.Dataset.range(3).prefetch(fl.AUTOTUNE))
+            >>> _ = list(it)
+            >>> it.process_decision is None or it.process_decision.mode == "threads"
+            True
+        """
+        return getattr(self._root, "decision", None)
+
     def _fingerprint(self) -> PipelineFingerprint:
         # Computed once, on the graph as the user wrote it (before rewrites such as fusion).
         if self._saved_fingerprint is None:
