@@ -33,6 +33,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing.connection
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -86,6 +87,7 @@ def worker_entry(fd: int) -> None:
     global _IN_WORKER
     _IN_WORKER = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _exit_with_parent()
     import socket
 
     channel = Channel(socket.socket(fileno=fd))
@@ -102,6 +104,26 @@ def worker_entry(fd: int) -> None:
             pass
     finally:
         channel.close()
+
+
+def _exit_with_parent() -> None:
+    """End this process when its parent does, even while a user function holds the main
+    thread (the end of the socket is only noticed between elements)."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        try:
+            pidfd = os.pidfd_open(parent)
+        except (AttributeError, OSError):  # no pidfd (old kernel, macOS): poll
+            while os.getppid() == parent:
+                time.sleep(0.5)
+        else:
+            select.select([pidfd], [], [])  # readable when the parent has exited
+        os._exit(1)
+
+    threading.Thread(target=watch, name="feedline-parent-watch", daemon=True).start()
 
 
 class _WorkerLoop:
@@ -226,7 +248,10 @@ class _WorkerLoop:
             value = (error_record(value), "".join(traceback.format_exception(value)))
         try:
             self._channel.send(("item", token, item, is_error, value, snapshot))
-        except (TypeError, AttributeError, ValueError) as error:  # the element won't pickle
+        except OSError:
+            raise  # the consumer is gone
+        except Exception as error:  # noqa: BLE001 - the element won't pickle (pickle raises
+            # TypeError, AttributeError, PicklingError or whatever a __reduce__ raises)
             wrapped = TypeError(f"element {item} of this worker's shard cannot be sent to the "
                                 f"main process: {error}")
             self._channel.send(("item", token, item, True,
