@@ -46,6 +46,8 @@ TRIAL_MIN_ELEMENTS = 4
 """Least elements of the trial (a pipeline that ends sooner stays on threads)."""
 TRIAL_MAX_ELEMENTS = 64
 """Most elements the trial holds back (its outputs are kept until delivered)."""
+TRIAL_MAX_BYTES = 256 << 20
+"""Most bytes of elements the trial holds back."""
 MIN_GAIN = 1.5
 """Least predicted speed-up (CPU budget / cores busy on threads) that moves to processes."""
 
@@ -176,10 +178,12 @@ class AutoProcessesIterator(DatasetIterator):
 
     def _trial(self) -> tuple[float, bool]:
         """Pull on threads for the trial; hold what it makes. Returns (cores busy, ended)."""
+        from feedline.transforms.prefetch import element_bytes
+
         inner, held = self._inner, self._held
         wall, cpu = time.perf_counter(), time.process_time()
-        ended = False
-        while len(held) < TRIAL_MAX_ELEMENTS and (
+        ended, held_bytes = False, 0
+        while len(held) < TRIAL_MAX_ELEMENTS and held_bytes < TRIAL_MAX_BYTES and (
                 len(held) < TRIAL_MIN_ELEMENTS or time.perf_counter() - wall < TRIAL_SECONDS):
             try:
                 outcome: Any = next(inner)
@@ -188,6 +192,8 @@ class AutoProcessesIterator(DatasetIterator):
                 break
             except Exception as error:  # noqa: BLE001 - delivered in its place later
                 outcome = _Failed(error)
+            else:
+                held_bytes += element_bytes(outcome)
             held.append((outcome, inner.state_dict()))
         elapsed = max(time.perf_counter() - wall, 1e-9)
         return (time.process_time() - cpu) / elapsed, ended
