@@ -31,10 +31,11 @@ the merge position. Restoring is exact. A state saved with another number of wor
 
 **Faults.** An error of the pipeline (a user function, a corrupt record) is raised in its
 place, as itself, with the worker's traceback as a note; the iterator continues after it.
-A worker that dies (killed, crashed) raises :class:`~feedline.WorkerProcessError` within
-the ``next()`` waiting for it; the following ``next()`` restarts that worker from its last
-position, so nothing is lost or repeated (at most :data:`MAX_RESTARTS` times per worker,
-then the error ends the iteration). ``close()``, garbage collection, Ctrl-C and interpreter
+A worker that dies (killed, crashed) raises :class:`~feedline.WorkerProcessError` from
+the ``next()`` waiting for it, and is restarted from its last position: the following
+``next()`` goes on, losing and repeating nothing (at most :data:`MAX_RESTARTS` times per
+worker; then the error ends the iteration). A worker that cannot run its shard at all (its
+pipeline fails to build or to restore) raises that error, which ends the iteration. ``close()``, garbage collection, Ctrl-C and interpreter
 exit end every worker; shared memory is anonymous and freed by the kernel with its last user.
 """
 
@@ -255,8 +256,8 @@ class MultiprocessIterator(DatasetIterator):
             error.add_note(f"feedline: worker {index} died {MAX_RESTARTS + 1} times; the "
                            "iteration ends here (restore a checkpoint to continue)")
             return
-        error.add_note(f"feedline: the next next() restarts worker {index} from its last "
-                       "position; no element is lost or repeated")
+        error.add_note(f"feedline: worker {index} was restarted from its last position; "
+                       "the next next() goes on, losing and repeating no element")
         position = self._trackers[index].state(self._pending_errors(index))
         self._pool.restart(index)
         self._start_worker(index, position)
@@ -270,10 +271,15 @@ class MultiprocessIterator(DatasetIterator):
             self._trackers[index].add_snapshot((0, message[2]))
             return False
         if kind == "fatal":
+            # The worker cannot run its shard at all (it cannot build or restore its
+            # pipeline): going on would silently drop that shard, so the iteration ends.
             _, _, record, trace = message
-            self._ended[index] = True
-            raise restore_error(record, note=f"feedline: in worker process {index} of "
-                                f"{self._node.name}:\n{trace}")
+            error = restore_error(record, note=f"feedline: in worker process {index} of "
+                                  f"{self._node.name}:\n{trace}")
+            error.add_note(f"feedline: worker {index} cannot run its shard; the iteration "
+                           "ends here")
+            self._broken = WorkerProcessError(str(error), worker=index)
+            raise error
         return True
 
     def _deliver(self, index: int, message: tuple[Any, ...]) -> Any:

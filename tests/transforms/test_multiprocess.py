@@ -256,3 +256,22 @@ def test_user_scripts_need_no_main_guard(tmp_path):
                                 timeout=60, cwd=tmp_path, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[[1, 2, 3], [4, 5, 6]]"
+
+
+def test_a_worker_that_cannot_restore_its_position_ends_the_iteration_with_the_reason():
+    ds = fl.Dataset.range(20).map(lambda x: x + 1).batch(2).multiprocess(2)
+    it = iter(ds)
+    next(it)
+    state = it.state_dict()
+    it.close()
+    root = state["root"]
+    root["workers"][1]["input"] = {"type": "not-a-stage", "version": 1}
+    damaged = _reseal_for(state, ds)
+    with iter(ds) as restored:
+        restored.load_state_dict(damaged)
+        with pytest.raises(fl.CheckpointError) as raised:
+            while True:
+                next(restored)
+        assert "worker 1 cannot run its shard" in "\n".join(raised.value.__notes__)
+        with pytest.raises(StopIteration):
+            next(restored)
