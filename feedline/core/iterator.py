@@ -52,6 +52,18 @@ class IteratorContext:
     kept: dict[Any, Any] = field(default_factory=dict, repr=False)
     closing: bool = False
 
+    def keep(self, node: object, resource: Any) -> None:
+        """Keep ``resource`` for ``node``'s next iterator, shutting down what was kept for
+        other nodes: only the latest is likely to be reused (the next epoch of a
+        ``repeat``), while nodes made inside ``interleave``/``flat_map`` functions are new
+        each time and would otherwise pile up."""
+        for other in [key for key in self.kept if key is not node]:
+            self.kept.pop(other).shutdown()
+        previous = self.kept.pop(node, None)
+        if previous is not None:
+            previous.shutdown()
+        self.kept[node] = resource
+
     def close_kept(self) -> None:
         """Shut down everything stages kept for their next iterator."""
         self.closing = True

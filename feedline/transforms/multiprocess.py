@@ -360,12 +360,12 @@ class MultiprocessIterator(DatasetIterator):
         if pool is None:
             return
         ctx = self._ctx
-        if not ctx.closing and self._node not in ctx.kept:
+        if not ctx.closing and self._broken is None:
             # The next iterator of this stage (the next epoch of a repeat) reuses the
             # processes: their start-up is paid once per pipeline, not per epoch.
             if self._running:
                 self._stop_workers(pool)
-            ctx.kept[self._node] = pool
+            ctx.keep(self._node, pool)
         else:
             pool.shutdown()
 

@@ -275,3 +275,13 @@ def test_a_worker_that_cannot_restore_its_position_ends_the_iteration_with_the_r
         assert "worker 1 cannot run its shard" in "\n".join(raised.value.__notes__)
         with pytest.raises(StopIteration):
             next(restored)
+
+
+def test_stages_made_inside_interleave_do_not_pile_up_processes():
+    ds = fl.Dataset.range(3).interleave(
+        lambda i: fl.Dataset.range(4).map(lambda x: x + 10 * i).batch(2).multiprocess(1),
+        cycle_length=1)
+    with iter(ds) as it:
+        got = [b.tolist() for b in it]
+        assert len(it._ctx.kept) <= 1
+    assert got == [[0, 1], [2, 3], [10, 11], [12, 13], [20, 21], [22, 23]]
