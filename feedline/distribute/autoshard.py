@@ -30,7 +30,10 @@ stage, so shards never disagree on who owns an element, whatever their random se
 Merging the shards' outputs in turn (element ``k`` of the result is element ``k //
 num_shards`` of shard ``k % num_shards``, skipping shards that have ended) gives exactly the
 unsharded output for the ``"batch"`` and ``"output"`` policies, and for ``"data"`` when every
-stage is one-to-one. The ``"file"`` policy, and ``"data"`` with ``filter``/``shuffle``/
+stage is one-to-one. One exception: under ``"batch"``, an element that fails inside a
+global batch. In one process the failed batch is dropped and the next batch starts right
+after the failing element (tf.data's behaviour), which shifts every later batch; a worker
+keeps its blocks, so later batches keep their global boundaries instead. The ``"file"`` policy, and ``"data"`` with ``filter``/``shuffle``/
 ``batch``, keep the same elements but change their order and which elements share a batch.
 """
 
@@ -78,7 +81,8 @@ class ShardPlan:
 
     Attributes:
         policy: ``"file"``, ``"batch"``, ``"data"`` or ``"output"`` (see the module doc).
-        exact_order: Whether merging the shards in turn gives exactly the unsharded output.
+        exact_order: Whether merging the shards in turn gives exactly the unsharded output
+            (for the ``"batch"`` policy: as long as no element fails, see the module doc).
         path: The stages from the output down to where the shard goes (output first).
         block: Source elements per block for the ``"batch"`` policy (the batch size).
         files: Number of files for the ``"file"`` policy when known.

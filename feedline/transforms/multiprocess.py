@@ -258,7 +258,10 @@ class MultiprocessIterator(DatasetIterator):
             return
         error.add_note(f"feedline: worker {index} was restarted from its last position; "
                        "the next next() goes on, losing and repeating no element")
-        position = self._trackers[index].state(self._pending_errors(index))
+        tracker = self._trackers[index]
+        # A worker that died before reporting its first state restarts from the beginning.
+        position = tracker.state(self._pending_errors(index)) if tracker.has_snapshot \
+            else None
         self._pool.restart(index)
         self._start_worker(index, position)
 
