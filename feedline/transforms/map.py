@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
+import pickle
 import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
+from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, call_with_element, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import normalize_output
 from feedline.core.validation import resolve_parallelism, validate_parallelism
 from feedline.execution.executor import make_executor
+from feedline.execution.executor_choice import (
+    ExecutorChoice,
+    ExecutorDecision,
+    Probe,
+    ProbeClock,
+    transport_cost,
+)
 from feedline.execution.positions import (
     PositionReader,
     PositionTracker,
@@ -29,17 +39,18 @@ class MapDataset(Dataset):
 
     def __init__(self, input_dataset: Dataset, map_func: Callable[..., Any],
                  num_parallel_calls: int | None = None, deterministic: bool | None = None,
-                 name: str | None = None, executor: str = "thread",
+                 name: str | None = None, executor: str | None = None,
                  unpack_tuples: bool = True) -> None:
         super().__init__([input_dataset])
         if not callable(map_func):
             raise TypeError(f"map() needs a callable, got {type(map_func).__name__}")
         num_parallel_calls = validate_parallelism(num_parallel_calls, "map(num_parallel_calls)")
-        if executor not in ("thread", "process"):
+        if executor not in (None, "thread", "process"):
             raise ValueError(f"map(executor) must be 'thread' or 'process', got {executor!r}")
         self.map_func = map_func
         self.num_parallel_calls = num_parallel_calls
         self.deterministic = deterministic
+        # None: threads, or, with AUTOTUNE, chosen from measurement (executor_choice).
         self.executor = executor
         # Rewrites pass whole elements to functions they compose themselves.
         self.unpack_tuples = unpack_tuples
@@ -55,10 +66,14 @@ class MapDataset(Dataset):
             fn = _Unsplit(self.map_func)
         if self.num_parallel_calls is None:
             return MapIterator(ctx, upstream, fn, self.name)
+        autotune = ctx.options.autotune
+        choose = (self.executor is None and self.num_parallel_calls == AUTOTUNE
+                  and autotune.enabled and autotune.choose_executor)
         return ParallelMapIterator(
             ctx, upstream, fn, self.name,
             resolve_parallelism(self.num_parallel_calls, ctx),
-            ctx.deterministic(self.deterministic), self.executor)
+            ctx.deterministic(self.deterministic), self.executor or "thread",
+            choose_executor=choose)
 
 
 def _call_whole(fn: Callable[[Any], Any], element: Any) -> Any:
@@ -139,15 +154,22 @@ class _ChunkRunner:
 
     Each outcome is ``(True, result)`` or ``(False, exception)`` so one bad element does not
     cost the others. In a worker process the traceback would be lost in pickling, so it is
-    attached to the exception as a note.
+    attached to the exception as a note. While an ``AUTOTUNE`` stage chooses its executor,
+    runners with ``probe`` measure each task (:mod:`feedline.execution.executor_choice`),
+    and with ``transport`` also what pickling its inputs and results costs.
     """
 
-    def __init__(self, fn: Callable[..., Any], in_subprocess: bool) -> None:
+    def __init__(self, fn: Callable[..., Any], in_subprocess: bool, probe: bool = False,
+                 transport: bool = False) -> None:
         self.fn = fn
         self.call = _caller(fn)
         self.in_subprocess = in_subprocess
+        self.probe = probe
+        self.transport = transport
 
-    def __call__(self, chunk: list[Any]) -> tuple[list[tuple[bool, Any]], float]:
+    def __call__(self, chunk: list[Any], submitted: float = 0.0
+                 ) -> tuple[list[tuple[bool, Any]], float, Probe | None]:
+        clock = ProbeClock(submitted) if self.probe else None
         started = time.perf_counter()
         outcomes: list[tuple[bool, Any]] = []
         fn, call = self.fn, self.call
@@ -157,8 +179,31 @@ class _ChunkRunner:
             except Exception as error:  # noqa: BLE001 - raised on the consumer's thread
                 if self.in_subprocess:
                     error.add_note("worker traceback:\n" + "".join(traceback.format_exception(error)))
+                    error = _sendable(error)
                 outcomes.append((False, error))
-        return outcomes, time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        if clock is None:
+            return outcomes, seconds, None
+        probe = clock.stop(len(chunk))
+        if self.transport:  # off the clock: the call's own time is measured above
+            cost, payload = transport_cost(chunk, [value for ok, value in outcomes if ok])
+            probe = dataclasses.replace(probe, transport=cost, payload=payload)
+        return outcomes, seconds, probe
+
+
+def _sendable(error: Exception) -> Exception:
+    """``error``, or a ``RuntimeError`` with its text if it does not pickle: one
+    unpicklable exception must not cost the other elements of its chunk their results."""
+    try:
+        pickle.dumps(error, protocol=5)
+    except Exception as failure:  # noqa: BLE001 - whatever pickling raises
+        replacement = RuntimeError(
+            f"{type(error).__name__}: {error} (the exception raised in a worker process "
+            f"cannot be sent back: {type(failure).__name__}: {failure})")
+        for note in getattr(error, "__notes__", ()):
+            replacement.add_note(note)
+        return replacement
+    return error
 
 
 class ParallelMapIterator(DatasetIterator):
@@ -177,6 +222,11 @@ class ParallelMapIterator(DatasetIterator):
     before the first element not handed out, plus which later ones went out already
     (``deterministic=False``). Elements in flight are computed again after a restore; an
     input error pulled but not raised yet is stored as a record.
+
+    With ``choose_executor`` (an ``AUTOTUNE`` map given no executor) the stage starts on
+    threads and may move its later tasks to worker processes, once, from what its first
+    tasks measured (:mod:`feedline.execution.executor_choice`); positions, order and errors
+    do not depend on where a task ran. :attr:`executor_decision` tells what was chosen.
     """
 
     OPERATION = "map"
@@ -184,17 +234,29 @@ class ParallelMapIterator(DatasetIterator):
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
                  map_func: Callable[..., Any], name: str, parallelism: int,
-                 deterministic: bool, executor_kind: str) -> None:
+                 deterministic: bool, executor_kind: str, choose_executor: bool = False) -> None:
         super().__init__(ctx, [upstream])
         self._upstream = upstream
         self._name = name
         self._deterministic = deterministic
         self._executor_kind = executor_kind
+        self._fn = map_func
         self._runner = _ChunkRunner(map_func, executor_kind == "process")
         threading_options = ctx.options.threading
+        close_timeout = threading_options.close_timeout
+        self._choice: ExecutorChoice | None = None
+        make: Callable[[], Any]
+        if choose_executor:
+            self._choice = ExecutorChoice(name, parallelism, map_func, close_timeout)
+            # Measuring runners: alone (with the transport cost), then together.
+            self._solo_runner = _ChunkRunner(map_func, False, probe=True, transport=True)
+            self._probe_runner = _ChunkRunner(map_func, False, probe=True)
+            make = self._choice.make_executor
+        else:
+            def make() -> Any:
+                return make_executor(parallelism, name, executor_kind, close_timeout)
         self._window = ReadAhead(
-            name, lambda: make_executor(parallelism, name, executor_kind,
-                                        threading_options.close_timeout),
+            name, make,
             limit=2 * parallelism, deterministic=deterministic,
             element_timeout=threading_options.element_timeout, describe=_describe_chunk)
         self._positions = PositionReader(upstream.__next__, upstream.state_dict,
@@ -210,11 +272,38 @@ class ParallelMapIterator(DatasetIterator):
     def replay_exact(self) -> bool:
         return self._deterministic and super().replay_exact
 
+    @property
+    def executor_kind(self) -> str:
+        """Where new tasks run: ``"thread"`` or ``"process"``."""
+        return self._executor_kind
+
+    @property
+    def executor_decision(self) -> ExecutorDecision | None:
+        """The automatic choice and its measurement (``None`` while measuring, or when the
+        stage's executor was not chosen automatically)."""
+        return None if self._choice is None else self._choice.decision
+
+    def _runner_for_next_task(self) -> _ChunkRunner:
+        choice = self._choice
+        if choice is None or not choice.measuring:
+            return self._runner
+        return self._solo_runner if choice.solo_phase() else self._probe_runner
+
+    def _switch_to_processes(self) -> None:
+        # The choice has switched the executor; tasks submitted from now on run there.
+        self._executor_kind = "process"
+        self._runner = _ChunkRunner(self._fn, True)
+        if self._seconds_per_element is not None:
+            self._adapt_chunk_size(1, self._seconds_per_element)
+
     def _fill(self) -> None:
         window, positions, tracker = self._window, self._positions, self._tracker
         if not tracker.has_snapshot:
             tracker.add_snapshot((positions.pulled, self._upstream.state_dict()))
+        choice = self._choice
         while not self._exhausted and window.has_room():
+            if choice is not None and not choice.may_submit(len(window)):
+                break  # measuring: one task at a time alone, then whole tasks only
             items: list[int] = []
             values: list[Any] = []
             failure: tuple[int, BaseException] | None = None
@@ -231,7 +320,13 @@ class ParallelMapIterator(DatasetIterator):
                 items.append(item)
                 values.append(value)
             if items:
-                window.submit(items, self._runner, values)
+                runner = self._runner_for_next_task()
+                if runner.probe:
+                    assert choice is not None
+                    choice.submitted()
+                    window.submit(items, runner, values, time.perf_counter())
+                else:
+                    window.submit(items, runner, values)
             if failure is not None:
                 # After the chunk pulled before it; the upstream goes on past a failure.
                 window.add_failed(failure[0], failure[1])
@@ -260,7 +355,10 @@ class ParallelMapIterator(DatasetIterator):
                 error = future.exception()
                 assert error is not None
                 raise error
-            outcomes, seconds = future.result()  # the runner never raises; a dead worker does
+            # The runner never raises; a dead worker does.
+            outcomes, seconds, probe = future.result()
+            if self._choice is not None and self._choice.record(probe) == "process":
+                self._switch_to_processes()
             self._adapt_chunk_size(len(tag), seconds)
             self._ready.extend((item, ok, value) for item, (ok, value) in zip(tag, outcomes))
         item, ok, value = self._ready.popleft()
@@ -277,6 +375,8 @@ class ParallelMapIterator(DatasetIterator):
     def _set_state(self, state: State) -> None:
         # Tasks never touch the upstream: what they compute is simply no longer wanted.
         self._window.discard()
+        if self._choice is not None:
+            self._choice.reset()  # its measured tasks in flight will never be recorded
         self._ready.clear()
         self._exhausted = False
         self._upstream.load_state_dict(state["input"])

