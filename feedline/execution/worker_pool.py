@@ -30,6 +30,7 @@ parent dying).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import multiprocessing.connection
 import os
@@ -415,15 +416,23 @@ class WorkerPool:
                 os.close(exit_fd)
         deadline = time.monotonic() + timeout
         live = [p for i in indices if (p := self._processes[i]) is not None]
-        for process in live:
-            try:
-                process.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.terminate()  # stuck in a user function: SIGTERM, then SIGKILL
+        try:
+            for process in live:
                 try:
-                    process.wait(1.0)
+                    process.wait(max(0.0, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
+                    process.terminate()  # stuck in a user function: SIGTERM, then SIGKILL
+                    try:
+                        process.wait(1.0)
+                    except subprocess.TimeoutExpired:
+                        process.kill()
+                        process.wait()
+        except BaseException:  # interrupted (Ctrl-C) while waiting: no second chance
+            for process in live:
+                if process.poll() is None:
                     process.kill()
-                    process.wait()
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        process.wait(1.0)
+            raise
         for index in indices:
             self._processes[index] = None
