@@ -628,6 +628,7 @@ def test_ctrl_c_during_close_still_ends_a_stuck_worker():
     assert not _wait_gone(pids, deadline=2.0)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_element_timeout_is_an_error_in_place_and_the_late_element_still_comes():
     def late(x):
@@ -808,7 +809,9 @@ def _finish(process: subprocess.Popen, timeout: float = 60.0) -> tuple[int, str,
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("stuck", [False, True], ids=["running", "stuck_worker"])
+@pytest.mark.parametrize("stuck", [
+    pytest.param(False, id="running"),
+    pytest.param(True, id="stuck_worker", marks=pytest.mark.slow)])
 def test_interpreter_exit_without_close_ends_the_workers(tmp_path, stuck):
     process = _run_script(tmp_path, _PIPELINE + f"""
 ds = fl.Dataset.range(1000).map({"stuck" if stuck else "slow"}).multiprocess(2)
@@ -823,6 +826,7 @@ print("PIDS", *pids(it), flush=True)
     assert not _wait_gone(worker_pids)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_interpreter_exit_while_a_daemon_thread_waits_in_next_ends_the_workers(tmp_path):
     process = _run_script(tmp_path, _PIPELINE + """
@@ -860,8 +864,10 @@ raise RuntimeError("the training script crashed")
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize(("group", "fn"), [(False, "slow"), (True, "stuck")],
-                         ids=["parent_only", "process_group_while_waiting_for_a_stuck_worker"])
+@pytest.mark.parametrize(("group", "fn"), [
+    pytest.param(False, "slow", id="parent_only"),
+    pytest.param(True, "stuck", id="process_group_while_waiting_for_a_stuck_worker",
+                 marks=pytest.mark.slow)])
 def test_ctrl_c_interrupts_the_consumer_and_ends_the_workers(tmp_path, group, fn):
     process = _run_script(tmp_path, _PIPELINE + f"""
 it = iter(fl.Dataset.range(10**6).map({fn}).batch(2).multiprocess(2))
@@ -887,9 +893,10 @@ except KeyboardInterrupt:
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize(("sig", "stuck"), [(signal.SIGKILL, False), (signal.SIGKILL, True),
-                                            (signal.SIGTERM, True)],
-                         ids=["sigkill_running", "sigkill_stuck_worker", "sigterm_stuck_worker"])
+@pytest.mark.parametrize(("sig", "stuck"), [
+    pytest.param(signal.SIGKILL, False, id="sigkill_running"),
+    pytest.param(signal.SIGKILL, True, id="sigkill_stuck_worker"),
+    pytest.param(signal.SIGTERM, True, id="sigterm_stuck_worker", marks=pytest.mark.slow)])
 def test_workers_end_by_themselves_when_the_parent_is_killed(tmp_path, sig, stuck):
     # No atexit, no close(): the workers must notice their parent is gone, even one stuck
     # in a user function that never returns to read its socket.
