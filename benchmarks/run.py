@@ -353,6 +353,15 @@ class Bench:
         counted = workload in WORKER_COUNTED.get((system, variant), ())
         return {"workers": chosen} if chosen and counted else {}
 
+    def tuning_data(self, workload: str) -> dict[str, Any]:
+        """The data of the worker-count trials: repeated up to the default size, so that
+        with ``--small`` a trial measures the steady rate rather than the start-up."""
+        meta = self.data[workload]
+        full = {"chess": data_mod.Sizes().chess_records, "images": data_mod.Sizes().images}
+        if workload not in full or "files" not in meta:
+            return meta
+        return feed.repeat_data(meta, max(1, -(-full[workload] // meta["count"])))
+
     def tune_workers(self) -> None:
         """Pick the fastest worker count of each tunable (system, workload), as an expert
         would (DataLoader, Grain, and feedline's ``processes`` variant when enabled)."""
@@ -372,7 +381,7 @@ class Bench:
         rates: dict[tuple[str, str], dict[int, float]] = {}
         for system, variant, workload, n in tqdm(jobs, desc="tuning worker counts",
                                                  leave=False):
-            spec = RunSpec(system, variant, workload, "measure", self.data[workload],
+            spec = RunSpec(system, variant, workload, "measure", self.tuning_data(workload),
                            seed=self.args.seed,
                            extra={"workers": n, "max_seconds": self.args.tune_seconds})
             result = run_child(self.envs[system].python, spec, self.args.timeout, self.logs,

@@ -194,3 +194,12 @@ def test_worker_feed_mode_consumes_one_checked_epoch(tmp_path):
                                    result["digest"]) is None
     assert 0 <= result["waited"] <= 1 and result["limit"] == pytest.approx(512 / 0.0003)
     assert result["batches"] >= 4 and result["trainer_alone"] > 0
+
+
+def test_worker_count_trials_see_default_size_data_even_with_small():
+    bench = run.Bench(run.parse_args(["chess", "--small"]), [])
+    bench.data = {"chess": {"files": ["a", "b"], "count": 40_000},
+                  "python_heavy": {"path": "x", "count": 10}}
+    trial = bench.tuning_data("chess")
+    assert trial["count"] == 400_000 and len(trial["files"]) == 20
+    assert bench.tuning_data("python_heavy") is bench.data["python_heavy"]
