@@ -31,9 +31,10 @@ Merging the shards' outputs in turn (element ``k`` of the result is element ``k 
 num_shards`` of shard ``k % num_shards``, skipping shards that have ended) gives exactly the
 unsharded output for the ``"batch"`` and ``"output"`` policies, and for ``"data"`` when every
 stage is one-to-one. One exception: under ``"batch"``, an element that fails inside a
-global batch. In one process the failed batch is dropped and the next batch starts right
-after the failing element (tf.data's behaviour), which shifts every later batch; a worker
-keeps its blocks, so later batches keep their global boundaries instead. The ``"file"`` policy, and ``"data"`` with ``filter``/``shuffle``/
+global batch. The failed batch is dropped and the next one starts right after the failing
+element (tf.data's behaviour), in one process and in a worker alike; but a worker's next
+elements are its own next block's, so from there its batches differ from one process's
+(every element that did not fail still arrives exactly once). The ``"file"`` policy, and ``"data"`` with ``filter``/``shuffle``/
 ``batch``, keep the same elements but change their order and which elements share a batch.
 """
 

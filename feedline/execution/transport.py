@@ -80,6 +80,23 @@ def _aligned(offset: int) -> int:
     return (offset + _ALIGNMENT - 1) // _ALIGNMENT * _ALIGNMENT
 
 
+class _PartialMessage:
+    """What :meth:`Channel.recv` has read of the message it is receiving."""
+
+    __slots__ = ("body", "fds", "got", "prefix")
+
+    def __init__(self) -> None:
+        self.prefix = bytearray()
+        self.fds: list[int] = []
+        self.body: bytearray | None = None
+        self.got = 0
+
+    def reset(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.__init__()  # type: ignore[misc]
+
+
 class Channel:
     """One end of a Unix socket pair that carries pickled objects.
 
@@ -110,6 +127,7 @@ class Channel:
         # last array was freed (appended by finalizers, from any thread).
         self._mapped: dict[int, mmap.mmap] = {}
         self._released: collections.deque[int] = collections.deque()
+        self._partial = _PartialMessage()
 
     @classmethod
     def pair(cls) -> tuple[Channel, Channel]:
@@ -232,27 +250,35 @@ class Channel:
         sock.sendall(body)
 
     def recv(self) -> Any:
-        """The next object sent; ``EOFError`` when the other end is closed."""
-        sock = self.socket
-        prefix, fds = bytearray(), []
-        while len(prefix) < _HEADER.size:
-            data, received, _, _ = socket.recv_fds(sock, _HEADER.size - len(prefix), 1)
+        """The next object sent; ``EOFError`` when the other end is closed.
+
+        An exception raised while a message is being read (``KeyboardInterrupt``) leaves
+        what was read on the channel: the next call resumes the same message, so the stream
+        stays in step and no message is lost.
+        """
+        sock, partial = self.socket, self._partial
+        while len(partial.prefix) < _HEADER.size:
+            data, received, _, _ = socket.recv_fds(sock, _HEADER.size - len(partial.prefix), 1)
+            partial.fds.extend(received)
             if not data:
-                for fd in [*fds, *received]:
-                    os.close(fd)
+                partial.reset()
                 raise EOFError("the other end of the channel is closed")
-            prefix += data
-            fds.extend(received)
-        (length,) = _HEADER.unpack(prefix)
-        body = bytearray(length)
-        view, got = memoryview(body), 0
-        while got < length:
-            n = sock.recv_into(view[got:])
+            partial.prefix += data
+        if partial.body is None:
+            partial.body = bytearray(_HEADER.unpack(partial.prefix)[0])
+        view = memoryview(partial.body)
+        while partial.got < len(view):
+            n = sock.recv_into(view[partial.got:])
             if n == 0:
-                for fd in fds:
-                    os.close(fd)
+                partial.reset()
                 raise EOFError("the other end of the channel closed in the middle of a message")
-            got += n
+            partial.got += n
+        view.release()
+        element = self._decode(partial.body, partial.fds)
+        partial.reset()  # only now: an interrupted decode is redone from the same bytes
+        return element
+
+    def _decode(self, body: bytearray, fds: list[int]) -> Any:
         header, payload = pickle.loads(body)
         if payload is None:
             return pickle.loads(header)
@@ -260,24 +286,15 @@ class Channel:
             return pickle.loads(header, buffers=payload)
         kind = payload[0]
         if len(fds) > 1 or (kind == "once" and not fds):
-            for fd in fds:
-                os.close(fd)
             raise EOFError("a shared-memory message arrived without its descriptor")
         if kind == "once":
             _, size, layout = payload
-            try:
-                mapping = mmap.mmap(fds[0], size)
-            finally:
-                os.close(fds[0])
             # The arrays rebuilt are views of the mapping: it is unmapped with the last.
-            whole = memoryview(mapping)
+            whole = memoryview(mmap.mmap(fds[0], size))
             return pickle.loads(header, buffers=[whole[a:a + n] for a, n in layout])
         _, buffer_id, mapped_size, size, layout = payload
         if fds:  # a buffer new to this side (or grown): map it once, keep the mapping
-            try:
-                self._mapped[buffer_id] = mmap.mmap(fds[0], mapped_size)
-            finally:
-                os.close(fds[0])
+            self._mapped[buffer_id] = mmap.mmap(fds[0], mapped_size)
         mapping = self._mapped.get(buffer_id)
         if mapping is None:
             raise EOFError(f"shared buffer {buffer_id} was never sent")
@@ -298,3 +315,4 @@ class Channel:
         self._free.clear()
         self._lent.clear()
         self._mapped.clear()
+        self._partial.reset()

@@ -30,6 +30,7 @@ parent dying).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import multiprocessing.connection
@@ -296,6 +297,9 @@ class WorkerPool:
         self._exits: list[int | None] = [None] * num_workers
         self._shut = False
         self._token_source = itertools.count(1)
+        self.inbox: list[collections.deque[Any]] = [collections.deque()
+                                                    for _ in range(num_workers)]
+        """Messages received from each worker and not yet taken by the consumer."""
 
     def new_token(self) -> int:
         """A tag for a new run of a worker, never used before in this pool (messages of
@@ -351,8 +355,12 @@ class WorkerPool:
         self._end([index], 0.0)
         self._spawn(index)
 
-    def receive(self, indices: Sequence[int], timeout: float | None) -> tuple[int, Any]:
-        """The next message of one of the workers ``indices`` (the first ready).
+    def receive(self, indices: Sequence[int], timeout: float | None) -> int:
+        """Receive the next message of one of the workers ``indices`` (the first ready)
+        into its :attr:`inbox`; return the worker's index.
+
+        The message is in the inbox before this returns: an interruption (Ctrl-C) after
+        it loses nothing.
 
         Raises:
             WorkerProcessError: One of them died.
@@ -380,9 +388,10 @@ class WorkerPool:
                     channel = self._channels[index]
                     assert channel is not None
                     try:
-                        return index, channel.recv()
+                        self.inbox[index].append(channel.recv())
                     except (EOFError, OSError):
                         raise self._death(index) from None
+                    return index
             for handle in ready:
                 if handle in sentinels:
                     raise self._death(sentinels[handle])

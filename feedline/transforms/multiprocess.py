@@ -41,7 +41,6 @@ exit end every worker; shared memory is anonymous and freed by the kernel with i
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from typing import Any
 
@@ -125,8 +124,6 @@ class MultiprocessIterator(DatasetIterator):
         self._next_worker = 0
         self._ended = [False] * num_workers
         self._trackers: list[PositionTracker] = [PositionTracker() for _ in range(num_workers)]
-        self._inbox: list[collections.deque[Any]] = [collections.deque()
-                                                     for _ in range(num_workers)]
         self._tokens = [0] * num_workers
         self._restarts = [0] * num_workers
         self._broken: WorkerProcessError | None = None
@@ -180,7 +177,7 @@ class MultiprocessIterator(DatasetIterator):
         pool = self._pool
         assert pool is not None
         self._tokens[index] = pool.new_token()
-        self._inbox[index].clear()
+        pool.inbox[index].clear()
         if position is not None:
             self._trackers[index] = PositionTracker(position)
         else:
@@ -201,43 +198,46 @@ class MultiprocessIterator(DatasetIterator):
                 if self._ended[index]:
                     self._advance()
                     continue
-                message = self._take(index)
+                self._take(index)
             else:
-                index, message = self._take_any(live)
+                index = self._take_any(live)
+            assert self._pool is not None
+            message = self._pool.inbox[index].popleft()
+            self._advance()
             if message[0] == "end":
                 self._ended[index] = True
-                self._advance()
                 continue
-            self._advance()
             return self._deliver(index, message)
 
     def _advance(self) -> None:
         self._next_worker = (self._next_worker + 1) % self._num_workers
 
     def _take(self, index: int) -> tuple[Any, ...]:
-        """The next current message of worker ``index`` that is an item or its end."""
+        """The next current message of worker ``index`` that is an item or its end, left
+        at the head of its inbox until delivered."""
+        assert self._pool is not None
+        inbox = self._pool.inbox[index]
         while True:
-            if self._inbox[index]:
-                message = self._inbox[index].popleft()
-            else:
-                message = self._receive([index])[1]
-            if self._accept(index, message):
-                return message
+            if not inbox:
+                self._receive([index])
+            if self._accept(index, inbox[0]):
+                return inbox[0]
+            inbox.popleft()
 
-    def _take_any(self, live: list[int]) -> tuple[int, tuple[Any, ...]]:
+    def _take_any(self, live: list[int]) -> int:
+        """A worker among ``live`` whose inbox starts with an item or its end."""
+        assert self._pool is not None
+        inboxes = self._pool.inbox
         while True:
             for index in live:
-                if self._inbox[index]:
-                    message = self._inbox[index].popleft()
-                    if self._accept(index, message):
-                        return index, message
-                    break
-            else:
-                index, message = self._receive(live)
-                if self._accept(index, message):
-                    return index, message
+                inbox = inboxes[index]
+                while inbox and not self._accept(index, inbox[0]):
+                    inbox.popleft()
+                if inbox:
+                    return index
+            self._receive(live)
 
-    def _receive(self, indices: list[int]) -> tuple[int, tuple[Any, ...]]:
+    def _receive(self, indices: list[int]) -> int:
         assert self._pool is not None
         try:
             return self._pool.receive(indices, self._timeout)
@@ -300,7 +300,8 @@ class MultiprocessIterator(DatasetIterator):
 
     # ------------------------------------------------------------------ checkpoints
     def _pending_errors(self, index: int) -> list[list[Any]]:
-        return [[m[2], m[4][0]] for m in self._inbox[index]
+        assert self._pool is not None
+        return [[m[2], m[4][0]] for m in self._pool.inbox[index]
                 if m[0] == "item" and m[1] == self._tokens[index] and m[3]]
 
     def _get_state(self) -> State:
@@ -310,13 +311,15 @@ class MultiprocessIterator(DatasetIterator):
             workers = []
             for index in range(self._num_workers):
                 tracker = self._trackers[index]
-                while not tracker.has_snapshot and not self._ended[index]:
+                inbox = self._pool.inbox[index] if self._pool is not None else None
+                while inbox is not None and not tracker.has_snapshot \
+                        and not self._ended[index]:
                     # The worker's initial state is on its way: wait for it.
-                    message = self._receive([index])[1]
-                    self._inbox[index].append(message)
-                    if message[0] == "started" and message[1] == self._tokens[index]:
-                        self._inbox[index].pop()
-                        tracker.add_snapshot((0, message[2]))
+                    if not inbox:
+                        self._receive([index])
+                    if self._accept(index, inbox[0]):
+                        break  # an item before the start: cannot happen, never loop
+                    inbox.popleft()
                 workers.append(tracker.state(self._pending_errors(index))
                                if tracker.has_snapshot else None)
         return {"epoch": self._epoch, "num_workers": self._num_workers,
