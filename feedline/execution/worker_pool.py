@@ -110,19 +110,19 @@ def worker_entry(fd: int) -> None:
 
 def _exit_with_parent() -> None:
     """End this process when its parent does, even while a user function holds the main
-    thread (the end of the socket is only noticed between elements)."""
+    thread (the end of the socket is only noticed between elements).
+
+    Needs ``pidfd_open`` (Linux 5.3+); elsewhere the worker ends at its next element.
+    """
     import threading
 
-    parent = os.getppid()
+    try:
+        pidfd = os.pidfd_open(os.getppid())
+    except (AttributeError, OSError):
+        return
 
     def watch() -> None:
-        try:
-            pidfd = os.pidfd_open(parent)
-        except (AttributeError, OSError):  # no pidfd (old kernel, macOS): poll
-            while os.getppid() == parent:
-                time.sleep(0.5)
-        else:
-            select.select([pidfd], [], [])  # readable when the parent has exited
+        select.select([pidfd], [], [])  # readable when the parent has exited
         os._exit(1)
 
     threading.Thread(target=watch, name="feedline-parent-watch", daemon=True).start()
