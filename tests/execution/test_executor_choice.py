@@ -58,11 +58,14 @@ def worker_processes() -> list[psutil.Process]:
 @pytest.fixture(autouse=True)
 def _short_window(monkeypatch):
     """A short measuring window, and a decision that does not depend on what other
-    processes on the machine do (a GIL-bound stage on a machine whose other CPU is busy
-    rightly stays on threads; that case has its own test below)."""
+    processes on the machine do: a GIL-bound stage on a machine whose other CPU is busy
+    rightly stays on threads, and a loaded machine slows the threads' measured rate and
+    the processes' estimate unevenly. Those two rules have their own tests below, on
+    given measurements; here the GIL measurement alone decides."""
     monkeypatch.setattr(executor_choice, "CONCURRENT_TASKS", 4)
     monkeypatch.setattr(executor_choice, "CONCURRENT_SECONDS", 0.03)
     monkeypatch.setattr(executor_choice, "MIN_IDLE_CPUS", 0.0)
+    monkeypatch.setattr(executor_choice, "MIN_GAIN", 0.0)
     yield
     import gc
 
@@ -86,7 +89,7 @@ def test_gil_bound_function_moves_to_processes_with_the_same_elements(caplog):
         elements, kind, decision = decision_of(auto_map(fl.Dataset.range(80), _busy), 80)
     assert [int(x) for x in elements] == [_busy(i) for i in range(80)]
     assert kind == "process" and decision.kind == "process", decision
-    assert decision.gil_share > 0.5 and decision.process_rate > decision.thread_rate
+    assert decision.gil_share > 0.5 and decision.process_rate > 0
     assert any("map(_busy): processes" in r.message and "GIL share" in r.message
                for r in caplog.records)
 
@@ -200,6 +203,7 @@ def test_one_cpu_or_one_worker_stays_on_threads(monkeypatch):
 
 def test_cheap_calls_whose_transport_costs_more_stay_on_threads(monkeypatch):
     monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 2)
+    monkeypatch.setattr(executor_choice, "MIN_GAIN", 1.3)
     result, decision = _decide(_solo(transport=20 * MS), _together(cores=1))
     assert result is None and "cost more" in decision.reason
 
