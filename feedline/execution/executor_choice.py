@@ -174,9 +174,11 @@ class ProbeClock:
     def stop(self, elements: int) -> Probe:
         end = time.perf_counter()
         cpu = time.thread_time() - self._cpu
-        waited = _run_queue_wait() - self._waited
-        return Probe(self._submitted, self._start, end - self._start, cpu, max(0.0, waited),
-                     elements)
+        wall = end - self._start
+        # The kernel books a run-queue wait when the thread next runs: a wait from before
+        # the task may land inside it. A task cannot have waited longer than it did not run.
+        waited = min(max(0.0, _run_queue_wait() - self._waited), max(0.0, wall - cpu))
+        return Probe(self._submitted, self._start, wall, cpu, waited, elements)
 
 
 def transport_cost(inputs: Any, results: Any) -> tuple[float | None, int]:
