@@ -53,6 +53,13 @@ from feedline.execution.transport import Channel
 
 _IN_WORKER = False
 
+WORKER_NICENESS = 10
+"""How much lower the workers' scheduling priority is than the consumer's. When the
+training process and the workers both want a core, the trainer (which keeps the
+accelerator busy) gets it; workers use what is left. On a machine with idle cores it
+changes nothing. Measured on 2 cores, ``feed`` chess, one worker: the trainer waited 16-19%
+of the time at equal priority, 8-10% with this."""
+
 
 def in_worker_process() -> bool:
     """Whether this process is a worker of a ``multiprocess()`` stage.
@@ -88,6 +95,7 @@ def worker_entry(fd: int) -> None:
     """The program of a worker process: serve the socket ``fd`` until it closes."""
     global _IN_WORKER
     _IN_WORKER = True
+    os.nice(WORKER_NICENESS)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_with_parent()
     import socket

@@ -162,9 +162,10 @@ class MultiprocessIterator(DatasetIterator):
 
     def _worker_options(self) -> Options:
         """The pipeline's options, with each worker's ``AUTOTUNE`` stages sharing the CPU
-        budget: ``n`` workers each using every core would oversubscribe the machine."""
+        budget less one core, left to the consumer (the training loop): ``n`` workers each
+        using every core would oversubscribe the machine."""
         options = self._ctx.options
-        share = max(1, options.autotune_parallelism() // self._num_workers)
+        share = max(1, (options.autotune_parallelism() - 1) // self._num_workers)
         # Options(deterministic=False) lets this stage merge workers in any order; inside
         # a worker, order costs nothing worth having and keeps its checkpoints cheap (an
         # unordered input must be snapshotted after every element, see positions.py).
