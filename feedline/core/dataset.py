@@ -242,17 +242,19 @@ class Dataset(abc.ABC):
     # ----------------------------------------------------------------- transformations
     def map(self, map_func: Callable[..., Any], num_parallel_calls: int | None = None,
             deterministic: bool | None = None, name: str | None = None, *,
-            executor: str = "thread") -> Dataset:
+            executor: str | None = None) -> Dataset:
         """Apply ``map_func`` to every element (tuple components become positional arguments).
 
         Args:
             map_func: The function; returns the new element.
             num_parallel_calls: ``None`` runs inline; an int or ``AUTOTUNE`` runs that many calls
-                at once on threads.
+                at once.
             deterministic: ``False`` lets results come out in completion order.
             name: Shown in errors and profiles.
-            executor: ``"thread"`` (default: NumPy, I/O and codecs release the GIL) or
-                ``"process"`` for pure-Python functions that hold the GIL.
+            executor: ``"thread"`` (NumPy, I/O and codecs release the GIL), ``"process"`` for
+                pure-Python functions that hold the GIL, or ``None`` (default): threads, and
+                with ``AUTOTUNE`` a measurement of the first calls may move the rest to
+                processes (:mod:`feedline.execution.executor_choice`).
 
         Example:
             >>> import feedline as fl

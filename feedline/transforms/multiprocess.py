@@ -63,6 +63,10 @@ MAX_RESTARTS = 3
 class MultiprocessDataset(UnaryDataset):
     """The node of ``Dataset.multiprocess``."""
 
+    # How far workers read ahead changes no element: checkpoints ignore it (the number of
+    # workers does change the order, and stays in the fingerprint).
+    _NOT_FINGERPRINTED = frozenset({"buffer_size"})
+
     def __init__(self, input_dataset: Dataset, num_workers: int = AUTOTUNE,
                  deterministic: bool | None = None, buffer_size: int = 2,
                  name: str | None = None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 
@@ -230,10 +229,6 @@ def test_calls_that_never_overlap_stay_on_threads(monkeypatch):
     assert choice.decision.kind == "thread" and "rarely" in choice.decision.reason
 
 
-@pytest.mark.skipif(
-    inspect.signature(fl.Dataset.map).parameters["executor"].default is not None,
-    reason="Dataset.map passes executor='thread' by default (core/dataset.py: the default "
-           "must become None for AUTOTUNE to choose; MapDataset already takes None)")
 @needs_two_cpus
 def test_dataset_map_autotune_chooses():
     ds = fl.Dataset.range(80).map(_busy, num_parallel_calls=fl.AUTOTUNE)
