@@ -58,6 +58,9 @@ from feedline.execution.worker_pool import WorkerPool, in_worker_process
 
 MAX_RESTARTS = 3
 """Times one worker is restarted after dying, before its death ends the iteration."""
+WORKER_START_SECONDS = 30.0
+"""Added to ``Options().threading.element_timeout`` while a worker starts (a fresh
+interpreter imports NumPy and feedline, unpickles the pipeline, restores its position)."""
 
 
 class MultiprocessDataset(UnaryDataset):
@@ -129,6 +132,7 @@ class MultiprocessIterator(DatasetIterator):
         self._ended = [False] * num_workers
         self._trackers: list[PositionTracker] = [PositionTracker() for _ in range(num_workers)]
         self._tokens = [0] * num_workers
+        self._starting = [False] * num_workers  # no message of the current run yet
         self._restarts = [0] * num_workers
         self._broken: WorkerProcessError | None = None
 
@@ -182,6 +186,7 @@ class MultiprocessIterator(DatasetIterator):
         pool = self._pool
         assert pool is not None
         self._tokens[index] = pool.new_token()
+        self._starting[index] = True
         pool.inbox[index].clear()
         if position is not None:
             self._trackers[index] = PositionTracker(position)
@@ -244,8 +249,11 @@ class MultiprocessIterator(DatasetIterator):
 
     def _receive(self, indices: list[int]) -> int:
         assert self._pool is not None
+        timeout = self._timeout
+        if timeout is not None and any(self._starting[i] for i in indices):
+            timeout += WORKER_START_SECONDS  # the element timeout is for elements
         try:
-            return self._pool.receive(indices, self._timeout)
+            return self._pool.receive(indices, timeout)
         except WorkerProcessError as error:
             self._after_death(error)
             raise
@@ -275,6 +283,7 @@ class MultiprocessIterator(DatasetIterator):
         kind, token = message[0], message[1]
         if token is not None and token != self._tokens[index]:
             return False  # from a run this stage has moved past
+        self._starting[index] = False
         if kind == "started":
             self._trackers[index].add_snapshot((0, message[2]))
             return False

@@ -285,3 +285,10 @@ def test_stages_made_inside_interleave_do_not_pile_up_processes():
         got = [b.tolist() for b in it]
         assert len(it._ctx.kept) <= 1
     assert got == [[0, 1], [2, 3], [10, 11], [12, 13], [20, 21], [22, 23]]
+
+
+def test_element_timeout_does_not_count_the_workers_start():
+    options = fl.Options(threading=fl.ThreadingOptions(element_timeout=0.05))
+    ds = fl.Dataset.range(4).batch(2).multiprocess(2).with_options(options)
+    with iter(ds) as it:  # starting a worker takes far longer than 0.05 s
+        assert [b.tolist() for b in it] == [[0, 1], [2, 3]]
