@@ -20,11 +20,9 @@ duplex :class:`~feedline.execution.transport.Channel` (its own task and result s
 * a worker gets one call at a time; calls wait in the parent's queue, so a call not yet
   started can always be cancelled, and ``shutdown`` knows exactly which calls run.
 
-Workers are fresh interpreters (``python -c``), never forks of the threaded parent and,
-unlike ``multiprocessing``'s *spawn* and *forkserver* starts, never re-runs of the user's
-main script: a script needs no ``if __name__ == "__main__"`` guard, which matters because
-an ``AUTOTUNE`` map may move to processes without being asked
-(:mod:`feedline.execution.executor_choice`). They get the parent's ``sys.path``.
+Workers are fresh interpreters (:mod:`feedline.execution.spawn`): a script needs no ``if
+__name__ == "__main__"`` guard, which matters because an ``AUTOTUNE`` map may move to
+processes without being asked (:mod:`feedline.execution.executor_choice`).
 Functions travel with cloudpickle (lambdas, closures and functions of ``__main__`` work); a worker's exception comes back with its own type and the worker's
 traceback as a note; a worker that dies (killed, crashed) fails every pending call with
 ``BrokenProcessPool`` naming the stage, never a hang; ``shutdown`` waits at most
@@ -44,9 +42,6 @@ import itertools
 import multiprocessing
 import os
 import pickle
-import select
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -60,6 +55,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from feedline.execution.executor import DEFAULT_CLOSE_TIMEOUT
+from feedline.execution.spawn import exit_watch, serve_as_worker, start_worker
 from feedline.execution.transport import Channel
 
 _FUNCTION, _CALL, _STOP = 0, 1, 2  # message kinds on a worker's channel
@@ -108,40 +104,18 @@ def _send_outcome(channel: Channel, outcome: tuple[bool, Any], stage: str) -> No
 
 
 _ENTRY = ("import sys; from feedline.execution.processes import worker_entry; "
-          "worker_entry(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]))")
+          "worker_entry(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])")
 
 
-def _exit_with_parent(parent_pid: int) -> None:
-    """End this worker as soon as its parent is gone, whatever it is doing."""
-    try:
-        parent = os.pidfd_open(parent_pid)
-    except ProcessLookupError:  # gone already, before we could watch it
-        os._exit(1)
-    except (AttributeError, OSError):  # no pidfd: the channel's end is the only signal
-        return
-    if os.getppid() != parent_pid:  # it exited (we were handed to init) before the open
-        os._exit(1)
-
-    def watch() -> None:
-        select.select([parent], [], [])  # readable once the parent has exited
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True, name="feedline-parent-watch").start()
-
-
-def worker_entry(fd: int, stage: str, parent_pid: int) -> None:
+def worker_entry(fd: int, parent_pid: int, stage: str) -> None:
     """The program of a worker process: serve the socket ``fd`` until it closes.
 
     The first message is the parent's ``sys.path`` and ``multiprocessing`` key; then functions (once each) and calls,
     one at a time, until ``stop`` or the end of the channel.
     """
-    # The parent decides what Ctrl-C means (it closes the pipeline, which ends us).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.set_inheritable(fd, False)  # a subprocess the user's function starts must not keep it
-    _exit_with_parent(parent_pid)
+    channel = serve_as_worker(fd, parent_pid)
     import cloudpickle
 
-    channel = Channel(socket.socket(fileno=fd))
     functions: dict[int, tuple[bool, Any]] = {}
     try:
         try:
@@ -195,12 +169,7 @@ class _Worker:
         self.process = process
         self.channel = channel
         # Readable once the process has exited (pidfd), where the platform has one.
-        self.exited: int | None = None
-        if hasattr(os, "pidfd_open"):
-            try:
-                self.exited = os.pidfd_open(process.pid)
-            except OSError:
-                self.exited = None
+        self.exited = exit_watch(process.pid)
         self.future: concurrent.futures.Future[Any] | None = None  # the call it runs
         self.shipped: set[int] = set()  # keys of the functions it has
         self.gone = False
@@ -323,19 +292,8 @@ class ProcessExecutor:
             self._count(calls=1)
 
     def _start_worker_locked(self) -> _Worker:
-        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-            process = subprocess.Popen(
-                [sys.executable, "-c", _ENTRY, str(child_end.fileno()), self.name,
-                 str(os.getpid())],
-                pass_fds=[child_end.fileno()], stdin=subprocess.DEVNULL, env=env)
-        except BaseException:
-            parent_end.close()
-            raise
-        finally:
-            child_end.close()  # the worker has its own copy: EOF then means it is gone
-        worker = _Worker(process, Channel(parent_end))
+        process = start_worker(_ENTRY, self.name)
+        worker = _Worker(process, process.channel)  # type: ignore[attr-defined]
         self._workers.append(worker)  # tracked before anything can fail: it is ended later
         self._count(workers_started=1)
         try:

@@ -20,9 +20,8 @@ released_buffers)`` (the shared buffers whose arrays the consumer has freed),
 ``("stop",)``; closing the connection ends the worker. Positions and snapshots are those of
 :mod:`feedline.execution.positions`: a worker's checkpoint is where it is in its shard.
 
-Workers are fresh interpreters (``python -c``), never forks of the threaded parent and
-never re-imports of the user's main script, so a script needs no ``if __name__ ==
-"__main__"`` guard; they get the parent's ``sys.path``. They ignore ``SIGINT`` (Ctrl-C is
+Workers are fresh interpreters (:mod:`feedline.execution.spawn`): a script needs no ``if
+__name__ == "__main__"`` guard; they get the parent's ``sys.path``. They ignore ``SIGINT`` (Ctrl-C is
 the parent's to handle: it closes the pipeline, which ends them), and exit as soon as the
 parent's end of their socket closes, whoever closes it (``close()``, interpreter exit, the
 parent dying).
@@ -35,8 +34,6 @@ import contextlib
 import itertools
 import multiprocessing.connection
 import os
-import select
-import signal
 import subprocess
 import sys
 import time
@@ -49,6 +46,13 @@ from feedline.core.errors import WorkerProcessError
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
 from feedline.execution.positions import PositionReader, State
+from feedline.execution.spawn import (
+    describe_exit,
+    end_process,
+    exit_watch,
+    serve_as_worker,
+    start_worker,
+)
 from feedline.execution.transport import Channel
 
 _IN_WORKER = False
@@ -71,36 +75,16 @@ def in_worker_process() -> bool:
     return _IN_WORKER
 
 
-def describe_exit(exitcode: int | None) -> str:
-    """``exitcode`` of a process in words.
-
-    Example:
-        >>> describe_exit(-9)
-        'was killed by signal SIGKILL'
-    """
-    if exitcode is None:
-        return "stopped answering"
-    if exitcode < 0:
-        try:
-            return f"was killed by signal {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"was killed by signal {-exitcode}"
-    return f"exited with code {exitcode}"
+_ENTRY = ("import sys; from feedline.execution.worker_pool import worker_entry; "
+          "worker_entry(int(sys.argv[1]), int(sys.argv[2]))")
 
 
-_ENTRY = "import sys; from feedline.execution.worker_pool import worker_entry; worker_entry(int(sys.argv[1]))"
-
-
-def worker_entry(fd: int) -> None:
+def worker_entry(fd: int, parent_pid: int) -> None:
     """The program of a worker process: serve the socket ``fd`` until it closes."""
     global _IN_WORKER
     _IN_WORKER = True
     os.nice(WORKER_NICENESS)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _exit_with_parent()
-    import socket
-
-    channel = Channel(socket.socket(fileno=fd))
+    channel = serve_as_worker(fd, parent_pid)
     try:
         index, num_workers, payload, path = channel.recv()
         sys.path[:] = path  # find the user's modules as the parent does
@@ -114,26 +98,6 @@ def worker_entry(fd: int) -> None:
             pass
     finally:
         channel.close()
-
-
-def _exit_with_parent() -> None:
-    """End this process when its parent does, even while a user function holds the main
-    thread (the end of the socket is only noticed between elements).
-
-    Needs ``pidfd_open`` (Linux 5.3+); elsewhere the worker ends at its next element.
-    """
-    import threading
-
-    try:
-        pidfd = os.pidfd_open(os.getppid())
-    except (AttributeError, OSError):
-        return
-
-    def watch() -> None:
-        select.select([pidfd], [], [])  # readable when the parent has exited
-        os._exit(1)
-
-    threading.Thread(target=watch, name="feedline-parent-watch", daemon=True).start()
 
 
 class _WorkerLoop:
@@ -315,23 +279,12 @@ class WorkerPool:
         return next(self._token_source)
 
     def _spawn(self, index: int) -> None:
-        import socket
-
-        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-            process = subprocess.Popen(
-                [sys.executable, "-c", _ENTRY, str(child_end.fileno())],
-                pass_fds=[child_end.fileno()], stdin=subprocess.DEVNULL, env=env)
-        finally:
-            child_end.close()
-        channel = Channel(parent_end)
+        process = start_worker(_ENTRY)
+        channel = process.channel  # type: ignore[attr-defined]
         self._processes[index], self._channels[index] = process, channel
-        if hasattr(os, "pidfd_open"):
-            try:
-                self._exits[index] = os.pidfd_open(process.pid)
-            except OSError:
-                self._exits[index] = None
+        # Readable when the process ends: a death is seen even if a child of the worker
+        # still holds its socket open.
+        self._exits[index] = exit_watch(process.pid)
         channel.send((index, self.num_workers, self._payload, list(sys.path)))
 
     def pids(self) -> list[int | None]:
@@ -435,15 +388,7 @@ class WorkerPool:
         live = [p for i in indices if (p := self._processes[i]) is not None]
         try:
             for process in live:
-                try:
-                    process.wait(max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    process.terminate()  # stuck in a user function: SIGTERM, then SIGKILL
-                    try:
-                        process.wait(1.0)
-                    except subprocess.TimeoutExpired:
-                        process.kill()
-                        process.wait()
+                end_process(process, max(0.0, deadline - time.monotonic()))
         except BaseException:  # interrupted (Ctrl-C) while waiting: no second chance
             for process in live:
                 if process.poll() is None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import time
 
-import psutil
 import pytest
+from process_helpers import worker_processes
 
 import feedline as fl
 from feedline.core.validation import schedulable_cpus
@@ -40,18 +40,6 @@ def _sleepy(x):
 def auto_map(ds: fl.Dataset, fn, **kwargs) -> fl.Dataset:
     """``ds.map(fn, num_parallel_calls=AUTOTUNE)`` with no executor (see the last test)."""
     return ds.apply(lambda d: MapDataset(d, fn, fl.AUTOTUNE, **kwargs))
-
-
-def worker_processes() -> list[psutil.Process]:
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if child.status() != psutil.STATUS_ZOMBIE and any(
-                    "feedline.execution.processes" in part for part in child.cmdline()):
-                found.append(child)
-        except psutil.NoSuchProcess:
-            pass
-    return found
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,7 @@ from concurrent.futures.process import BrokenProcessPool
 import numpy as np
 import psutil
 import pytest
+from process_helpers import worker_processes
 
 import feedline as fl
 from feedline.execution.processes import ProcessExecutor
@@ -34,19 +35,6 @@ def _raise_on_two(x):
     if x == 2:
         raise ValueError(f"bad element {x}")
     return x
-
-
-def worker_processes() -> list[psutil.Process]:
-    """This test process's live feedline worker processes."""
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if child.status() != psutil.STATUS_ZOMBIE and any(
-                    "feedline.execution.processes" in part for part in child.cmdline()):
-                found.append(child)
-        except psutil.NoSuchProcess:
-            pass
-    return found
 
 
 @pytest.fixture(autouse=True)
