@@ -1,0 +1,105 @@
+"""Where this input pipeline stands among the pipelines of a data-parallel job.
+
+:class:`InputContext` is tf.distribute's ``InputContext``: how many input pipelines feed the
+job (usually one per host or per process), which one this is, and how many replicas (devices)
+train in lock step. :class:`AutoShardPolicy` says how ``Dataset.distribute`` splits the input
+among pipelines, as ``tf.data.experimental.AutoShardPolicy`` does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from feedline.core.validation import as_int
+
+
+class AutoShardPolicy(enum.IntEnum):
+    """How ``Dataset.distribute`` gives each input pipeline its share (tf.data's values).
+
+    Attributes:
+        OFF: No sharding: every pipeline reads all of the input.
+        AUTO: ``FILE`` if the pipeline reads a list of files (enough of them), else ``DATA``.
+        FILE: Pipeline ``i`` of ``n`` reads files ``i``, ``i + n``, ...; an error if the
+            pipeline reads no list of files or has fewer files than pipelines.
+        DATA: Pipeline ``i`` of ``n`` keeps elements ``i``, ``i + n``, ... of the source.
+
+    Example:
+        >>> AutoShardPolicy.AUTO.name, int(AutoShardPolicy.OFF)
+        ('AUTO', -1)
+    """
+
+    OFF = -1
+    AUTO = 0
+    FILE = 1
+    DATA = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class InputContext:
+    """This input pipeline's place in a data-parallel job (``tf.distribute.InputContext``).
+
+    Attributes:
+        num_input_pipelines: How many input pipelines feed the job (often one per process).
+        input_pipeline_id: Which one this is, in ``[0, num_input_pipelines)``.
+        num_replicas_in_sync: Replicas (devices) that each take one per-replica batch per
+            step; a multiple of ``num_input_pipelines``.
+
+    Example:
+        >>> ctx = InputContext(num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=8)
+        >>> ctx.get_per_replica_batch_size(256), ctx.replicas_per_pipeline
+        (32, 4)
+    """
+
+    num_input_pipelines: int = 1
+    input_pipeline_id: int = 0
+    num_replicas_in_sync: int = 1
+
+    def __post_init__(self) -> None:
+        pipelines = as_int(self.num_input_pipelines, "InputContext(num_input_pipelines)")
+        pipeline_id = as_int(self.input_pipeline_id, "InputContext(input_pipeline_id)")
+        replicas = as_int(self.num_replicas_in_sync, "InputContext(num_replicas_in_sync)")
+        if pipelines < 1:
+            raise ValueError(f"InputContext: num_input_pipelines must be >= 1, got {pipelines}")
+        if not 0 <= pipeline_id < pipelines:
+            raise ValueError(
+                f"InputContext: input_pipeline_id must be in [0, {pipelines}), got {pipeline_id}")
+        if replicas < 1 or replicas % pipelines:
+            raise ValueError(
+                f"InputContext: num_replicas_in_sync ({replicas}) must be a positive multiple "
+                f"of num_input_pipelines ({pipelines}): each pipeline feeds the same number "
+                "of replicas")
+        object.__setattr__(self, "num_input_pipelines", pipelines)
+        object.__setattr__(self, "input_pipeline_id", pipeline_id)
+        object.__setattr__(self, "num_replicas_in_sync", replicas)
+
+    @property
+    def replicas_per_pipeline(self) -> int:
+        """Replicas this pipeline feeds each step."""
+        return self.num_replicas_in_sync // self.num_input_pipelines
+
+    def get_per_replica_batch_size(self, global_batch_size: int) -> int:
+        """The batch each replica takes per step when the job takes ``global_batch_size``.
+
+        Raises:
+            ValueError: ``global_batch_size`` does not split evenly over the replicas.
+
+        Example:
+            >>> InputContext(num_replicas_in_sync=4).get_per_replica_batch_size(64)
+            16
+        """
+        size = as_int(global_batch_size, "get_per_replica_batch_size(global_batch_size)")
+        if size < 1 or size % self.num_replicas_in_sync:
+            raise ValueError(
+                f"the global batch size ({size}) must be a positive multiple of the number "
+                f"of replicas in sync ({self.num_replicas_in_sync})")
+        return size // self.num_replicas_in_sync
+
+    def get_per_pipeline_batch_size(self, global_batch_size: int) -> int:
+        """The batch this pipeline produces per step: its replicas' batches together.
+
+        Example:
+            >>> InputContext(2, 0, 4).get_per_pipeline_batch_size(64)
+            32
+        """
+        return self.get_per_replica_batch_size(global_batch_size) * self.replicas_per_pipeline
