@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator
 from feedline.core.options import Options
 from feedline.core.structure import Element, spec_of
+
+if TYPE_CHECKING:
+    from feedline.core.options import AutoShardPolicy
+    from feedline.core.random_access import RandomAccessReader
+    from feedline.distribute.input_context import InputContext
 
 
 class Dataset(abc.ABC):
@@ -47,6 +52,17 @@ class Dataset(abc.ABC):
         clone._inputs = tuple(inputs)
         clone.__dict__.pop("_cached_spec", None)
         return clone
+
+    def _offers_random_access(self) -> bool:
+        """Whether this node can compute element ``i`` directly (see :mod:`feedline.core.random_access`)."""
+        return False
+
+    def _random_reader(self, ctx: IteratorContext) -> RandomAccessReader:
+        """Open this node's random-access reader (only when :meth:`_offers_random_access`)."""
+        from feedline.core.random_access import require_random_access
+
+        require_random_access(self, "random access")
+        raise TypeError(f"{type(self).__name__} offers random access but opens no reader")
 
     @property
     def element_spec(self) -> Element:
@@ -92,9 +108,33 @@ class Dataset(abc.ABC):
 
     def __len__(self) -> int:
         n = self.cardinality()
+        if n == UNKNOWN and self._offers_random_access():
+            # TFRecord files: the record count comes from their index.
+            from feedline.core.random_access import open_reader
+
+            with open_reader(self) as reader:
+                return len(reader)
         if n < 0:
             raise TypeError("the dataset's length is " + ("infinite" if n == INFINITE else "unknown"))
         return n
+
+    def __getitem__(self, index: int) -> Element:
+        """Element ``index`` (negative: from the end) of a random-access pipeline.
+
+        ``range``, ``from_tensor_slices`` and uncompressed TFRecord files, and ``map``,
+        ``batch``, ``take``, ``skip``, ``shard``, ``prefetch`` and ``global_shuffle`` over
+        them compute any element from its index (:mod:`feedline.core.random_access`); other
+        stages raise a ``TypeError`` naming the stage.
+
+        Example:
+            >>> import feedline as fl
+            >>> ds = fl.Dataset.range(10).map(lambda x: x * 3).batch(4)
+            >>> ds[1].tolist(), ds[-1].tolist(), len(ds)
+            ([12, 15, 18, 21], [24, 27], 3)
+        """
+        from feedline.core.random_access import element_at
+
+        return element_at(self, index)
 
     def __bool__(self) -> bool:
         return True
@@ -363,6 +403,25 @@ class Dataset(abc.ABC):
         return _transforms.shuffle.ShuffleDataset(self, buffer_size, seed,
                                                   reshuffle_each_iteration, name)
 
+    def global_shuffle(self, seed: int | None = None, reshuffle_each_iteration: bool = True,
+                       name: str | None = None) -> Dataset:
+        """Read the whole dataset in a seeded random order, as tf.data's ``global_shuffle``.
+
+        Needs random access (``range``, ``from_tensor_slices``, TFRecord files, and ``map``,
+        ``batch``, ``take``, ``skip``, ``shard`` over them): it permutes the indices instead
+        of filling a buffer, so every order is equally likely whatever the dataset's size,
+        and a checkpoint holds an epoch and a position, not elements
+        (:mod:`feedline.transforms.global_shuffle`).
+
+        Example:
+            >>> import feedline as fl
+            >>> ds = fl.Dataset.range(6).global_shuffle(seed=4)
+            >>> sorted(int(x) for x in ds)
+            [0, 1, 2, 3, 4, 5]
+        """
+        return _transforms.global_shuffle.GlobalShuffleDataset(
+            self, seed, reshuffle_each_iteration, name)
+
     def repeat(self, count: int | None = None, name: str | None = None) -> Dataset:
         """Repeat the input ``count`` times (``None`` or -1: forever).
 
@@ -412,6 +471,27 @@ class Dataset(abc.ABC):
             [1, 4, 7]
         """
         return _transforms.shard.ShardDataset(self, num_shards, index, name)
+
+    def distribute(self, input_context: InputContext, policy: AutoShardPolicy | None = None
+                   ) -> Dataset:
+        """This input pipeline's share of a data-parallel job (tf.data's auto-sharding).
+
+        Every input pipeline builds the same dataset and calls ``distribute`` with its
+        :class:`~feedline.InputContext`; the shares are disjoint and together hold every
+        element. ``policy`` (an :class:`~feedline.AutoShardPolicy`; ``None``: the pipeline's
+        ``Options.distribute``) picks FILE, DATA or, by default, AUTO: a random-access
+        pipeline is read by index -- equal shares, elastic checkpoints -- else by file,
+        else by element (:mod:`feedline.distribute.distribute`).
+
+        Example:
+            >>> import feedline as fl
+            >>> ctx = fl.InputContext(num_input_pipelines=2, input_pipeline_id=1)
+            >>> [int(x) for x in fl.Dataset.range(7).distribute(ctx)]
+            [1, 3, 5]
+        """
+        from feedline.distribute.distribute import distribute
+
+        return distribute(self, input_context, policy)
 
     def enumerate(self, start: int = 0, name: str | None = None) -> Dataset:
         """Pairs ``(index, element)`` with index counting from ``start``.

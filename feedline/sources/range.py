@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.random_access import RandomAccessReader
 from feedline.core.structure import TensorSpec
 from feedline.core.validation import as_int
 
@@ -32,6 +34,37 @@ class RangeDataset(Dataset):
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return RangeIterator(ctx, self.range, self.dtype)
+
+    def _offers_random_access(self) -> bool:
+        return True
+
+    def _random_reader(self, ctx: IteratorContext) -> RandomAccessReader:
+        return RangeReader(self.range, self.dtype)
+
+
+class RangeReader(RandomAccessReader):
+    """Element ``i`` of a range is ``start + i * step``.
+
+    Example:
+        >>> [int(x) for x in RangeReader(range(3, 30, 10), np.dtype(np.int64)).get_many([2, 0])]
+        [23, 3]
+    """
+
+    def __init__(self, values: range, dtype: np.dtype) -> None:
+        super().__init__()
+        self._values = values
+        self._dtype = dtype
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def get(self, index: int) -> Any:
+        return self._dtype.type(self._values[index])
+
+    def get_many(self, indices: Sequence[int]) -> list[Any]:
+        positions = np.asarray(indices, dtype=np.int64)
+        values = self._values.start + positions * self._values.step
+        return list(values.astype(self._dtype, copy=False))
 
 
 class RangeIterator(DatasetIterator):

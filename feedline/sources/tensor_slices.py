@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy as np
 from feedline.core.dataset import Dataset
 from feedline.core.errors import StructureError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.random_access import RandomAccessReader
 from feedline.core.structure import (
     Element,
     flatten,
@@ -59,6 +61,45 @@ class TensorSlicesDataset(Dataset):
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return TensorSlicesIterator(ctx, self.structure, self.leaves, self.length)
+
+    def _offers_random_access(self) -> bool:
+        return True
+
+    def _random_reader(self, ctx: IteratorContext) -> RandomAccessReader:
+        return TensorSlicesReader(self.structure, self.leaves, self.length)
+
+
+class TensorSlicesReader(RandomAccessReader):
+    """Row ``i`` of every leaf; ``get_many`` slices each leaf once (NumPy fancy indexing).
+
+    Example:
+        >>> reader = TensorSlicesReader(None, [np.array([5, 6, 7])], 3)
+        >>> [int(x) for x in reader.get_many([2, 0])]
+        [7, 5]
+    """
+
+    def __init__(self, structure: Element, leaves: list[np.ndarray], length: int) -> None:
+        super().__init__()
+        self._structure = structure
+        self._leaves = leaves
+        self._single = not isinstance(structure, tuple | dict)
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def get(self, index: int) -> Any:
+        if self._single:
+            return self._leaves[0][index]
+        return pack_as(self._structure, [leaf[index] for leaf in self._leaves])
+
+    def get_many(self, indices: Sequence[int]) -> list[Any]:
+        rows = np.asarray(indices, dtype=np.intp)
+        columns = [leaf[rows] for leaf in self._leaves]
+        if self._single:
+            return list(columns[0])
+        structure = self._structure
+        return [pack_as(structure, [column[i] for column in columns]) for i in range(len(rows))]
 
 
 class TensorSlicesIterator(DatasetIterator):

@@ -12,6 +12,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import StructureError
 from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.random_access import DerivedReader, RandomAccessReader
 from feedline.core.structure import (
     Element,
     batched_spec,
@@ -138,6 +139,47 @@ class BatchDataset(Dataset):
         return ParallelBatchIterator(
             ctx, upstream, self.batch_size, self.drop_remainder, self.name,
             resolve_parallelism(self.num_parallel_calls, ctx), ctx.deterministic(self.deterministic))
+
+
+    _RANDOM_ACCESS_FROM_INPUT = True
+
+    def _offers_random_access(self) -> bool:
+        return self._inputs[0]._offers_random_access()
+
+    def _random_reader(self, ctx: IteratorContext) -> RandomAccessReader:
+        return BatchReader(self._inputs[0]._random_reader(ctx), self.batch_size,
+                           self.drop_remainder)
+
+
+class BatchReader(DerivedReader):
+    """Batch ``i`` stacks input elements ``i * batch_size`` up to the next batch's first.
+
+    Example:
+        >>> import feedline as fl
+        >>> from feedline.core.random_access import open_reader
+        >>> reader = BatchReader(open_reader(fl.Dataset.range(5)), 2, drop_remainder=False)
+        >>> len(reader), reader.get(2).tolist()
+        (3, [4])
+    """
+
+    def __init__(self, input_reader: RandomAccessReader, batch_size: int,
+                 drop_remainder: bool) -> None:
+        super().__init__(input_reader)
+        self._batch_size = batch_size
+        self._length = batched_cardinality(len(input_reader), batch_size, drop_remainder)
+        self._input_length = len(input_reader)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def get(self, index: int) -> Any:
+        start = index * self._batch_size
+        stop = min(start + self._batch_size, self._input_length)
+        return stack_elements(self.input.get_many(range(start, stop)))
+
+    def get_many(self, indices: Sequence[int]) -> list[Any]:
+        get = self.get
+        return [get(int(i)) for i in indices]
 
 
 def pull_batch(upstream: DatasetIterator, batch_size: int, drop_remainder: bool) -> list[Any]:

@@ -8,13 +8,14 @@ import functools
 import pickle
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, call_with_element, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.random_access import DerivedReader, RandomAccessReader
 from feedline.core.structure import normalize_output
 from feedline.core.validation import resolve_parallelism, validate_parallelism
 from feedline.execution.executor import make_executor
@@ -36,6 +37,8 @@ from feedline.execution.read_ahead import ReadAhead
 
 class MapDataset(Dataset):
     """The node of ``Dataset.map``."""
+
+    _RANDOM_ACCESS_FROM_INPUT = True
 
     def __init__(self, input_dataset: Dataset, map_func: Callable[..., Any],
                  num_parallel_calls: int | None = None, deterministic: bool | None = None,
@@ -74,6 +77,47 @@ class MapDataset(Dataset):
             resolve_parallelism(self.num_parallel_calls, ctx),
             ctx.deterministic(self.deterministic), self.executor or "thread",
             choose_executor=choose)
+
+
+    def _offers_random_access(self) -> bool:
+        return self._inputs[0]._offers_random_access()
+
+    def _random_reader(self, ctx: IteratorContext) -> RandomAccessReader:
+        fn = self.map_func if self.unpack_tuples else _Unsplit(self.map_func)
+        return MapReader(self._inputs[0]._random_reader(ctx), fn, self.name)
+
+
+class MapReader(DerivedReader):
+    """Element ``i`` is the function of input element ``i`` (called as the iterators call it).
+
+    Example:
+        >>> import feedline as fl
+        >>> from feedline.core.random_access import open_reader
+        >>> with MapReader(open_reader(fl.Dataset.range(5)), lambda x: x * 10, "map") as r:
+        ...     [int(x) for x in r.get_many([4, 1])]
+        [40, 10]
+    """
+
+    def __init__(self, input_reader: RandomAccessReader, fn: Callable[..., Any],
+                 name: str) -> None:
+        super().__init__(input_reader)
+        self._fn = fn
+        self._call = _caller(fn)
+        self._name = name
+
+    def get(self, index: int) -> Any:
+        return self._apply(self.input.get(index), index)
+
+    def get_many(self, indices: Sequence[int]) -> list[Any]:
+        apply = self._apply
+        return [apply(element, int(index))
+                for element, index in zip(self.input.get_many(indices), indices)]
+
+    def _apply(self, element: Any, index: int) -> Any:
+        try:
+            return normalize_output(self._call(self._fn, element))
+        except Exception as error:  # noqa: BLE001 - re-raised with the stage named
+            raise annotate_error(error, self._name, index)
 
 
 def _call_whole(fn: Callable[[Any], Any], element: Any) -> Any:

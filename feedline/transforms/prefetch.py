@@ -10,6 +10,7 @@ from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.options import AUTOTUNE_FIXED_BUFFER
+from feedline.core.random_access import RandomAccessReader
 from feedline.core.structure import Element, flatten
 from feedline.core.validation import validate_int
 from feedline.execution.executor import make_executor
@@ -60,6 +61,14 @@ class PrefetchDataset(Dataset):
         if self.buffer_size == 0:
             return upstream
         return PrefetchIterator(ctx, upstream, self.buffer_size, self.name)
+
+    _RANDOM_ACCESS_FROM_INPUT = True
+
+    def _offers_random_access(self) -> bool:
+        return self._inputs[0]._offers_random_access()
+
+    def _random_reader(self, ctx: IteratorContext) -> RandomAccessReader:
+        return self._inputs[0]._random_reader(ctx)  # read-ahead changes no element
 
 
 class PrefetchIterator(DatasetIterator):

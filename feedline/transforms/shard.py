@@ -7,6 +7,7 @@ from typing import Any
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.random_access import RandomAccessReader, StrideReader
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import as_int
 
@@ -45,6 +46,14 @@ class ShardDataset(UnaryDataset):
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return ShardIterator(ctx, self._make_input_iterator(ctx), self.num_shards,
                              self.index)
+
+    _RANDOM_ACCESS_FROM_INPUT = True
+
+    def _offers_random_access(self) -> bool:
+        return self._inputs[0]._offers_random_access()
+
+    def _random_reader(self, ctx: IteratorContext) -> RandomAccessReader:
+        return StrideReader(self._inputs[0]._random_reader(ctx), self.index, self.num_shards)
 
 
 class ShardIterator(UnaryIterator):

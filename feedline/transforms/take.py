@@ -7,6 +7,7 @@ from typing import Any
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.random_access import RandomAccessReader, WindowReader
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_count
 
@@ -40,6 +41,14 @@ class TakeDataset(UnaryDataset):
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return TakeIterator(ctx, self._make_input_iterator(ctx), self.count)
+
+    _RANDOM_ACCESS_FROM_INPUT = True
+
+    def _offers_random_access(self) -> bool:
+        return self._inputs[0]._offers_random_access()
+
+    def _random_reader(self, ctx: IteratorContext) -> RandomAccessReader:
+        return WindowReader(self._inputs[0]._random_reader(ctx), 0, self.count)
 
 
 class TakeIterator(UnaryIterator):

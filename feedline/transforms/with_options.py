@@ -5,6 +5,7 @@ from __future__ import annotations
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
+from feedline.core.random_access import RandomAccessReader
 from feedline.core.unary import UnaryDataset
 
 
@@ -23,3 +24,11 @@ class OptionsDataset(UnaryDataset):
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return self._make_input_iterator(ctx)
+
+    _RANDOM_ACCESS_FROM_INPUT = True
+
+    def _offers_random_access(self) -> bool:
+        return self._inputs[0]._offers_random_access()
+
+    def _random_reader(self, ctx: IteratorContext) -> RandomAccessReader:
+        return self._inputs[0]._random_reader(ctx)
