@@ -32,7 +32,8 @@ import numpy as np
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.errors import DataLossError
-from feedline.core.iterator import PipelineIterator
+from feedline.core.iterator import IteratorContext, PipelineIterator
+from feedline.core.random_access import RandomAccessReader
 from feedline.core.structure import TensorSpec
 from feedline.core.validation import validate_optional_int
 from feedline.formats._file_reader import ChunkedReader, FileReaderDataset, RecordCursor
@@ -216,6 +217,24 @@ class TFRecordDataset(FileReaderDataset):
     def _open(self, path: str, position: dict[str, Any]) -> RecordCursor:
         return _FileReader(path, self.compression_type, self.buffer_size, position["offset"],
                            position["record_index"])
+
+    def _offers_random_access(self) -> bool:
+        # A compressed record's place is unknown without decompressing all before it, and
+        # the records of a dataset of names or of parallel reads come in a run-time order.
+        return (self.filenames is not None and self.num_parallel_reads is None
+                and self.compression_type == "")
+
+    def _random_reader(self, ctx: IteratorContext) -> RandomAccessReader:
+        if not self._offers_random_access():
+            raise TypeError(
+                f"{self.READER}: random access needs uncompressed files given as a list of "
+                "names, without num_parallel_reads (this one has "
+                f"compression_type={self.compression_type!r}, num_parallel_reads="
+                f"{self.num_parallel_reads!r}, names from "
+                f"{'a list' if self.filenames is not None else 'a dataset'})")
+        from feedline.formats.tfrecord_index import TFRecordRandomReader
+
+        return TFRecordRandomReader(self.filenames)
 
 
 # ---------------------------------------------------------------------------------- writing

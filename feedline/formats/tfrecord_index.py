@@ -1,0 +1,332 @@
+"""Random access to TFRecord files: an index of record offsets, built once per file.
+
+Reading record ``i`` of a TFRecord file needs its byte offset, which only a scan of the
+framing can find (each record starts with its length). :func:`load_index` scans a file once
+-- reading only the 12-byte headers, checking each length's CRC -- and stores the offsets
+(``int64``, plus the end of the file) in ``<file>.flidx`` beside it, or, when that folder
+cannot be written (or the file is remote), in a cache folder: ``$FEEDLINE_CACHE_DIR`` or
+``~/.cache/feedline``, under ``tfrecord-index/``. An index records the file's size and
+modification time and a CRC32C of itself; a stale or damaged index is rebuilt, never trusted.
+
+:class:`TFRecordRandomReader` then reads any record with one positioned read (``os.pread``
+on local files, kept open; fsspec ranges elsewhere) and checks both CRCs, as the sequential
+reader does. Compressed files have no random access (a record's position in the compressed
+stream cannot be known without decompressing everything before it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import numpy as np
+
+from feedline.core.errors import DataLossError
+from feedline.core.random_access import RandomAccessReader
+
+INDEX_SUFFIX = ".flidx"
+_MAGIC = b"FLTFRIDX"
+_VERSION = 1
+_PREAMBLE = struct.Struct("<8sIQQQ")  # magic, version, file size, mtime_ns, records
+_FOOTER = struct.Struct("<I")  # CRC32C of everything before it
+_HEADER = struct.Struct("<QI")
+_HEADER_SIZE, _FOOTER_SIZE = 12, 4
+# Headers are parsed from reads of this size: one system call covers many small records.
+_SCAN_CHUNK = 1 << 20
+# Index files bigger than this many bytes of TFRecord show a progress bar while building.
+PROGRESS_BYTES = 1 << 30
+
+
+def cache_dir() -> Path:
+    """Where indexes go when they cannot go beside their file.
+
+    Example:
+        >>> cache_dir().name
+        'tfrecord-index'
+    """
+    root = os.environ.get("FEEDLINE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "feedline")
+    return Path(root) / "tfrecord-index"
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path or path.startswith("file://")
+
+
+def _local_path(path: str) -> str:
+    return path.removeprefix("file://")
+
+
+def _file_identity(path: str) -> tuple[int, int]:
+    """Size and modification time (ns) of a file, local or fsspec."""
+    if _is_local(path):
+        stat = os.stat(_local_path(path))
+        return stat.st_size, stat.st_mtime_ns
+    fs, inner = fsspec.core.url_to_fs(path)
+    info = fs.info(inner)
+    modified = info.get("mtime") or info.get("LastModified") or info.get("created") or 0
+    if hasattr(modified, "timestamp"):
+        modified = modified.timestamp()
+    return int(info["size"]), int(float(modified) * 1e9)
+
+
+def index_locations(path: str) -> list[str]:
+    """Where the index of ``path`` may be: beside it (local files), then in the cache.
+
+    Example:
+        >>> index_locations("/data/a.tfrecord")[0]
+        '/data/a.tfrecord.flidx'
+    """
+    digest = hashlib.sha256(os.path.abspath(path).encode() if _is_local(path)
+                            else path.encode()).hexdigest()[:16]
+    cached = str(cache_dir() / f"{digest}-{os.path.basename(path.rstrip('/'))}{INDEX_SUFFIX}")
+    if _is_local(path):
+        return [_local_path(path) + INDEX_SUFFIX, cached]
+    return [cached]
+
+
+def _encode(offsets: np.ndarray, size: int, mtime_ns: int) -> bytes:
+    from feedline.formats.tfrecord import _crc32c
+
+    body = _PREAMBLE.pack(_MAGIC, _VERSION, size, mtime_ns, len(offsets) - 1) + \
+        offsets.astype("<i8").tobytes()
+    return body + _FOOTER.pack(_crc32c(body))
+
+
+def _decode(data: bytes, size: int, mtime_ns: int) -> np.ndarray | None:
+    """The offsets in an index file, or ``None`` if it is damaged or for another version."""
+    from feedline.formats.tfrecord import _crc32c
+
+    if len(data) < _PREAMBLE.size + 8 + _FOOTER.size:
+        return None
+    body, (crc,) = data[:-_FOOTER.size], _FOOTER.unpack(data[-_FOOTER.size:])
+    if _crc32c(body) != crc:
+        return None
+    magic, version, saved_size, saved_mtime, records = _PREAMBLE.unpack_from(body)
+    if (magic != _MAGIC or version != _VERSION or saved_size != size
+            or saved_mtime != mtime_ns or len(body) != _PREAMBLE.size + 8 * (records + 1)):
+        return None
+    return np.frombuffer(body, dtype="<i8", offset=_PREAMBLE.size).astype(np.int64)
+
+
+def scan_offsets(path: str, size: int) -> np.ndarray:
+    """Start offsets of every record of ``path``, then the file's end.
+
+    Raises:
+        DataLossError: A length fails its CRC, or the file ends inside a record.
+
+    Example:
+        >>> import feedline as fl
+        >>> _ = fl.write_tfrecord(fl.Dataset.from_tensor_slices([b"ab", b"c"]), "memory://doc/ix.tfrecord")
+        >>> scan_offsets("memory://doc/ix.tfrecord", 35).tolist()
+        [0, 18, 35]
+    """
+    from feedline.formats.tfrecord import masked_crc32c
+
+    offsets: list[int] = []
+    with fsspec.open(path, "rb") as file:
+        position, buffer, buffer_start = 0, b"", 0
+        while position < size:
+            if position + _HEADER_SIZE > buffer_start + len(buffer):
+                file.seek(position)
+                buffer, buffer_start = file.read(_SCAN_CHUNK), position
+                if len(buffer) < _HEADER_SIZE:
+                    raise DataLossError(
+                        f"truncated record at {position} in {path} (record index "
+                        f"{len(offsets)}): the file ends {size - position} bytes into a "
+                        "record header", path=path, offset=position,
+                        record_index=len(offsets))
+            at = position - buffer_start
+            length, length_crc = _HEADER.unpack_from(buffer, at)
+            if masked_crc32c(buffer[at:at + 8]) != length_crc:
+                raise DataLossError(
+                    f"corrupted record at {position} in {path} (record index {len(offsets)}): "
+                    "the length's checksum does not match", path=path, offset=position,
+                    record_index=len(offsets))
+            end = position + _HEADER_SIZE + length + _FOOTER_SIZE
+            if end > size:
+                raise DataLossError(
+                    f"truncated record at {position} in {path} (record index {len(offsets)}): "
+                    f"the record needs {end - position} bytes, the file has "
+                    f"{size - position} left", path=path, offset=position,
+                    record_index=len(offsets))
+            offsets.append(position)
+            position = end
+    offsets.append(size)
+    return np.asarray(offsets, dtype=np.int64)
+
+
+def _write_atomically(target: str, data: bytes) -> bool:
+    """Write ``data`` to ``target`` through a temporary file and a rename; False if the
+    folder cannot be written."""
+    folder = os.path.dirname(target) or "."
+    try:
+        os.makedirs(folder, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".flidx-", dir=folder)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(temporary, target)
+        return True
+    except OSError:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        return False
+
+
+def load_index(path: str) -> np.ndarray:
+    """Record offsets of ``path`` (and its end), from its index, built when missing or stale.
+
+    Example:
+        >>> import feedline as fl, tempfile, os
+        >>> folder = tempfile.mkdtemp()
+        >>> path = os.path.join(folder, "a.tfrecord")
+        >>> _ = fl.write_tfrecord(fl.Dataset.from_tensor_slices([b"ab", b"c"]), path)
+        >>> load_index(path).tolist(), os.path.exists(path + ".flidx")
+        ([0, 18, 35], True)
+    """
+    size, mtime_ns = _file_identity(path)
+    locations = index_locations(path)
+    for location in locations:
+        try:
+            with open(location, "rb") as saved:
+                offsets = _decode(saved.read(), size, mtime_ns)
+        except OSError:
+            continue
+        if offsets is not None:
+            return offsets
+    offsets = scan_offsets(path, size)
+    encoded = _encode(offsets, size, mtime_ns)
+    for location in locations:
+        if _write_atomically(location, encoded):
+            break
+    return offsets
+
+
+def load_indexes(paths: Sequence[str], progress: bool | None = None) -> list[np.ndarray]:
+    """The indexes of several files, with a progress bar when building them takes long.
+
+    ``progress=None`` shows the bar when the files total more than :data:`PROGRESS_BYTES`.
+    """
+    if progress is None:
+        progress = len(paths) > 1 and sum(
+            _file_identity(p)[0] for p in paths) > PROGRESS_BYTES
+    if not progress:
+        return [load_index(path) for path in paths]
+    from tqdm.auto import tqdm
+
+    return [load_index(path) for path in tqdm(paths, desc="feedline: indexing TFRecord files",
+                                               unit="file")]
+
+
+class TFRecordRandomReader(RandomAccessReader):
+    """Record ``i`` of a list of uncompressed TFRecord files, in file order.
+
+    Example:
+        >>> import feedline as fl, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "r.tfrecord")
+        >>> _ = fl.write_tfrecord(fl.Dataset.from_tensor_slices([b"a", b"bb", b"c"]), path)
+        >>> with TFRecordRandomReader([path]) as reader:
+        ...     len(reader), reader.get(1), reader.get_many([2, 0])
+        (3, b'bb', [b'c', b'a'])
+    """
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        super().__init__()
+        self._paths = list(paths)
+        self._offsets = load_indexes(self._paths)
+        counts = np.array([len(o) - 1 for o in self._offsets], dtype=np.int64)
+        self._starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self._length = int(self._starts[-1])
+        self._files: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __len__(self) -> int:
+        return self._length
+
+    def _handle(self, file_index: int) -> Any:
+        handle = self._files.get(file_index)
+        if handle is None:
+            with self._lock:
+                if self._closed:
+                    raise ValueError("the TFRecord reader is closed")
+                handle = self._files.get(file_index)
+                if handle is None:
+                    path = self._paths[file_index]
+                    if _is_local(path):
+                        handle = os.open(_local_path(path), os.O_RDONLY)
+                    else:
+                        handle = fsspec.core.url_to_fs(path)
+                    self._files[file_index] = handle
+        return handle
+
+    def _read(self, file_index: int, start: int, end: int) -> bytes:
+        handle = self._handle(file_index)
+        if isinstance(handle, int):
+            return os.pread(handle, end - start, start)
+        fs, inner = handle
+        return fs.cat_file(inner, start, end)
+
+    def _locate(self, indices: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self._starts, indices, side="right") - 1
+
+    def get(self, index: int) -> bytes:
+        file_index = int(self._locate(np.asarray([index]))[0])
+        return self._record(file_index, index - int(self._starts[file_index]), index)
+
+    def get_many(self, indices: Sequence[int]) -> list[bytes]:
+        positions = np.asarray(indices, dtype=np.int64)
+        files = self._locate(positions)
+        locals_ = positions - self._starts[files]
+        record = self._record
+        return [record(f, r, i) for f, r, i in zip(files.tolist(), locals_.tolist(),
+                                                   positions.tolist())]
+
+    def _record(self, file_index: int, local: int, index: int) -> bytes:
+        from feedline.formats.tfrecord import masked_crc32c
+
+        offsets = self._offsets[file_index]
+        start, end = int(offsets[local]), int(offsets[local + 1])
+        frame = self._read(file_index, start, end)
+        path = self._paths[file_index]
+        if len(frame) != end - start:
+            raise DataLossError(
+                f"truncated record at {start} in {path} (record index {local}, element "
+                f"{index}): the file changed since it was indexed", path=path, offset=start,
+                record_index=local)
+        length, length_crc = _HEADER.unpack_from(frame)
+        if length != end - start - _HEADER_SIZE - _FOOTER_SIZE or \
+                masked_crc32c(frame[:8]) != length_crc:
+            raise DataLossError(
+                f"corrupted record at {start} in {path} (record index {local}, element "
+                f"{index}): the length does not match the index or its checksum",
+                path=path, offset=start, record_index=local)
+        data = frame[_HEADER_SIZE:_HEADER_SIZE + length]
+        (data_crc,) = struct.unpack_from("<I", frame, _HEADER_SIZE + length)
+        if masked_crc32c(data) != data_crc:
+            raise DataLossError(
+                f"corrupted record at {start + _HEADER_SIZE} in {path} (record index {local}, "
+                f"element {index}): the data's checksum does not match",
+                path=path, offset=start + _HEADER_SIZE, record_index=local)
+        return data
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            files, self._files = self._files, {}
+        for handle in files.values():
+            if isinstance(handle, int):
+                os.close(handle)
+

@@ -1,0 +1,133 @@
+"""Random access to TFRecord files through an index of record offsets."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import fsspec
+import pytest
+
+import feedline as fl
+from feedline.formats.tfrecord_index import INDEX_SUFFIX, index_locations, load_index
+
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "tfrecord"
+RAW = [bytes.fromhex(h) for h in json.loads((GOLDEN / "raw.expected.json").read_text())[
+    "records_hex"]]
+
+
+@pytest.fixture
+def golden(tmp_path):
+    """The golden files, copied where their indexes may be written."""
+    for name in os.listdir(GOLDEN):
+        shutil.copy(GOLDEN / name, tmp_path / name)
+    return tmp_path
+
+
+def write(path, records):
+    fl.write_tfrecord(fl.Dataset.from_tensor_slices(records), str(path))
+    return str(path)
+
+
+def test_golden_records_by_index(golden):
+    for name in ("raw.tfrecord", "examples.tfrecord", "sequence_examples.tfrecord"):
+        ds = fl.TFRecordDataset(str(golden / name))
+        expected = list(ds)
+        assert len(ds) == len(expected)
+        assert [ds[i] for i in range(len(ds))] == expected
+        assert ds[-1] == expected[-1]
+    raw = fl.TFRecordDataset(str(golden / "raw.tfrecord"))
+    assert [raw[i] for i in (4, 0, 3, 1, 2)] == [RAW[i] for i in (4, 0, 3, 1, 2)]
+    assert (golden / ("raw.tfrecord" + INDEX_SUFFIX)).exists()
+    # The offsets TensorFlow's framing gives: 5 records of 0, 1, 11, 256 and 70000 bytes.
+    assert load_index(str(golden / "raw.tfrecord")).tolist() == [0, 16, 33, 60, 332, 70348]
+
+
+def test_damaged_files_name_file_and_offset(golden):
+    with pytest.raises(fl.DataLossError, match="truncated record at 332 in .*truncated.tfrecord"):
+        len(fl.TFRecordDataset(str(golden / "truncated.tfrecord")))
+    with pytest.raises(fl.DataLossError, match="corrupted record at 0 in .*corrupt_length"):
+        fl.TFRecordDataset(str(golden / "corrupt_length.tfrecord"))[0]
+    payload = fl.TFRecordDataset(str(golden / "corrupt_payload.tfrecord"))
+    assert payload[0] == b""
+    with pytest.raises(fl.DataLossError,
+                       match=r"corrupted record at 28 in .*corrupt_payload.tfrecord \(record "
+                             r"index 1, element 1\): the data's checksum") as raised:
+        payload[1]
+    assert raised.value.offset == 28
+    assert payload[2] == b"hello world"
+
+
+def test_compressed_files_have_no_random_access(golden):
+    ds = fl.TFRecordDataset(str(golden / "raw.gz.tfrecord"), compression_type="GZIP")
+    with pytest.raises(TypeError, match="ds\\[i\\] needs random access"):
+        ds[0]
+    with pytest.raises(TypeError, match="global_shuffle needs random access"):
+        ds.global_shuffle(1)
+
+
+def test_records_across_files(tmp_path):
+    paths = [write(tmp_path / f"{f}.tfrecord", [f"{f}:{i}".encode() for i in range(f + 1)])
+             for f in range(4)]
+    ds = fl.TFRecordDataset(paths)
+    expected = list(ds)
+    assert len(ds) == 10
+    assert [ds[i] for i in range(10)] == expected
+    shuffled = list(ds.global_shuffle(seed=2))
+    assert sorted(shuffled) == sorted(expected) and shuffled != expected
+
+
+def test_stale_index_is_rebuilt(tmp_path):
+    path = write(tmp_path / "a.tfrecord", [b"x", b"yy"])
+    assert fl.TFRecordDataset(path)[1] == b"yy"
+    os.utime(path, ns=(1, 1))  # same size, other time: the index no longer vouches for it
+    write(tmp_path / "a.tfrecord", [b"p", b"q", b"r"])
+    ds = fl.TFRecordDataset(path)
+    assert len(ds) == 3 and ds[2] == b"r"
+
+
+def test_damaged_index_is_rebuilt(tmp_path):
+    path = write(tmp_path / "a.tfrecord", [b"x", b"yy", b"zzz"])
+    load_index(path)
+    index = Path(path + INDEX_SUFFIX)
+    data = bytearray(index.read_bytes())
+    data[-10] ^= 0xFF
+    index.write_bytes(bytes(data))
+    assert fl.TFRecordDataset(path)[2] == b"zzz"
+    assert index.read_bytes() != bytes(data)  # written again, whole
+
+
+def test_an_unwritable_place_beside_the_file_uses_the_cache(tmp_path, monkeypatch):
+    path = write(tmp_path / "a.tfrecord", [b"x", b"yy"])
+    os.mkdir(path + INDEX_SUFFIX)  # the index cannot be written there (root ignores modes)
+    monkeypatch.setenv("FEEDLINE_CACHE_DIR", str(tmp_path / "cache"))
+    assert fl.TFRecordDataset(path)[1] == b"yy"
+    cached = index_locations(path)[1]
+    assert cached.startswith(str(tmp_path / "cache" / "tfrecord-index"))
+    assert os.path.isfile(cached)
+    assert fl.TFRecordDataset(path)[0] == b"x"  # read back from the cache
+
+
+def test_remote_files_are_indexed_in_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEEDLINE_CACHE_DIR", str(tmp_path / "cache"))
+    url = "memory://index-test/remote.tfrecord"
+    write(url, [b"a", b"bb", b"ccc"])
+    try:
+        ds = fl.TFRecordDataset(url)
+        assert [ds[i] for i in (2, 0, 1)] == [b"ccc", b"a", b"bb"]
+        assert index_locations(url) == [index_locations(url)[0]]
+        assert os.path.exists(index_locations(url)[0])
+    finally:
+        fsspec.filesystem("memory").rm("/index-test", recursive=True)
+
+
+def test_a_file_changed_after_indexing_is_data_loss(tmp_path):
+    path = write(tmp_path / "a.tfrecord", [b"x" * 10] * 100)
+    ds = fl.TFRecordDataset(path)
+    it = iter(ds.global_shuffle(seed=0))
+    next(it)  # reads a first chunk of records
+    with open(path, "r+b") as file:
+        file.truncate(100)
+    with pytest.raises(fl.DataLossError, match="changed since it was indexed"):
+        list(it)
+    it.close()
