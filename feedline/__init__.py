@@ -21,9 +21,18 @@ from feedline.core.errors import (
     WorkerProcessError,
 )
 from feedline.core.iterator import PipelineIterator
-from feedline.core.options import AutotuneOptions, OptimizationOptions, Options, ThreadingOptions
+from feedline.core.options import (
+    AutoShardPolicy,
+    AutotuneOptions,
+    DistributeOptions,
+    OptimizationOptions,
+    Options,
+    ThreadingOptions,
+)
 from feedline.core.state_file import load_state, save_state
 from feedline.core.structure import TensorSpec
+from feedline.distribute.distribute import StepSchedule, steps_per_epoch
+from feedline.distribute.input_context import InputContext
 from feedline.formats.csv import CsvDataset, make_csv_dataset
 from feedline.formats.example import (
     FixedLenFeature,
@@ -48,16 +57,19 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AUTOTUNE",
+    "AutoShardPolicy",
     "AutotuneOptions",
     "CheckpointError",
     "CsvDataset",
     "DataLossError",
     "Dataset",
+    "DistributeOptions",
     "FeedlineError",
     "FixedLenFeature",
     "FixedLenSequenceFeature",
     "FixedLengthRecordDataset",
     "INFINITE",
+    "InputContext",
     "OptimizationOptions",
     "Options",
     "OutOfRangeError",
@@ -65,6 +77,7 @@ __all__ = [
     "PipelineIterator",
     "RaggedValues",
     "RestoredError",
+    "StepSchedule",
     "StopIterationError",
     "StructureError",
     "TFRecordDataset",
@@ -86,5 +99,6 @@ __all__ = [
     "parse_single_example",
     "parse_single_sequence_example",
     "save_state",
+    "steps_per_epoch",
     "write_tfrecord",
 ]

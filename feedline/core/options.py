@@ -7,6 +7,7 @@ tf.data; when several are set, later (downstream) settings win field by field.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +98,47 @@ class OptimizationOptions:
     map_vectorization: bool = True
 
 
+class AutoShardPolicy(enum.IntEnum):
+    """How ``Dataset.distribute`` gives each input pipeline its share (tf.data's values).
+
+    Attributes:
+        OFF: No sharding: every pipeline reads all of the input.
+        AUTO: Random-access pipelines are sharded by index (see ``DATA``); otherwise
+            ``FILE`` if the pipeline reads a list of files (at least one per pipeline), else
+            ``DATA``.
+        FILE: Pipeline ``i`` of ``n`` reads files ``i``, ``i + n``, ...; an error if the
+            pipeline reads no list of files or has fewer files than pipelines.
+        DATA: Pipeline ``i`` of ``n`` keeps elements ``i``, ``i + n``, ... of the source; a
+            random-access pipeline reads only those, by index, on top of its random-access
+            part (after a ``global_shuffle``), so checkpoints are elastic
+            (:mod:`feedline.distribute.index_shard`).
+
+    Example:
+        >>> AutoShardPolicy.AUTO.name, int(AutoShardPolicy.OFF)
+        ('AUTO', -1)
+    """
+
+    OFF = -1
+    AUTO = 0
+    FILE = 1
+    DATA = 2
+
+
+@dataclass(frozen=True)
+class DistributeOptions:
+    """How ``Dataset.distribute`` shards the pipeline (tf.data's ``experimental_distribute``).
+
+    Attributes:
+        auto_shard_policy: The :class:`AutoShardPolicy` used when ``distribute`` is given none.
+
+    Example:
+        >>> DistributeOptions(auto_shard_policy=AutoShardPolicy.FILE).auto_shard_policy.name
+        'FILE'
+    """
+
+    auto_shard_policy: AutoShardPolicy = AutoShardPolicy.AUTO
+
+
 @dataclass(frozen=True)
 class Options:
     """Settings for a whole pipeline (``tf.data.Options``).
@@ -108,6 +150,7 @@ class Options:
         threading: Thread budget.
         autotune: Autotuning budget.
         optimization: Which graph rewrites run.
+        distribute: How ``Dataset.distribute`` shards the pipeline.
 
     Example:
         >>> import feedline as fl
@@ -121,6 +164,7 @@ class Options:
     threading: ThreadingOptions = field(default_factory=ThreadingOptions)
     autotune: AutotuneOptions = field(default_factory=AutotuneOptions)
     optimization: OptimizationOptions = field(default_factory=OptimizationOptions)
+    distribute: DistributeOptions = field(default_factory=DistributeOptions)
 
     def merge(self, newer: Options) -> Options:
         """Combine with ``newer``; fields ``newer`` sets to a non-default value win."""

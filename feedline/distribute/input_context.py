@@ -2,37 +2,18 @@
 
 :class:`InputContext` is tf.distribute's ``InputContext``: how many input pipelines feed the
 job (usually one per host or per process), which one this is, and how many replicas (devices)
-train in lock step. :class:`AutoShardPolicy` says how ``Dataset.distribute`` splits the input
-among pipelines, as ``tf.data.experimental.AutoShardPolicy`` does.
+train in lock step. :class:`AutoShardPolicy` (defined with the options that carry it) says
+how ``Dataset.distribute`` splits the input among pipelines.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
 
+from feedline.core.options import AutoShardPolicy
 from feedline.core.validation import as_int
 
-
-class AutoShardPolicy(enum.IntEnum):
-    """How ``Dataset.distribute`` gives each input pipeline its share (tf.data's values).
-
-    Attributes:
-        OFF: No sharding: every pipeline reads all of the input.
-        AUTO: ``FILE`` if the pipeline reads a list of files (enough of them), else ``DATA``.
-        FILE: Pipeline ``i`` of ``n`` reads files ``i``, ``i + n``, ...; an error if the
-            pipeline reads no list of files or has fewer files than pipelines.
-        DATA: Pipeline ``i`` of ``n`` keeps elements ``i``, ``i + n``, ... of the source.
-
-    Example:
-        >>> AutoShardPolicy.AUTO.name, int(AutoShardPolicy.OFF)
-        ('AUTO', -1)
-    """
-
-    OFF = -1
-    AUTO = 0
-    FILE = 1
-    DATA = 2
+__all__ = ["AutoShardPolicy", "InputContext"]
 
 
 @dataclasses.dataclass(frozen=True)
