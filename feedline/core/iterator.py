@@ -43,6 +43,9 @@ class IteratorContext:
             ``repeat``), by node. Each has a ``shutdown()``, called by :meth:`close_kept`
             when the pipeline closes.
         closing: Set while the pipeline closes: stages then release rather than keep.
+        first_epoch: The epoch every node's first iterator counts as (a training loop that
+            builds one pipeline iterator per epoch passes the epoch, so a reshuffling stage
+            gives each epoch its own order).
     """
 
     options: Options = field(default_factory=Options)
@@ -51,6 +54,7 @@ class IteratorContext:
     _iterations_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     kept: dict[Any, Any] = field(default_factory=dict, repr=False)
     closing: bool = False
+    first_epoch: int = 0
 
     def keep(self, node: object, resource: Any) -> None:
         """Keep ``resource`` for ``node``'s next iterator, shutting down what was kept for
@@ -74,7 +78,7 @@ class IteratorContext:
     def start_iteration(self, node: object) -> int:
         """Count one more iterator of ``node``; return its 0-based number (the epoch)."""
         with self._iterations_lock:
-            epoch = self.iterations.get(node, 0)
+            epoch = self.iterations.get(node, self.first_epoch)
             self.iterations[node] = epoch + 1
             return epoch
 
@@ -233,14 +237,24 @@ class PipelineIterator:
         [2, 3, 4]
     """
 
-    def __init__(self, dataset: Dataset) -> None:
+    def __init__(self, dataset: Dataset, epoch: int = 0) -> None:
+        """Build the pipeline's iterators.
+
+        Args:
+            dataset: The pipeline.
+            epoch: The epoch this iteration counts as (``iter(dataset)``: 0). Stages that
+                reshuffle each iteration (``shuffle``, ``global_shuffle``) draw this epoch's
+                order: a loop that builds one iterator per epoch passes its epoch number.
+        """
         from feedline.optimize import optimize
 
         options = dataset.options()
         self._user_dataset = dataset
         self._saved_fingerprint: PipelineFingerprint | None = None
         self._declared_types: DeclaredTypes | None = None
-        self._ctx = IteratorContext(options=options)
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"PipelineIterator(epoch) must be an int >= 0, got {epoch!r}")
+        self._ctx = IteratorContext(options=options, first_epoch=epoch)
         self._dataset = optimize(dataset, options)
         self._root = self._dataset._make_iterator(self._ctx)
         # Stages are single-consumer; this makes the whole pipeline safe to share. close()

@@ -186,7 +186,7 @@ def random_access_blocker(dataset: Dataset) -> Dataset | None:
     Example:
         >>> import feedline as fl
         >>> random_access_blocker(fl.Dataset.range(5).filter(lambda x: x > 1).map(abs)).name
-        'filter'
+        'filter(<lambda>)'
     """
     node = dataset
     while not node._offers_random_access():

@@ -166,11 +166,19 @@ def equal_shares(dataset: Dataset, input_context: InputContext,
         >>> equal_shares(fl.Dataset.range(7), ctx), equal_shares(fl.Dataset.range(7).filter(bool), ctx)
         (True, False)
     """
-    sizes = {distribute(dataset, InputContext(input_context.num_input_pipelines, i,
-                                              input_context.num_replicas_in_sync),
-                        policy).cardinality()
-             for i in range(input_context.num_input_pipelines)}
+    sizes = {_known_length(distribute(dataset, InputContext(
+        input_context.num_input_pipelines, i, input_context.num_replicas_in_sync), policy))
+        for i in range(input_context.num_input_pipelines)}
     return len(sizes) == 1 and sizes.pop() >= 0
+
+
+def _known_length(share: Dataset) -> int:
+    """The share's length from the graph, or from its random-access reader (TFRecord
+    indexes); ``UNKNOWN`` when neither knows it."""
+    n = share.cardinality()
+    if n == UNKNOWN and share._offers_random_access():
+        return len(share)
+    return n
 
 
 def _no_file_sharding(dataset: Dataset, n: int) -> str:

@@ -1,0 +1,1 @@
+"""Framework adapters: feeding PyTorch (:mod:`feedline.torch`) and JAX (:mod:`feedline.jax`)."""
