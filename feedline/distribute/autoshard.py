@@ -4,6 +4,15 @@ Worker processes (:mod:`feedline.transforms.multiprocess`) each run one shard of
 pipeline. :func:`shard_pipeline` rewrites the graph for shard ``index`` of ``num_shards``,
 choosing the first policy that applies, as tf.data's ``AutoShardPolicy.AUTO`` does:
 
+``"index"``
+    The pipeline has a ``global_shuffle`` and random access up to some stage
+    (:mod:`feedline.core.random_access`), with only stages that treat elements
+    independently after it: shard ``index`` reads positions ``index``, ``index +
+    num_shards``, ... of that stage by index (never the others', and no file is read twice).
+    When every stage after it is one-to-one (or there is none: ``global_shuffle().map()
+    .batch()`` has random access all the way), merging the shards in turn gives exactly the
+    output of one process, whatever the number of shards: the way to get output identical
+    for any number of worker processes.
 ``"file"``
     The pipeline reads files (``TFRecordDataset`` and the other readers, given file names or
     a dataset of them, ``list_files`` followed by ``interleave``) through stages that treat
@@ -47,6 +56,7 @@ from typing import Any, Literal
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.unary import UnaryDataset, UnaryIterator
+from feedline.distribute.index_shard import IndexShardDataset
 from feedline.formats._file_reader import FileReaderDataset
 from feedline.optimize.map_fusion import FusedInlineDataset
 from feedline.transforms.batch import BatchDataset
@@ -65,7 +75,7 @@ from feedline.transforms.shuffle import ShuffleDataset
 from feedline.transforms.unbatch import UnbatchDataset
 from feedline.transforms.with_options import OptionsDataset
 
-Policy = Literal["file", "batch", "data", "output"]
+Policy = Literal["index", "file", "batch", "data", "output"]
 
 # Stages whose output is the same function of each input element wherever it is read:
 # sharding their input shards their output.
@@ -81,7 +91,8 @@ class ShardPlan:
     """How a pipeline splits into shards.
 
     Attributes:
-        policy: ``"file"``, ``"batch"``, ``"data"`` or ``"output"`` (see the module doc).
+        policy: ``"index"``, ``"file"``, ``"batch"``, ``"data"`` or ``"output"`` (see the
+            module doc).
         exact_order: Whether merging the shards in turn gives exactly the unsharded output
             (for the ``"batch"`` policy: as long as no element fails, see the module doc).
         path: The stages from the output down to where the shard goes (output first).
@@ -110,6 +121,9 @@ def plan_sharding(dataset: Dataset, num_shards: int) -> ShardPlan:
         'output'
     """
     _refuse_file_caches(dataset)
+    by_index = _index_plan(dataset)
+    if by_index is not None:
+        return by_index
     path: list[Dataset] = []
     node = dataset
     while True:
@@ -124,6 +138,27 @@ def plan_sharding(dataset: Dataset, num_shards: int) -> ShardPlan:
         if not isinstance(node, _INDEPENDENT) or len(node._inputs) != 1:
             return ShardPlan("output", True, (dataset,))
         node = node._inputs[0]
+
+
+def _index_plan(dataset: Dataset) -> ShardPlan | None:
+    """The ``"index"`` plan: the topmost random-access stage, if a global shuffle is below it
+    and only element-independent stages (no readers of file names) are above it."""
+    from feedline.transforms.global_shuffle import GlobalShuffleDataset
+
+    path: list[Dataset] = []
+    node = dataset
+    while not node._offers_random_access():
+        if (len(node._inputs) != 1 or not isinstance(node, _INDEPENDENT)
+                or isinstance(node, FileReaderDataset | InterleaveDataset | FlatMapDataset)):
+            return None
+        path.append(node)
+        node = node._inputs[0]
+    below = node
+    while not isinstance(below, GlobalShuffleDataset):
+        if len(below._inputs) != 1:
+            return None
+        below = below._inputs[0]
+    return ShardPlan("index", all(_one_to_one(stage) for stage in path), (*path, node))
 
 
 def _source_plan(path: list[Dataset], num_shards: int) -> ShardPlan:
@@ -206,7 +241,10 @@ def shard_pipeline(dataset: Dataset, num_shards: int, index: int,
                 RuntimeWarning, stacklevel=2)
         return ShardDataset(dataset, num_shards, index, name="worker shard")
     *above, bottom = plan.path
-    if plan.policy == "file" and isinstance(bottom, FileReaderDataset):
+    if plan.policy == "index":
+        sharded: Dataset = IndexShardDataset(bottom, num_shards, index, full_rounds=False,
+                                             name=f"worker index shard {index}")
+    elif plan.policy == "file" and isinstance(bottom, FileReaderDataset):
         sharded = _copy_with(bottom, filenames=bottom.filenames[index::num_shards])
     elif plan.policy == "batch":
         sharded = BlockShardDataset(bottom, num_shards, index, plan.block)

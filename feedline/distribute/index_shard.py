@@ -34,7 +34,12 @@ from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
-from feedline.core.random_access import DerivedReader, RandomAccessReader, require_random_access
+from feedline.core.random_access import (
+    DerivedReader,
+    RandomAccessReader,
+    StrideReader,
+    require_random_access,
+)
 from feedline.core.unary import UnaryDataset
 from feedline.core.validation import as_int, resolve_parallelism, validate_parallelism
 from feedline.execution.executor import make_executor
@@ -56,6 +61,9 @@ class IndexShardDataset(UnaryDataset):
         index: This shard, in ``[0, num_shards)``.
         num_parallel_calls: Threads reading elements ahead (``AUTOTUNE``: the CPU budget;
             ``None``: read on the consumer's thread).
+        full_rounds: Drop the positions after the last full round, so every shard has the
+            same length (data-parallel replicas); ``False`` keeps them, as ``shard`` does
+            (worker processes, whose outputs are merged back into one stream).
 
     Example:
         >>> import feedline as fl
@@ -72,7 +80,8 @@ class IndexShardDataset(UnaryDataset):
     _RANDOM_ACCESS_FROM_INPUT = True
 
     def __init__(self, input_dataset: Dataset, num_shards: int, index: int,
-                 num_parallel_calls: int | None = AUTOTUNE, name: str | None = None) -> None:
+                 num_parallel_calls: int | None = AUTOTUNE, name: str | None = None,
+                 full_rounds: bool = True) -> None:
         super().__init__(input_dataset)
         require_random_access(input_dataset, "an index shard")
         self.num_shards = as_int(num_shards, "index shard (num_shards)")
@@ -83,26 +92,31 @@ class IndexShardDataset(UnaryDataset):
             raise ValueError(f"index must be in [0, {self.num_shards}), got {self.index}")
         self.num_parallel_calls = validate_parallelism(num_parallel_calls,
                                                        "index shard (num_parallel_calls)")
+        self.full_rounds = bool(full_rounds)
         self.name = name or f"index shard {self.index} of {self.num_shards}"
 
     def cardinality(self) -> int:
         n = self._inputs[0].cardinality()
         if n in (INFINITE, UNKNOWN):
             return n
-        return n // self.num_shards
+        if self.full_rounds:
+            return n // self.num_shards
+        return n // self.num_shards + (1 if self.index < n % self.num_shards else 0)
 
     def _offers_random_access(self) -> bool:
         return True
 
     def _random_reader(self, ctx: IteratorContext) -> RandomAccessReader:
-        return _FullRoundsReader(self._inputs[0]._random_reader(ctx), self.num_shards,
-                                 self.index)
+        reader = self._inputs[0]._random_reader(ctx)
+        if self.full_rounds:
+            return _FullRoundsReader(reader, self.num_shards, self.index)
+        return StrideReader(reader, self.index, self.num_shards)
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         workers = None if self.num_parallel_calls is None else resolve_parallelism(
             self.num_parallel_calls, ctx)
         return IndexShardIterator(ctx, self._inputs[0]._random_reader(ctx), self.num_shards,
-                                  self.index, workers, self.name)
+                                  self.index, workers, self.name, self.full_rounds)
 
 
 class _FullRoundsReader(DerivedReader):
@@ -135,8 +149,9 @@ class IndexShardIterator(DatasetIterator):
     OPERATION = "index_shard"
 
     def __init__(self, ctx: IteratorContext, reader: RandomAccessReader, num_shards: int,
-                 index: int, workers: int | None, name: str) -> None:
+                 index: int, workers: int | None, name: str, full_rounds: bool = True) -> None:
         super().__init__(ctx)
+        self._full_rounds = full_rounds
         self._reader = reader
         self._length = len(reader)
         self._num_shards, self._index = num_shards, index
@@ -160,8 +175,11 @@ class IndexShardIterator(DatasetIterator):
             describe=lambda tag: f"positions from {tag}")
 
     def _own_elements(self) -> int:
-        """Own elements in this epoch from ``_base`` on: full rounds only."""
-        return max(0, (self._length - self._base) // self._num_shards)
+        """Own elements in this epoch from ``_base`` on (in full rounds only, if so)."""
+        left = self._length - self._base
+        if self._full_rounds:
+            return max(0, left // self._num_shards)
+        return max(0, -(-(left - self._index) // self._num_shards))
 
     def _positions(self, first: int, count: int) -> list[int]:
         start = self._base + self._index + first * self._num_shards

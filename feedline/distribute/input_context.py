@@ -24,7 +24,7 @@ class InputContext:
         num_input_pipelines: How many input pipelines feed the job (often one per process).
         input_pipeline_id: Which one this is, in ``[0, num_input_pipelines)``.
         num_replicas_in_sync: Replicas (devices) that each take one per-replica batch per
-            step; a multiple of ``num_input_pipelines``.
+            step; a multiple of ``num_input_pipelines`` (default: one per pipeline).
 
     Example:
         >>> ctx = InputContext(num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=8)
@@ -34,12 +34,13 @@ class InputContext:
 
     num_input_pipelines: int = 1
     input_pipeline_id: int = 0
-    num_replicas_in_sync: int = 1
+    num_replicas_in_sync: int | None = None
 
     def __post_init__(self) -> None:
         pipelines = as_int(self.num_input_pipelines, "InputContext(num_input_pipelines)")
         pipeline_id = as_int(self.input_pipeline_id, "InputContext(input_pipeline_id)")
-        replicas = as_int(self.num_replicas_in_sync, "InputContext(num_replicas_in_sync)")
+        replicas = pipelines if self.num_replicas_in_sync is None else as_int(
+            self.num_replicas_in_sync, "InputContext(num_replicas_in_sync)")
         if pipelines < 1:
             raise ValueError(f"InputContext: num_input_pipelines must be >= 1, got {pipelines}")
         if not 0 <= pipeline_id < pipelines:

@@ -54,6 +54,19 @@ def test_batch_policy_gives_the_single_process_output_for_any_worker_count(
     assert _values(parallel) == _values(ds)
 
 
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_global_shuffle_gives_the_single_process_output_for_any_worker_count(tmp_path, workers):
+    # Workers read their positions of the shuffled TFRecord files by index: no file is read
+    # twice, and the merged batches are exactly those of one process.
+    paths = _files(tmp_path, 3, 17)
+    ds = fl.TFRecordDataset(paths).global_shuffle(seed=4).map(lambda r: r + b"!").batch(5)
+    parallel = ds.multiprocess(workers)
+    assert (parallel.sharding(workers).policy, parallel.sharding(workers).exact_order) == \
+        ("index", True)
+    assert _values(parallel) == _values(ds)
+    assert _values(parallel.repeat(2)) == _values(ds.repeat(2))  # reshuffled epochs too
+
+
 def test_one_to_one_pipeline_keeps_its_order_and_structure():
     ds = fl.Dataset.range(9).map(lambda x: Pair(x, {"sq": x * x, "name": str(x)}))
     got = list(ds.multiprocess(2))
