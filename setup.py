@@ -1,12 +1,14 @@
-"""Declares the optional C fast path of ``parse_example``; everything else is in pyproject.toml.
+"""Declares the optional C fast paths of ``parse_example`` and of TFRecord random access;
+everything else is in pyproject.toml.
 
-The extension is optional: if it does not compile (no C compiler, no Python headers), the
+The extensions are optional: if it does not compile (no C compiler, no Python headers), the
 install still succeeds and feedline uses its pure-Python (protobuf) path. Setting
 ``FEEDLINE_PURE_PYTHON=1`` while installing skips building it; at run time the same variable
 makes feedline ignore a built one (see feedline/formats/example/cbridge.py).
 """
 
 import os
+import sys
 
 from setuptools import Extension, setup
 
@@ -14,5 +16,8 @@ ext_modules = []
 if os.environ.get("FEEDLINE_PURE_PYTHON", "") in ("", "0"):
     ext_modules.append(Extension("feedline.formats._example_fast",
                                  ["feedline/formats/_example_fast.c"], optional=True))
+    if sys.byteorder == "little":  # it reads TFRecord's little-endian integers directly
+        ext_modules.append(Extension("feedline.formats._tfrecord_fast",
+                                     ["feedline/formats/_tfrecord_fast.c"], optional=True))
 
 setup(ext_modules=ext_modules)

@@ -16,6 +16,7 @@ The input must have random access (:mod:`feedline.core.random_access`): put
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,6 +43,10 @@ _UINT64 = (1 << 64) - 1
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+PERMUTATION_BLOCK = 8192
+"""Positions whose shuffled indices are computed together when read in order."""
 
 
 class IndexShuffle:
@@ -179,12 +184,28 @@ class GlobalShuffleReader(DerivedReader):
     def _set_permutation(self) -> None:
         keys = self._node.round_keys(self._ctx, self._epoch, self._drawn)
         self._permutation = IndexShuffle(len(self.input), keys)
+        self._cache: tuple[int, np.ndarray] = (0, np.empty(0, dtype=np.int64))
+
+    def _permuted(self, indices: Sequence[int]) -> list[int]:
+        """The shuffled indices; runs of consecutive positions (how iterators read) come
+        from a block computed at once, so NumPy's per-call cost is shared by thousands."""
+        if isinstance(indices, range) and indices.step == 1 and len(indices):
+            start, stop = indices.start, indices.stop
+            block_start, block = self._cache  # one tuple: threads may read at once
+            if not (block_start <= start and stop <= block_start + len(block)):
+                block_start = start - start % PERMUTATION_BLOCK
+                block_stop = min(max(stop, block_start + PERMUTATION_BLOCK), len(self.input))
+                block = self._permutation(np.arange(block_start, block_stop))
+                self._cache = (block_start, block)  # only one block kept, 8 bytes a position
+            offset = start - block_start
+            return block[offset:offset + len(indices)].tolist()
+        return self._permutation(indices).tolist()
 
     def get(self, index: int) -> Any:
-        return self.input.get(int(self._permutation([index])[0]))
+        return self.input.get(self._permuted(range(index, index + 1))[0])
 
     def get_many(self, indices: Sequence[int]) -> list[Any]:
-        return self.input.get_many(self._permutation(indices).tolist())
+        return self.input.get_many(self._permuted(indices))
 
     def state(self) -> State:
         own: State = {"epoch": self._epoch}
@@ -223,7 +244,11 @@ class RandomAccessIterator(DatasetIterator):
     """
 
     OPERATION = "random_access_read"
-    CHUNK = 32
+    FIRST_CHUNK = 8
+    MAX_CHUNK = 256
+    TARGET_CHUNK_SECONDS = 0.0002
+    """Chunks grow until reading one takes this long: cheap elements (records) are read
+    hundreds at a time, expensive ones (decoded images, batches) one at a time."""
 
     def __init__(self, ctx: IteratorContext, reader: RandomAccessReader) -> None:
         super().__init__(ctx)
@@ -232,6 +257,7 @@ class RandomAccessIterator(DatasetIterator):
         self._position = 0  # the next index handed out
         self._chunk: list[Any] = []
         self._chunk_start = 0
+        self._chunk_size = self.FIRST_CHUNK
 
     def __next__(self) -> Any:
         position = self._position
@@ -239,13 +265,17 @@ class RandomAccessIterator(DatasetIterator):
         if not 0 <= offset < len(self._chunk):
             if position >= self._length:
                 raise StopIteration
-            stop = min(position + self.CHUNK, self._length)
+            stop = min(position + self._chunk_size, self._length)
+            started = time.perf_counter()
             try:
                 self._chunk = self._reader.get_many(range(position, stop))
             except Exception:  # noqa: BLE001 - read one by one below, each error in place
                 self._chunk = []
                 self._position = position + 1
                 return self._reader.get(position)
+            per_element = (time.perf_counter() - started) / (stop - position)
+            self._chunk_size = max(1, min(self.MAX_CHUNK, int(
+                self.TARGET_CHUNK_SECONDS / max(per_element, 1e-9))))
             self._chunk_start, offset = position, 0
         self._position = position + 1
         return self._chunk[offset]

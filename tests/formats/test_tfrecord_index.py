@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import fsspec
+import numpy as np
 import pytest
 
 import feedline as fl
@@ -131,3 +132,41 @@ def test_a_file_changed_after_indexing_is_data_loss(tmp_path):
     with pytest.raises(fl.DataLossError, match="changed since it was indexed"):
         list(it)
     it.close()
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_c_and_python_paths_agree(golden, monkeypatch, fast):
+    from feedline.formats import tfrecord_index
+
+    if fast and tfrecord_index._FAST is None:
+        pytest.skip("the C extension was not built")
+    if not fast:
+        monkeypatch.setattr(tfrecord_index, "_FAST", None)
+    raw = fl.TFRecordDataset([str(golden / "raw.tfrecord")] * 3)
+    assert [raw[i] for i in range(15)] == RAW * 3
+    assert list(raw.global_shuffle(seed=1)) == [RAW[i % 5] for i in
+                                                shuffled_order(seed=1)]
+    payload = fl.TFRecordDataset([str(golden / "raw.tfrecord"),
+                                  str(golden / "corrupt_payload.tfrecord")])
+    reader = tfrecord_index.TFRecordRandomReader(payload.filenames)
+    assert reader.get_many([4, 5]) == [RAW[4], b""]
+    with pytest.raises(fl.DataLossError, match="corrupted record at 28 .*element 6"):
+        reader.get_many([0, 5, 6, 7])
+    reader.close()
+
+
+def shuffled_order(seed):  # the order global_shuffle(seed) reads 15 records in
+    return [int(i) for i in fl.Dataset.range(15).global_shuffle(seed=seed)]
+
+
+def test_c_crc_matches_google_crc32c():
+    import google_crc32c
+
+    from feedline.formats import tfrecord_index
+
+    if tfrecord_index._FAST is None:
+        pytest.skip("the C extension was not built")
+    rng = np.random.default_rng(0)
+    for size in (0, 1, 7, 8, 9, 63, 64, 65, 1000, 70_001):
+        data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        assert tfrecord_index._FAST.crc32c(data) == google_crc32c.value(data)
