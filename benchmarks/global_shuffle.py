@@ -116,22 +116,22 @@ def measure(records: int, files: int, rounds: int) -> dict[str, Any]:
 def table(r: dict[str, Any]) -> str:
     ratio = r["global_rps"] / r["sequential_rps"]
     lines = [
-        f"Chess data: {r['records']:,} records in {r['files']} TFRecord files, "
-        f"{r['data_mb']:.1f} MB, from the page cache.",
+        (f"Chess data: {r['records']:,} records in {r['files']} TFRecord files, "
+        f"{r['data_mb']:.1f} MB, from the page cache."),
         "",
         "| index | |",
         "|---|---|",
-        f"| build (every file scanned) | {r['index_build_s']:.3f} s "
-        f"({r['data_mb'] / r['index_build_s']:,.0f} MB/s) |",
+        (f"| build (every file scanned) | {r['index_build_s']:.3f} s "
+        f"({r['data_mb'] / r['index_build_s']:,.0f} MB/s) |"),
         f"| load (stored beside the files) | {r['index_load_s'] * 1e3:.2f} ms |",
-        f"| size | {r['index_bytes']:,} bytes ({r['index_bytes'] / r['records']:.1f} "
-        "per record) |",
+        (f"| size | {r['index_bytes']:,} bytes ({r['index_bytes'] / r['records']:.1f} "
+        "per record) |"),
         "",
         "| reading every record | records/s | vs sequential |",
         "|---|---|---|",
         f"| sequential (`TFRecordDataset(files)`) | {r['sequential_rps']:,.0f} | 1.00x |",
-        f"| global shuffle (`.global_shuffle(seed)`) | {r['global_rps']:,.0f} | "
-        f"**{ratio:.2f}x** (goal >= 0.8x) |",
+        (f"| global shuffle (`.global_shuffle(seed)`) | {r['global_rps']:,.0f} | "
+        f"**{ratio:.2f}x** (goal >= 0.8x) |"),
         "",
         "| chess pipeline (batch 512, parse, prefetch) | examples/s | vs no shuffle |",
         "|---|---|---|",
