@@ -98,8 +98,9 @@ class EpochFeeder:
         [[2, 3], [4]]
     """
 
-    def __init__(self, dataset: Dataset) -> None:
+    def __init__(self, dataset: Dataset, num_input_pipelines: int = 1) -> None:
         self.dataset = dataset
+        self.num_input_pipelines = num_input_pipelines
         self.epoch = 0
         self.steps = 0  # batches handed out in this epoch
         self._iterator: PipelineIterator | None = None
@@ -170,14 +171,25 @@ class EpochFeeder:
         self._restored.clear()
 
     def state_dict(self) -> State:
-        """The position of the batches handed out: epoch, step, pipeline, in-flight batches."""
+        """The position of the batches handed out: epoch, step, pipeline, in-flight batches.
+
+        A pipeline read by index (``distribute`` on a random-access pipeline) is rewound
+        past the batches in flight instead, so the state holds no batch and stays the same
+        on every replica (it then restores on any number of them).
+        """
         in_flight = list(self._in_flight)
+        pipeline = (self._iterator.state_dict() if self._iterator is not None
+                    else self._pending_pipeline)
+        if in_flight and not self._restored and self._iterator is not None:
+            rewound = self._iterator.rewound_state_dict(len(in_flight))
+            if rewound is not None:
+                pipeline, in_flight = rewound, []
         return {
             "format": STATE_FORMAT,
+            "input_pipelines": self.num_input_pipelines,
             "epoch": self.epoch,
             "steps": self.steps,
-            "pipeline": (self._iterator.state_dict() if self._iterator is not None
-                         else self._pending_pipeline),
+            "pipeline": pipeline,
             "in_flight": encode_elements(list(self._restored) + in_flight)
             if (in_flight or self._restored) else None,
         }
@@ -193,6 +205,14 @@ class EpochFeeder:
             in_flight = state["in_flight"]
         except (KeyError, TypeError, ValueError) as error:
             raise CheckpointError(f"damaged loader state: {error!r}") from error
+        saved_pipelines = state.get("input_pipelines", self.num_input_pipelines)
+        if in_flight is not None and saved_pipelines != self.num_input_pipelines:
+            raise CheckpointError(
+                f"this loader state holds batches that were in flight on one of "
+                f"{saved_pipelines} input pipelines; it cannot resume on "
+                f"{self.num_input_pipelines}. Elastic resume needs a pipeline read by index "
+                "(a random-access pipeline, e.g. with global_shuffle, under distribute), "
+                "whose states hold no batch")
         restored = [] if in_flight is None else decode(in_flight, declared_types(self.dataset))
         self.close()
         self.epoch, self.steps = epoch, steps

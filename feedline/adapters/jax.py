@@ -138,7 +138,7 @@ class Loader:
         self.dataset = share_of(dataset, self.context, policy)
         self.sharding = sharding or batch_sharding()
         self.prefetch_to_device = prefetch_to_device
-        self._feeder = EpochFeeder(self.dataset)
+        self._feeder = EpochFeeder(self.dataset, self.context.num_input_pipelines)
 
     @property
     def epoch(self) -> int:

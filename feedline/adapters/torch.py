@@ -191,7 +191,7 @@ class Loader:
                                "(init_process_group) to agree on the end of each epoch")
         self.even_steps = bool(even_steps)
         self.dropped = 0
-        self._feeder = EpochFeeder(self.dataset)
+        self._feeder = EpochFeeder(self.dataset, self.context.num_input_pipelines)
         self._cuda = _CudaPrefetch(self.device, self.pin_memory) \
             if self.device.type == "cuda" else None
 

@@ -152,6 +152,12 @@ class DatasetIterator(abc.ABC):
         self._state_shape = pipeline_state.state_shape(state)
         return state
 
+    def rewound_state(self, count: int) -> State | None:
+        """The state this stage had ``count`` elements ago, if it can say (``None``: it
+        cannot). Stages whose position is an index (an index shard) can; a framework
+        loader uses it to checkpoint without the batches it pulled ahead."""
+        return None
+
     def load_state_dict(self, state: State) -> None:
         """Continue from ``state``, as returned by ``state_dict()`` of the same pipeline.
 
@@ -316,6 +322,14 @@ class PipelineIterator:
         with self._lock:
             root_state = self._root.state_dict()
         return pipeline_state.seal(root_state, self._fingerprint())
+
+    def rewound_state_dict(self, count: int) -> State | None:
+        """The state this pipeline had ``count`` elements ago (a sealed ``state_dict``), or
+        ``None`` if its last stage cannot rewind (see ``DatasetIterator.rewound_state``)."""
+        with self._lock:
+            root_state = self._root.rewound_state(count)
+        return None if root_state is None else pipeline_state.seal(root_state,
+                                                                    self._fingerprint())
 
     def load_state_dict(self, state: State) -> None:
         """Continue exactly where the iterator that produced ``state`` was.

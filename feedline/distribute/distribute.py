@@ -89,13 +89,18 @@ def distribute(dataset: Dataset, input_context: InputContext,
     except ValueError:
         raise ValueError(f"distribute(policy) must be an AutoShardPolicy, got {policy!r}") from None
     n, index = input_context.num_input_pipelines, input_context.input_pipeline_id
-    if policy == AutoShardPolicy.OFF or n == 1:
+    if policy == AutoShardPolicy.OFF or (n == 1 and not dataset._offers_random_access()):
         return dataset
-    _refuse_file_caches(dataset)
+    if n > 1:
+        _refuse_file_caches(dataset)
     if policy in (AutoShardPolicy.AUTO, AutoShardPolicy.DATA):
+        # Even one pipeline reads a random-access pipeline by index: its checkpoints then
+        # resume on any number of pipelines.
         by_index = _shard_by_index(dataset, n, index)
         if by_index is not None:
             return by_index
+    if n == 1:
+        return dataset
     plan = plan_sharding(dataset, n)
     if policy == AutoShardPolicy.FILE:
         if plan.policy != "file":

@@ -235,6 +235,13 @@ class IndexShardIterator(DatasetIterator):
         return {"position": self._base + self._taken * self._num_shards,
                 "num_shards": self._num_shards, "reader": self._reader.state()}
 
+    def rewound_state(self, count: int) -> State | None:
+        if not 0 <= count <= self._taken:
+            return None
+        state = self.state_dict()
+        state["position"] = self._base + (self._taken - count) * self._num_shards
+        return state
+
     def _set_state(self, state: State) -> None:
         position = int(state["position"])
         if position < 0:

@@ -97,10 +97,26 @@ def test_auto_prefers_index_then_file_then_data(files):
     assert by_file[0] == values(fl.TFRecordDataset(files[0::2]))
 
 
-def test_off_and_a_single_pipeline_change_nothing():
+def test_off_and_a_single_pipeline():
     ds = fl.Dataset.range(5)
     assert ds.distribute(fl.InputContext(2, 1, 2), P.OFF) is ds
-    assert ds.distribute(fl.InputContext()) is ds
+    unindexed = fl.Dataset.range(5).filter(lambda x: x != 2).repeat(2)
+    assert unindexed.distribute(fl.InputContext()) is unindexed
+    # A random-access pipeline is read by index even alone, so that its checkpoints resume
+    # on any number of pipelines.
+    alone = ds.distribute(fl.InputContext())
+    assert values(alone) == [0, 1, 2, 3, 4]
+    it = iter(alone)
+    next(it)
+    state = it.state_dict()
+    it.close()
+    shares = [ds.distribute(fl.InputContext(2, i)) for i in range(2)]
+    resumed = []
+    for share in shares:
+        with iter(share) as it:
+            it.load_state_dict(state)
+            resumed += values(it)
+    assert sorted(resumed) == [1, 2, 3, 4]
 
 
 def test_policy_from_options(files):
