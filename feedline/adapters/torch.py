@@ -27,6 +27,7 @@ stages draw a new order.
 from __future__ import annotations
 
 import collections
+import os
 import warnings
 from collections.abc import Iterator
 from typing import Any, Self
@@ -143,8 +144,9 @@ class Loader:
             function ``dataset_fn(input_context) -> Dataset`` that builds this rank's share.
         policy: The :class:`~feedline.AutoShardPolicy` for ``distribute`` (``None``: the
             pipeline's options, ``AUTO`` by default).
-        device: ``None``/``"cpu"``: tensors in host memory; ``"cuda"`` (or a CUDA device):
-            batches copied ahead of the step (device prefetch).
+        device: ``None``/``"cpu"``: tensors in host memory; ``"cuda"`` (this process's GPU:
+            ``cuda:$LOCAL_RANK`` under a launcher, else the current device) or a CUDA
+            device: batches copied ahead of the step (device prefetch).
         pin_memory: Copy through pinned host memory (default: when ``device`` is CUDA).
         prefetch_to_device: Batches in flight to the device ahead of the step (CUDA only).
         even_steps: Agree on the epoch's end across ranks each step (default: when there
@@ -172,6 +174,11 @@ class Loader:
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(f"Loader(device={str(self.device)!r}): CUDA is not available "
                                "in this PyTorch (no GPU, or a CPU-only build)")
+        if self.device.type == "cuda" and self.device.index is None:
+            # One process per GPU: the launcher's LOCAL_RANK names this process's GPU.
+            local = os.environ.get("LOCAL_RANK")
+            self.device = torch.device(
+                "cuda", int(local) if local is not None else torch.cuda.current_device())
         self.pin_memory = self.device.type == "cuda" if pin_memory is None else pin_memory
         if self.pin_memory and not torch.cuda.is_available():
             raise RuntimeError("Loader(pin_memory=True) needs CUDA: pinned memory only "
