@@ -22,6 +22,10 @@ number of replicas: shard ``j`` of ``M`` continues at positions ``P + j``, ``P +
 across replicas (elastic resume). Stages *after* the shard that hold elements (a
 ``shuffle`` buffer) are per replica: their state is not elastic, so put ``global_shuffle``
 before the shard instead.
+
+The stages below the shard run inside its reads, on its threads: their own execution settings
+(a ``map``'s ``num_parallel_calls`` or ``executor="process"``, a ``prefetch``) give way to the
+shard's ``num_parallel_calls``.
 """
 
 from __future__ import annotations
