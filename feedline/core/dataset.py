@@ -268,6 +268,21 @@ class Dataset(abc.ABC):
                                                           stop_on_empty_dataset)
 
     @staticmethod
+    def load(path: str, element_spec: Any = None, compression: str | None = None,
+             reader_func: Callable[[list[Dataset]], Dataset] | None = None) -> Dataset:
+        """The dataset :meth:`save` wrote at ``path``; its structure and size are stored.
+
+        Example:
+            >>> import feedline as fl, tempfile
+            >>> folder = tempfile.mkdtemp(); fl.Dataset.range(3).save(folder)
+            >>> [int(x) for x in fl.Dataset.load(folder)]
+            [0, 1, 2]
+        """
+        from feedline.snapshot.save_load import load
+
+        return load(path, element_spec, compression, reader_func)
+
+    @staticmethod
     def random(seed: int | None = None) -> Dataset:
         """An infinite dataset of pseudo-random int64 scalars (reproducible with ``seed``).
 
@@ -629,6 +644,27 @@ class Dataset(abc.ABC):
             4
         """
         return _transforms.with_options.OptionsDataset(self, options, name)
+
+    def save(self, path: str, compression: str | None = None,
+             shard_func: Callable[[Any], Any] | None = None,
+             checkpoint_args: dict[str, Any] | None = None) -> None:
+        """Write every element to ``path`` (a folder, local or fsspec) for :meth:`load`.
+
+        Writing is chunked and committed in rounds: after a crash, ``save`` again with the
+        same pipeline resumes after the last committed round
+        (:mod:`feedline.snapshot.save_load`). ``compression``: ``None``, ``"AUTO"``/``"ZSTD"``,
+        ``"LZ4"``, ``"GZIP"``.
+
+        Example:
+            >>> import feedline as fl, tempfile
+            >>> folder = tempfile.mkdtemp()
+            >>> fl.Dataset.range(4).map(lambda x: x * x).save(folder, compression="AUTO")
+            >>> [int(x) for x in fl.Dataset.load(folder)]
+            [0, 1, 4, 9]
+        """
+        from feedline.snapshot.save_load import save
+
+        save(self, path, compression, shard_func, checkpoint_args)
 
     def reduce(self, initial_state: Element, reduce_func: Callable[[Any, Any], Any]) -> Element:
         """Fold every element into a state: ``state = reduce_func(state, element)``.

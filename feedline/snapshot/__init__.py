@@ -1,0 +1,1 @@
+"""Materialized pipelines: ``save``/``load`` and ``snapshot``, on crash-safe chunk stores."""

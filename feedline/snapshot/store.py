@@ -1,0 +1,204 @@
+"""A folder of chunk files written in committed rounds, resumable after a crash.
+
+Layout of a store folder::
+
+    progress.json            committed rounds so far: chunks per shard, elements, the
+                             writer's input state after the last committed round
+    shard-00000/chunk-00000.flchunk, chunk-00001.flchunk, ...
+    dataset.json             written last, when the input ended: the store is complete
+
+A round buffers elements (bounded by :data:`ROUND_BYTES` of encoded size) in one chunk per
+shard, writes those chunks (compressing them on threads: zstd releases the GIL), then
+rewrites ``progress.json`` atomically. A crash at any moment leaves the committed rounds
+intact: the next writer of the same store deletes chunk files no round committed, loads the
+input state of the last committed round and goes on from there -- nothing is recomputed
+before it and nothing is lost. Memory stays bounded by the rounds in flight, whatever the
+dataset's size.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import fsspec
+
+from feedline.core.errors import CheckpointError, DataLossError
+from feedline.snapshot.chunks import encode_chunk, write_file
+
+ROUND_BYTES = 64 << 20
+"""Encoded bytes a round may buffer before it is committed (per store writer)."""
+MANIFEST = "dataset.json"
+PROGRESS = "progress.json"
+CHUNK_SUFFIX = ".flchunk"
+FORMAT = 1
+
+
+def join(*parts: str) -> str:
+    return "/".join(p.rstrip("/") for p in parts)
+
+
+def chunk_path(folder: str, shard: int, chunk: int) -> str:
+    return join(folder, f"shard-{shard:05d}", f"chunk-{chunk:05d}{CHUNK_SUFFIX}")
+
+
+def filesystem(path: str) -> tuple[Any, str]:
+    return fsspec.core.url_to_fs(path)
+
+
+def read_json(path: str) -> dict[str, Any] | None:
+    """A JSON file's content, ``None`` if it does not exist."""
+    fs, inner = filesystem(path)
+    try:
+        with fs.open(inner, "rb") as file:
+            return json.loads(file.read())
+    except FileNotFoundError:
+        return None
+    except ValueError as error:
+        raise DataLossError(f"{path}: damaged JSON: {error}", path=path) from None
+
+
+def write_json(path: str, value: dict[str, Any]) -> None:
+    write_file(path, json.dumps(value, sort_keys=True, indent=1).encode())
+
+
+class StoreWriter:
+    """Writes elements into a store folder in committed rounds (see the module doc).
+
+    Args:
+        folder: The store's folder (created if needed).
+        compression: A canonical compression name (:func:`~feedline.snapshot.chunks.
+            compression_of`).
+        shard_of: Element to shard number (``save``'s ``shard_func``), or ``None``: one shard.
+        identity: What the store holds (a pipeline fingerprint): a partial store of another
+            identity is not resumed but refused.
+        round_bytes: Encoded bytes per round.
+        workers: Threads compressing and writing chunks.
+    """
+
+    def __init__(self, folder: str, compression: str, identity: dict[str, Any],
+                 shard_of: Callable[[Any], int] | None = None,
+                 round_bytes: int = ROUND_BYTES, workers: int = 2) -> None:
+        self.folder = folder
+        self.compression = compression
+        self.identity = identity
+        self.shard_of = shard_of
+        self.round_bytes = round_bytes
+        fs, inner = filesystem(folder)
+        fs.makedirs(inner, exist_ok=True)
+        progress = read_json(join(folder, PROGRESS))
+        if progress is not None and progress.get("identity") != identity:
+            raise CheckpointError(
+                f"{folder} holds a partial write of another pipeline or setting "
+                f"({progress.get('identity')}); remove it or use another path")
+        self.progress: dict[str, Any] = progress or {
+            "format": FORMAT, "identity": identity, "compression": compression,
+            "shards": {}, "elements": 0, "bytes": 0, "input_state": None, "rounds": 0,
+            "structure": None, "started": time.time()}
+        self.compression = self.progress["compression"]
+        self._remove_uncommitted()
+        self._buffers: dict[int, list[Any]] = {}
+        self._buffered_bytes = 0
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix="feedline-store-writer")
+
+    @property
+    def resume_state(self) -> Any:
+        """The input's state after the last committed round (``None``: from the start)."""
+        return self.progress["input_state"]
+
+    @property
+    def elements(self) -> int:
+        """Elements committed and buffered."""
+        return self.progress["elements"] + sum(len(b) for b in self._buffers.values())
+
+    def _remove_uncommitted(self) -> None:
+        """Delete chunk files (and temporary files) no committed round lists."""
+        fs, inner = filesystem(self.folder)
+        committed = {chunk_path(inner, int(shard), i)
+                     for shard, count in self.progress["shards"].items() for i in range(count)}
+        for path in fs.find(inner):
+            name = path.rsplit("/", 1)[-1]
+            if (path.endswith(CHUNK_SUFFIX) and path not in committed) or \
+                    name.startswith(".tmp-"):
+                fs.rm(path)
+
+    def add(self, element: Any, size: int) -> bool:
+        """Buffer ``element`` (``size``: its encoded bytes, estimated); True when a round is
+        full and should be committed (with the input's state) by :meth:`commit`."""
+        shard = 0 if self.shard_of is None else self.shard_of(element)
+        self._buffers.setdefault(shard, []).append(element)
+        self._buffered_bytes += size
+        return self._buffered_bytes >= self.round_bytes
+
+    def commit(self, input_state: Any) -> None:
+        """Write the buffered round and record it with ``input_state`` (where to resume)."""
+        if not self._buffers:
+            self.progress["input_state"] = input_state
+            return
+        progress = self.progress
+        shards: dict[str, int] = dict(progress["shards"])
+        jobs = []
+        for shard, elements in sorted(self._buffers.items()):
+            index = shards.get(str(shard), 0)
+            path = chunk_path(self.folder, shard, index)
+            fs, inner = filesystem(path)
+            fs.makedirs(inner.rsplit("/", 1)[0], exist_ok=True)
+            jobs.append(self._executor.submit(self._write, path, elements))
+            shards[str(shard)] = index + 1
+        written = sum(job.result() for job in jobs)  # raises the first write error
+        first = next(iter(self._buffers.values()))[0]
+        if progress["structure"] is None:
+            from feedline.snapshot.codec import skeleton
+
+            progress["structure"] = skeleton(first)
+        progress.update(shards=shards, input_state=input_state, rounds=progress["rounds"] + 1,
+                        elements=progress["elements"] + sum(map(len, self._buffers.values())),
+                        bytes=progress["bytes"] + written)
+        write_json(join(self.folder, PROGRESS), progress)
+        self._buffers, self._buffered_bytes = {}, 0
+
+    def _write(self, path: str, elements: list[Any]) -> int:
+        data = encode_chunk(elements, self.compression, {})
+        write_file(path, data)
+        return len(data)
+
+    def finish(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Commit what is buffered and write the manifest: the store is complete."""
+        self.commit(None)
+        progress = self.progress
+        complete = {"format": FORMAT, "identity": self.identity,
+                    "compression": self.compression, "shards": progress["shards"],
+                    "elements": progress["elements"], "bytes": progress["bytes"],
+                    "structure": progress["structure"], "written": time.time(), **manifest}
+        write_json(join(self.folder, MANIFEST), complete)
+        fs, inner = filesystem(join(self.folder, PROGRESS))
+        try:
+            fs.rm(inner)
+        except FileNotFoundError:
+            pass
+        self.close()
+        return complete
+
+    def close(self) -> None:
+        """Stop the writing threads (buffered, uncommitted elements are dropped)."""
+        self._executor.shutdown(wait=True)
+
+
+def complete_manifest(folder: str) -> dict[str, Any] | None:
+    """The manifest of a complete store, ``None`` if the store is missing or partial."""
+    return read_json(join(folder, MANIFEST))
+
+
+def exists(path: str) -> bool:
+    fs, inner = filesystem(path)
+    return bool(fs.exists(inner))
+
+
+def remove(path: str) -> None:
+    fs, inner = filesystem(path)
+    if fs.exists(inner):
+        fs.rm(inner, recursive=True)

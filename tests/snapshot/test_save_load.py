@@ -1,0 +1,187 @@
+"""Dataset.save / Dataset.load: every structure round-trips; crashes resume; damage is named."""
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import feedline as fl
+from feedline.testing import check_checkpointing
+from feedline.testing.elements import assert_elements_equal
+
+Point = collections.namedtuple("Point", "x y")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def element(i):
+    return {"id": np.int64(i), "point": Point(np.float32(i) / 2, np.arange(i % 3, dtype=np.int16)),
+            "raw": b"r" * int(i), "names": np.array([b"a" * int(i), b""], dtype=object),
+            "flag": np.bool_(i % 2), "text": str(i) * 2, "empty": np.zeros((0, 3), np.uint8)}
+
+
+@pytest.mark.parametrize("compression", [None, "AUTO", "ZSTD", "GZIP", "LZ4"])
+def test_every_structure_round_trips(tmp_path, compression):
+    ds = fl.Dataset.range(7).map(element)
+    ds.save(str(tmp_path), compression=compression)
+    loaded = fl.Dataset.load(str(tmp_path))
+    assert loaded.cardinality() == 7
+    got = list(loaded)
+    assert_elements_equal(got, list(ds))
+    assert type(got[0]["point"]).__name__ == "Point" and got[0]["point"]._fields == ("x", "y")
+    assert got[3]["names"].dtype == object and got[3]["text"] == b"33"  # str leaves are bytes
+    assert got[4]["point"].y.flags.writeable
+
+
+def test_load_checks_what_it_is_given(tmp_path):
+    fl.Dataset.range(3).save(str(tmp_path), compression="GZIP")
+    with pytest.raises(ValueError, match="saved with GZIP compression, not ZSTD"):
+        fl.Dataset.load(str(tmp_path), compression="ZSTD")
+    with pytest.raises(ValueError, match="holds elements of spec"):
+        fl.Dataset.load(str(tmp_path), element_spec=fl.TensorSpec((2,), np.float32))
+    assert list(fl.Dataset.load(str(tmp_path), element_spec=fl.TensorSpec((), np.int64))) \
+        == [0, 1, 2]
+    with pytest.raises(FileNotFoundError, match="no saved dataset"):
+        fl.Dataset.load(str(tmp_path / "nothing"))
+
+
+def test_shards_and_reader_func(tmp_path):
+    ds = fl.Dataset.range(10)
+    ds.save(str(tmp_path), shard_func=lambda x: x % 3)
+    assert sorted(os.listdir(tmp_path)) == ["dataset.json", "shard-00000", "shard-00001",
+                                            "shard-00002"]
+    assert [int(x) for x in fl.Dataset.load(str(tmp_path))] == [0, 3, 6, 9, 1, 4, 7, 2, 5, 8]
+
+    def interleaved(shards):
+        return fl.Dataset.range(len(shards)).interleave(lambda i: shards[int(i)],
+                                                        cycle_length=len(shards))
+
+    assert [int(x) for x in fl.Dataset.load(str(tmp_path), reader_func=interleaved)] == \
+        [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+    with pytest.raises(TypeError, match="shard_func must return an integer"):
+        ds.save(str(tmp_path / "bad"), shard_func=lambda x: "a")
+
+
+def test_saving_replaces_a_complete_save(tmp_path):
+    fl.Dataset.range(3).save(str(tmp_path))
+    fl.Dataset.range(5, 7).save(str(tmp_path))
+    assert [int(x) for x in fl.Dataset.load(str(tmp_path))] == [5, 6]
+
+
+def test_remote_paths(tmp_path):
+    url = "memory://save-test/ds"
+    try:
+        fl.Dataset.range(4).map(lambda x: np.full(3, x)).save(url, compression="AUTO")
+        assert [b.tolist() for b in fl.Dataset.load(url)][-1] == [3, 3, 3]
+    finally:
+        import fsspec
+
+        fsspec.filesystem("memory").rm("/save-test", recursive=True)
+
+
+def test_damaged_chunks_name_the_file(tmp_path):
+    fl.Dataset.range(100).save(str(tmp_path), checkpoint_args={"checkpoint_interval": 200})
+    chunk = tmp_path / "shard-00000" / "chunk-00002.flchunk"
+    data = bytearray(chunk.read_bytes())
+    data[-3] ^= 0xFF
+    chunk.write_bytes(bytes(data))
+    it = iter(fl.Dataset.load(str(tmp_path)))
+    got = []
+    with pytest.raises(fl.DataLossError, match="chunk-00002.flchunk: the chunk's checksum"):
+        for x in it:
+            got.append(int(x))
+    assert got == list(range(len(got))) and len(got) > 0
+    it.close()
+    (tmp_path / "shard-00000" / "chunk-00001.flchunk").unlink()
+    with pytest.raises(fl.DataLossError, match="chunk 1 is missing"):
+        list(fl.Dataset.load(str(tmp_path)))
+
+
+def test_load_checkpoints(tmp_path):
+    fl.Dataset.range(30).map(lambda x: (x, str(x))).save(
+        str(tmp_path), checkpoint_args={"checkpoint_interval": 100})
+    assert len(os.listdir(tmp_path / "shard-00000")) > 3
+    check_checkpointing(fl.Dataset.load(str(tmp_path)), constant_state_size=True)
+
+
+FAIL_AT = {"at": None}
+CALLS = []
+
+
+def crashing(x):
+    CALLS.append(int(x))
+    if FAIL_AT["at"] is not None and int(x) == FAIL_AT["at"]:
+        raise KeyboardInterrupt  # the process "dies" here
+    return np.full(10, x, dtype=np.int64)
+
+
+def test_a_crashed_save_resumes_after_its_last_committed_round(tmp_path):
+    ds = fl.Dataset.range(200).map(crashing)
+    FAIL_AT["at"], CALLS[:] = 150, []
+    with pytest.raises(KeyboardInterrupt):
+        ds.save(str(tmp_path), checkpoint_args={"checkpoint_interval": 2000})
+    progress = json.loads((tmp_path / "progress.json").read_text())
+    committed = progress["elements"]
+    assert 0 < committed <= 150 and not (tmp_path / "dataset.json").exists()
+    with pytest.raises(FileNotFoundError, match="did not finish"):
+        fl.Dataset.load(str(tmp_path))
+    FAIL_AT["at"], CALLS[:] = None, []
+    ds.save(str(tmp_path), checkpoint_args={"checkpoint_interval": 2000})
+    assert CALLS[0] == committed  # nothing before the committed rounds is computed again
+    assert [int(b[0]) for b in fl.Dataset.load(str(tmp_path))] == list(range(200))
+
+
+def test_a_partial_save_of_another_pipeline_is_refused(tmp_path):
+    FAIL_AT["at"] = 100
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fl.Dataset.range(200).map(crashing).save(
+                str(tmp_path), checkpoint_args={"checkpoint_interval": 500})
+    finally:
+        FAIL_AT["at"] = None
+    with pytest.raises(fl.CheckpointError, match="partial write of another pipeline"):
+        fl.Dataset.range(5).save(str(tmp_path))
+
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trial", range(3))
+def test_kill_9_during_save_then_resume_is_exact(tmp_path, trial, monkeypatch):
+    folder = tmp_path / f"saved-{trial}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+    process = subprocess.Popen(
+        [sys.executable, "-c", f"import slow_writer; slow_writer.main({str(folder)!r})"],
+        env=env)
+    try:
+        deadline = time.monotonic() + 60
+        wait_for = (1, 40, 90)[trial]  # rounds committed before the kill (of about 110)
+        while time.monotonic() < deadline:
+            progress = folder / "progress.json"
+            if progress.exists():
+                try:
+                    if json.loads(progress.read_text())["rounds"] >= wait_for:
+                        break
+                except ValueError:
+                    pass
+            if process.poll() is not None:
+                break
+            time.sleep(0.01)
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.wait(timeout=30)
+    monkeypatch.syspath_prepend(str(HERE))
+    import slow_writer
+
+    slow_writer.main(str(folder))  # resumes the killed write
+    got = list(fl.Dataset.load(str(folder)))
+    assert [int(e["x"][0]) for e in got] == list(range(slow_writer.ELEMENTS))
+    assert [e["tag"] for e in got[:3]] == [b"0", b"1", b"2"]
+    assert not list(folder.rglob(".tmp-*"))
