@@ -52,6 +52,7 @@ from feedline.formats.fixed_length import FixedLengthRecordDataset
 from feedline.formats.parquet import ParquetDataset
 from feedline.formats.text import TextLineDataset
 from feedline.formats.tfrecord import TFRecordDataset, TFRecordWriter, write_tfrecord
+from feedline.snapshot.info import SnapshotInfo, snapshot_info
 
 __version__ = "0.1.0"
 
@@ -77,6 +78,7 @@ __all__ = [
     "PipelineIterator",
     "RaggedValues",
     "RestoredError",
+    "SnapshotInfo",
     "StepSchedule",
     "StopIterationError",
     "StructureError",
@@ -99,6 +101,7 @@ __all__ = [
     "parse_single_example",
     "parse_single_sequence_example",
     "save_state",
+    "snapshot_info",
     "steps_per_epoch",
     "write_tfrecord",
 ]

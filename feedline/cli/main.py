@@ -63,6 +63,24 @@ def _demo(args: argparse.Namespace) -> int:
     return 0 if same and records == args.records else 1
 
 
+def _snapshots(args: argparse.Namespace) -> int:
+    from feedline.snapshot.info import remove_partial, snapshot_info
+
+    if args.remove_partial:
+        for folder in remove_partial(args.path):
+            print(f"removed {folder}")
+    entries = snapshot_info(args.path)
+    if not entries:
+        print(f"no snapshot under {args.path}")
+        return 0
+    print(f"{'fingerprint':<18} {'status':<9} {'elements':>12} {'MB':>10} {'chunks':>7}  "
+          "compression")
+    for info in entries:
+        print(f"{info.fingerprint:<18} {info.status:<9} {info.elements:>12,} "
+              f"{info.bytes / 1e6:>10.1f} {info.chunks:>7}  {info.compression}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``feedline`` command.
 
@@ -78,6 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--batch-size", type=int, default=512)
     demo.add_argument("--data-dir", help="where to write the sample data (default: a temp dir)")
     demo.set_defaults(run=_demo)
+    snapshots = commands.add_parser(
+        "snapshots", help="list the snapshots under a snapshot(path) folder")
+    snapshots.add_argument("path", help="the folder given to Dataset.snapshot")
+    snapshots.add_argument("--remove-partial", action="store_true",
+                           help="delete the partial writes no live process is writing")
+    snapshots.set_defaults(run=_snapshots)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -590,6 +590,25 @@ class Dataset(abc.ABC):
 
         return MultiprocessDataset(self, num_workers, deterministic, buffer_size, name)
 
+    def snapshot(self, path: str, compression: str | None = "AUTO",
+                 reader_func: Callable[[list[Dataset]], Dataset] | None = None,
+                 shard_func: Callable[[Any], Any] | None = None,
+                 name: str | None = None) -> Dataset:
+        """Compute this pipeline once into ``path/<fingerprint>/`` and read it back after.
+
+        The first iteration writes while producing; later ones (any run, any process)
+        read; a changed pipeline writes a new snapshot beside the old; a crashed write is
+        resumed, never read as complete (:mod:`feedline.transforms.snapshot`).
+
+        Example:
+            >>> import feedline as fl, tempfile
+            >>> ds = fl.Dataset.range(3).map(lambda x: x + 1).snapshot(tempfile.mkdtemp())
+            >>> [int(x) for x in ds.repeat(2)]
+            [1, 2, 3, 1, 2, 3]
+        """
+        return _transforms.snapshot.SnapshotDataset(self, path, compression, reader_func,
+                                                    shard_func, name)
+
     def cache(self, filename: str = "", name: str | None = None) -> Dataset:
         """Keep the elements of the first complete pass in memory and replay them afterwards.
 

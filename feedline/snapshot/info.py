@@ -1,0 +1,120 @@
+"""What a snapshot folder holds: one entry per pipeline fingerprint, and why one differs.
+
+``fl.snapshot_info(path)`` (and ``feedline snapshots PATH``) lists the snapshots under a
+``snapshot(path)`` folder: fingerprint, status (``complete``; ``writing`` while a live
+process holds the writer's lock; ``partial`` when a write stopped -- the next iteration
+resumes it), elements, bytes, chunks. Given the pipeline (``dataset=``), each entry says
+whether it is that pipeline's snapshot and, if not, the first stage that differs.
+``remove_partial(path)`` deletes the partial writes nobody is writing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from feedline.core.dataset import Dataset
+from feedline.core.fingerprint import PipelineFingerprint
+from feedline.snapshot.store import MANIFEST, PROGRESS, filesystem, join, read_json, remove
+
+
+@dataclasses.dataclass(frozen=True)
+class SnapshotInfo:
+    """One snapshot in a ``snapshot(path)`` folder.
+
+    Attributes:
+        fingerprint: The upstream pipeline's fingerprint (the folder's name).
+        path: The snapshot's folder.
+        status: ``"complete"``, ``"writing"`` (a live writer holds the lock) or
+            ``"partial"`` (a stopped write; the next iteration resumes it).
+        elements: Elements committed.
+        bytes: Bytes of chunk files committed.
+        chunks: Chunk files committed.
+        compression: ``"ZSTD"``, ``"LZ4"``, ``"GZIP"`` or ``"NONE"``.
+        writer: ``{"host", "pid"}`` of the writer holding the lock, if any.
+        matches: Whether it is the given pipeline's snapshot (``None``: none given).
+        difference: Why it is not (the first stage that differs), when a pipeline is given.
+    """
+
+    fingerprint: str
+    path: str
+    status: str
+    elements: int
+    bytes: int
+    chunks: int
+    compression: str
+    writer: dict[str, Any] | None = None
+    matches: bool | None = None
+    difference: str | None = None
+
+
+def snapshot_info(path: str, dataset: Dataset | None = None) -> list[SnapshotInfo]:
+    """The snapshots under ``path`` (what ``ds.snapshot(path)`` wrote), oldest name first.
+
+    Args:
+        path: The folder given to ``snapshot``.
+        dataset: The pipeline *before* ``snapshot`` (optional): each entry then says whether
+            it belongs to it, and if not, which stage differs.
+
+    Example:
+        >>> import feedline as fl, tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> upstream = fl.Dataset.range(5).map(lambda x: x * 2)
+        >>> _ = list(upstream.snapshot(folder))
+        >>> [(s.status, s.elements, s.matches) for s in fl.snapshot_info(folder, upstream)]
+        [('complete', 5, True)]
+    """
+    from feedline.transforms.snapshot import LOCK, _lock_owner_alive
+
+    fs, inner = filesystem(path)
+    if not fs.exists(inner):
+        return []
+    wanted = PipelineFingerprint.of(dataset) if dataset is not None else None
+    found = []
+    for entry in sorted(fs.ls(inner, detail=False)):
+        name = entry.rstrip("/").rsplit("/", 1)[-1]
+        folder = join(path, name)
+        manifest = read_json(join(folder, MANIFEST))
+        progress = manifest or read_json(join(folder, PROGRESS))
+        if progress is None:
+            continue
+        writer = read_json(join(folder, LOCK))
+        if manifest is not None:
+            status = "complete"
+        elif writer is not None and _lock_owner_alive(writer):
+            status = "writing"
+        else:
+            status = "partial"
+        identity = progress.get("identity", {})
+        matches = difference = None
+        if wanted is not None:
+            matches = identity.get("fingerprint") == wanted.digest
+            if not matches and "pipeline" in identity:
+                difference = wanted.first_difference(
+                    PipelineFingerprint.from_json(identity["pipeline"]))
+        found.append(SnapshotInfo(
+            fingerprint=name, path=folder, status=status, elements=int(progress["elements"]),
+            bytes=int(progress["bytes"]),
+            chunks=sum(int(c) for c in progress["shards"].values()),
+            compression=str(progress["compression"]), writer=writer, matches=matches,
+            difference=difference))
+    return found
+
+
+def remove_partial(path: str) -> list[str]:
+    """Delete the partial snapshots under ``path`` that no live process is writing.
+
+    Returns:
+        The folders removed.
+
+    Example:
+        >>> import tempfile
+        >>> remove_partial(tempfile.mkdtemp())
+        []
+    """
+    removed = []
+    for info in snapshot_info(path):
+        if info.status == "partial":
+            remove(info.path)
+            removed.append(info.path)
+    return removed

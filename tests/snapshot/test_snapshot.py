@@ -1,0 +1,153 @@
+"""Dataset.snapshot: write once, read after; stable fingerprints; crashes; two writers."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import feedline as fl
+from feedline.cli.main import main as cli
+from feedline.testing import check_checkpointing
+from feedline.testing.elements import assert_elements_equal
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import snapshot_pipelines as pipelines
+
+
+def xs(elements):
+    return [int(e["x"][0]) for e in elements]
+
+
+@pytest.fixture(autouse=True)
+def fresh_calls():
+    pipelines.CALLS.clear()
+
+
+def test_first_iteration_writes_later_ones_read(tmp_path):
+    ds = pipelines.pipeline(tmp_path)
+    first = list(ds)
+    assert xs(first) == list(range(300)) and len(pipelines.CALLS) == 300
+    pipelines.CALLS.clear()
+    assert_elements_equal(list(ds), first)
+    assert_elements_equal(list(pipelines.pipeline(tmp_path)), first)  # another object, too
+    assert pipelines.CALLS == []
+    [info] = fl.snapshot_info(str(tmp_path), pipelines.upstream())
+    assert (info.status, info.elements, info.matches) == ("complete", 300, True)
+    assert info.chunks > 5 and info.compression == "ZSTD"
+
+
+def test_a_changed_pipeline_writes_beside_and_is_explained(tmp_path):
+    list(pipelines.pipeline(tmp_path))
+    changed = fl.Dataset.range(300).map(pipelines.expensive).map(lambda e: e)
+    list(changed.snapshot(str(tmp_path)))
+    entries = fl.snapshot_info(str(tmp_path), pipelines.upstream())
+    assert len(entries) == 2 and sorted(e.matches for e in entries) == [False, True]
+    other = next(e for e in entries if not e.matches)
+    assert "stage" in other.difference
+
+
+def test_the_fingerprint_is_the_same_in_another_process(tmp_path):
+    code = (f"import sys; sys.path.insert(0, {str(HERE)!r}); import snapshot_pipelines as p; "
+            f"list(p.pipeline({str(tmp_path)!r}))")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert xs(pipelines.pipeline(tmp_path)) == list(range(300))
+    assert pipelines.CALLS == []  # read from what the other process wrote
+
+
+def test_a_stopped_write_resumes_and_recomputes_nothing_committed(tmp_path):
+    ds = pipelines.pipeline(tmp_path)
+    with iter(ds) as it:
+        head = [next(it) for _ in range(120)]
+    [info] = fl.snapshot_info(str(tmp_path))
+    assert info.status == "partial" and 0 < info.elements <= 120
+    with pytest.raises(FileNotFoundError, match="did not finish"):
+        fl.Dataset.load(info.path)
+    pipelines.CALLS.clear()
+    again = list(ds)
+    assert xs(again) == list(range(300)) and xs(head) == list(range(120))
+    assert pipelines.CALLS[0] == info.elements  # the committed ones were read back
+    assert fl.snapshot_info(str(tmp_path))[0].status == "complete"
+
+
+def test_checkpoint_while_writing_restores_exactly(tmp_path):
+    ds = pipelines.pipeline(tmp_path)
+    it = iter(ds)
+    head = [next(it) for _ in range(77)]
+    state = json.loads(json.dumps(it.state_dict()))
+    it.close()
+    with iter(pipelines.pipeline(tmp_path)) as restored:
+        restored.load_state_dict(state)
+        rest = list(restored)
+    assert xs(head + rest) == list(range(300))
+    assert xs(pipelines.pipeline(tmp_path)) == list(range(300))  # complete and exact
+
+
+def test_reading_checkpoints(tmp_path):
+    ds = pipelines.pipeline(tmp_path, count=40)
+    list(ds)
+    check_checkpointing(ds, constant_state_size=True)
+
+
+def test_two_iterations_at_once_one_writes(tmp_path):
+    ds = pipelines.pipeline(tmp_path)
+    writer, other = iter(ds), iter(ds)
+    a = [next(writer) for _ in range(10)]
+    b = list(other)  # finds the lock held: computes without writing
+    a += list(writer)
+    writer.close()
+    other.close()
+    assert xs(a) == xs(b) == list(range(300))
+    [info] = fl.snapshot_info(str(tmp_path))
+    assert info.status == "complete" and info.elements == 300
+
+
+def test_remove_partial_and_the_command(tmp_path, capsys):
+    with iter(pipelines.pipeline(tmp_path)) as it:
+        for _ in range(100):
+            next(it)
+    list(fl.Dataset.range(3).snapshot(str(tmp_path)))
+    assert cli(["snapshots", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "partial" in out and "complete" in out
+    assert cli(["snapshots", str(tmp_path), "--remove-partial"]) == 0
+    assert "removed" in capsys.readouterr().out
+    assert [e.status for e in fl.snapshot_info(str(tmp_path))] == ["complete"]
+
+
+@pytest.mark.parametrize("compression", [None, "GZIP", "LZ4"])
+def test_compressions(tmp_path, compression):
+    ds = fl.Dataset.range(20).map(lambda x: np.full(5, x)).snapshot(str(tmp_path), compression)
+    assert [int(b[0]) for b in ds] == [int(b[0]) for b in ds] == list(range(20))
+    assert fl.snapshot_info(str(tmp_path))[0].compression == (compression or "NONE")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trial", range(3))
+def test_kill_9_during_a_snapshot_then_exact(tmp_path, trial):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+    process = subprocess.Popen(
+        [sys.executable, "-c", f"import snapshot_pipelines as p; p.write({str(tmp_path)!r})"],
+        env=env)
+    try:
+        deadline = time.monotonic() + 60
+        wanted = (1, 100, 250)[trial]
+        while time.monotonic() < deadline and process.poll() is None:
+            entries = fl.snapshot_info(str(tmp_path))
+            if entries and entries[0].elements >= wanted:
+                break
+            time.sleep(0.01)
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.wait(timeout=30)
+    got = list(pipelines.pipeline(tmp_path, pipelines.slow, count=2000))
+    assert xs(got) == list(range(2000))
+    assert xs(pipelines.pipeline(tmp_path, pipelines.slow, count=2000)) == list(range(2000))
+    assert fl.snapshot_info(str(tmp_path))[0].status == "complete"
