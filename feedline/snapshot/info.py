@@ -70,6 +70,10 @@ def snapshot_info(path: str, dataset: Dataset | None = None) -> list[SnapshotInf
     if not fs.exists(inner):
         return []
     wanted = PipelineFingerprint.of(dataset) if dataset is not None else None
+    if dataset is not None:
+        from feedline.transforms.snapshot import input_files
+
+        wanted_files = input_files(dataset)
     found = []
     for entry in sorted(fs.ls(inner, detail=False)):
         name = entry.rstrip("/").rsplit("/", 1)[-1]
@@ -88,10 +92,18 @@ def snapshot_info(path: str, dataset: Dataset | None = None) -> list[SnapshotInf
         identity = progress.get("identity", {})
         matches = difference = None
         if wanted is not None:
-            matches = identity.get("fingerprint") == wanted.digest
-            if not matches and "pipeline" in identity:
+            same_code = identity.get("pipeline", {}).get("digest") == wanted.digest \
+                if "pipeline" in identity else identity.get("fingerprint") == wanted.digest
+            saved_files = identity.get("files", [])
+            matches = same_code and saved_files == wanted_files
+            if not same_code and "pipeline" in identity:
                 difference = wanted.first_difference(
                     PipelineFingerprint.from_json(identity["pipeline"]))
+            elif not matches:
+                changed = sorted({f[0] for f in saved_files} ^ {f[0] for f in wanted_files}
+                                 | {a[0] for a, b in zip(saved_files, wanted_files) if a != b})
+                difference = (f"the same pipeline, but its input files changed (name, size or "
+                              f"modification time): {changed[:3]}")
         found.append(SnapshotInfo(
             fingerprint=name, path=folder, status=status, elements=int(progress["elements"]),
             bytes=int(progress["bytes"]),

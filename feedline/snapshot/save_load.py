@@ -222,11 +222,17 @@ class StoreShardIterator(DatasetIterator):
                 try:
                     self._open()
                 except FileNotFoundError:
+                    self._chunk, self._element = self._chunk + 1, 0  # ignore_errors goes on
                     raise DataLossError(
-                        f"{self._node.name}: chunk {self._chunk} is missing (the saved "
+                        f"{self._node.name}: chunk {self._chunk - 1} is missing (the saved "
                         "dataset was damaged or removed)",
                         path=chunk_path(self._node.folder, self._node.shard,
-                                        self._chunk)) from None
+                                        self._chunk - 1)) from None
+                except DataLossError:
+                    # The next next() goes on with the next chunk: ignore_errors() skips
+                    # the damaged one whole, as tf.data skips the rest of a damaged file.
+                    self._chunk, self._element = self._chunk + 1, 0
+                    raise
             element = next(self._elements, _END)
             if element is not _END:
                 self._element += 1

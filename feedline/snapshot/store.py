@@ -77,11 +77,13 @@ class StoreWriter:
             identity is not resumed but refused.
         round_bytes: Encoded bytes per round.
         workers: Threads compressing and writing chunks.
+        progress_bar: Show bytes and elements written (tqdm; only on a terminal).
     """
 
     def __init__(self, folder: str, compression: str, identity: dict[str, Any],
                  shard_of: Callable[[Any], int] | None = None,
-                 round_bytes: int = ROUND_BYTES, workers: int = 2) -> None:
+                 round_bytes: int = ROUND_BYTES, workers: int = 2,
+                 progress_bar: bool = True) -> None:
         self.folder = folder
         self.compression = compression
         self.identity = identity
@@ -102,8 +104,16 @@ class StoreWriter:
         self._remove_uncommitted()
         self._buffers: dict[int, list[Any]] = {}
         self._buffered_bytes = 0
+        self._pending: tuple[Any, ...] | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix="feedline-store-writer")
+        self._bar: Any = None
+        if progress_bar:
+            from tqdm.auto import tqdm
+
+            # Off by itself when stderr is not a terminal (logs, CI).
+            self._bar = tqdm(desc=f"feedline: writing {folder}", unit="B", unit_scale=True,
+                             initial=self.progress["bytes"], disable=None, mininterval=0.5)
 
     @property
     def resume_state(self) -> Any:
@@ -112,8 +122,9 @@ class StoreWriter:
 
     @property
     def elements(self) -> int:
-        """Elements committed and buffered."""
-        return self.progress["elements"] + sum(len(b) for b in self._buffers.values())
+        """Elements committed, being written and buffered."""
+        pending = self._pending[3] if self._pending is not None else 0
+        return self.progress["elements"] + pending + sum(len(b) for b in self._buffers.values())
 
     def _remove_uncommitted(self) -> None:
         """Delete chunk files (and temporary files) no committed round lists."""
@@ -135,12 +146,19 @@ class StoreWriter:
         return self._buffered_bytes >= self.round_bytes
 
     def commit(self, input_state: Any) -> None:
-        """Write the buffered round and record it with ``input_state`` (where to resume)."""
+        """Start writing the buffered round, to be recorded with ``input_state`` (where to
+        resume) once its chunks are written.
+
+        Rounds are pipelined: this round's chunks compress and write on the writer's threads
+        while the next round fills; the previous round is recorded first (rounds are
+        recorded in order, each only once its chunks are on disk). At most two rounds are
+        in memory.
+        """
+        self._record_pending()
         if not self._buffers:
             self.progress["input_state"] = input_state
             return
-        progress = self.progress
-        shards: dict[str, int] = dict(progress["shards"])
+        shards: dict[str, int] = dict(self.progress["shards"])
         jobs = []
         for shard, elements in sorted(self._buffers.items()):
             index = shards.get(str(shard), 0)
@@ -149,17 +167,29 @@ class StoreWriter:
             fs.makedirs(inner.rsplit("/", 1)[0], exist_ok=True)
             jobs.append(self._executor.submit(self._write, path, elements))
             shards[str(shard)] = index + 1
-        written = sum(job.result() for job in jobs)  # raises the first write error
         first = next(iter(self._buffers.values()))[0]
+        count = sum(map(len, self._buffers.values()))
+        self._pending = (jobs, shards, input_state, count, first)
+        self._buffers, self._buffered_bytes = {}, 0
+
+    def _record_pending(self) -> None:
+        """Wait for the round being written, then record it in ``progress.json``."""
+        if self._pending is None:
+            return
+        jobs, shards, input_state, count, first = self._pending
+        self._pending = None
+        written = sum(job.result() for job in jobs)  # raises the first write error
+        progress = self.progress
         if progress["structure"] is None:
             from feedline.snapshot.codec import skeleton
 
             progress["structure"] = skeleton(first)
         progress.update(shards=shards, input_state=input_state, rounds=progress["rounds"] + 1,
-                        elements=progress["elements"] + sum(map(len, self._buffers.values())),
-                        bytes=progress["bytes"] + written)
+                        elements=progress["elements"] + count, bytes=progress["bytes"] + written)
         write_json(join(self.folder, PROGRESS), progress)
-        self._buffers, self._buffered_bytes = {}, 0
+        if self._bar is not None:
+            self._bar.update(written)
+            self._bar.set_postfix(elements=f"{progress['elements']:,}", refresh=False)
 
     def _write(self, path: str, elements: list[Any]) -> int:
         data = encode_chunk(elements, self.compression, {})
@@ -169,6 +199,7 @@ class StoreWriter:
     def finish(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Commit what is buffered and write the manifest: the store is complete."""
         self.commit(None)
+        self._record_pending()
         progress = self.progress
         complete = {"format": FORMAT, "identity": self.identity,
                     "compression": self.compression, "shards": progress["shards"],
@@ -184,8 +215,17 @@ class StoreWriter:
         return complete
 
     def close(self) -> None:
-        """Stop the writing threads (buffered, uncommitted elements are dropped)."""
-        self._executor.shutdown(wait=True)
+        """Stop the writing threads; a round being written is recorded if its chunks made
+        it, buffered elements are dropped (the next writer resumes after the last round)."""
+        try:
+            self._record_pending()
+        except Exception:  # noqa: BLE001 - closing after a failure: the round stays out
+            self._pending = None
+        finally:
+            self._executor.shutdown(wait=True)
+            if self._bar is not None:
+                self._bar.close()
+                self._bar = None
 
 
 def complete_manifest(folder: str) -> dict[str, Any] | None:

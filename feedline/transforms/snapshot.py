@@ -25,6 +25,7 @@ them, so the snapshot stays complete and exact).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -77,16 +78,51 @@ class SnapshotDataset(UnaryDataset):
         self.name = name or "snapshot"
         # Taken on the pipeline as written: the iterators run a rewritten (fused) copy.
         self.upstream = PipelineFingerprint.of(input_dataset)
+        self.files = input_files(input_dataset)
 
     def fingerprint(self) -> str:
-        """The input pipeline's fingerprint: the name of this snapshot's folder."""
-        return self.upstream.digest
+        """The name of this snapshot's folder: the input pipeline's fingerprint, and the
+        name, size and modification time of every file it reads (changed files: a new
+        snapshot, never stale data)."""
+        if not self.files:
+            return self.upstream.digest
+        text = json.dumps([self.upstream.digest, self.files])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def folder(self) -> str:
         return join(self.path, self.fingerprint())
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return SnapshotIterator(ctx, self)
+
+
+def input_files(dataset: Dataset) -> list[list[Any]]:
+    """``[name, size, mtime_ns]`` of the files the readers in ``dataset`` are given by name.
+
+    Example:
+        >>> import feedline as fl
+        >>> input_files(fl.Dataset.range(3))
+        []
+    """
+    from feedline.formats._file_reader import FileReaderDataset
+    from feedline.formats.tfrecord_index import _file_identity
+
+    files: list[list[Any]] = []
+    stack, seen = [dataset], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, FileReaderDataset) and node.filenames:
+            for name in node.filenames:
+                try:
+                    size, mtime = _file_identity(name)
+                except OSError:
+                    size, mtime = -1, -1  # missing: reading it will say so
+                files.append([name, size, mtime])
+        stack.extend(node._inputs)
+    return sorted(files)
 
 
 def _lock_owner_alive(owner: dict[str, Any]) -> bool:
@@ -166,7 +202,7 @@ class SnapshotIterator(DatasetIterator):
         self._mode = "write"
         node = self._node
         identity = {"kind": "snapshot", "fingerprint": node.fingerprint(),
-                    "pipeline": node.upstream.to_json(),
+                    "pipeline": node.upstream.to_json(), "files": node.files,
                     "compression": node.compression, "sharded": node.shard_func is not None}
         options = {} if node.round_bytes is None else {"round_bytes": node.round_bytes}
         try:

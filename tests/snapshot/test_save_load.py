@@ -185,3 +185,15 @@ def test_kill_9_during_save_then_resume_is_exact(tmp_path, trial, monkeypatch):
     assert [int(e["x"][0]) for e in got] == list(range(slow_writer.ELEMENTS))
     assert [e["tag"] for e in got[:3]] == [b"0", b"1", b"2"]
     assert not list(folder.rglob(".tmp-*"))
+
+
+def test_ignore_errors_skips_a_damaged_chunk(tmp_path):
+    fl.Dataset.range(100).save(str(tmp_path), checkpoint_args={"checkpoint_interval": 200})
+    chunk = tmp_path / "shard-00000" / "chunk-00001.flchunk"
+    data = bytearray(chunk.read_bytes())
+    data[-3] ^= 0xFF
+    chunk.write_bytes(bytes(data))
+    got = [int(x) for x in fl.Dataset.load(str(tmp_path)).ignore_errors()]
+    assert got[0] == 0 and 0 < len(got) < 100 and got == sorted(got)
+    missing = sorted(set(range(100)) - set(got))
+    assert missing == list(range(missing[0], missing[-1] + 1))  # exactly one chunk's worth

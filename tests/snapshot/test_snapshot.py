@@ -151,3 +151,19 @@ def test_kill_9_during_a_snapshot_then_exact(tmp_path, trial):
     assert xs(got) == list(range(2000))
     assert xs(pipelines.pipeline(tmp_path, pipelines.slow, count=2000)) == list(range(2000))
     assert fl.snapshot_info(str(tmp_path))[0].status == "complete"
+
+
+def test_changed_input_files_make_a_new_snapshot(tmp_path):
+    data = tmp_path / "data.tfrecord"
+    fl.write_tfrecord(fl.Dataset.from_tensor_slices([b"a", b"b"]), str(data))
+    upstream = fl.TFRecordDataset(str(data)).map(lambda r: r + b"!")
+    snapshots = tmp_path / "snapshots"
+    assert list(upstream.snapshot(str(snapshots))) == [b"a!", b"b!"]
+    os.utime(data, ns=(1, 1))  # rewritten (here: touched) after the snapshot
+    fl.write_tfrecord(fl.Dataset.from_tensor_slices([b"c"]), str(data))
+    changed = fl.TFRecordDataset(str(data)).map(lambda r: r + b"!")
+    assert list(changed.snapshot(str(snapshots))) == [b"c!"]  # never the stale data
+    entries = fl.snapshot_info(str(snapshots), changed)
+    assert len(entries) == 2
+    stale = next(e for e in entries if not e.matches)
+    assert "input files changed" in stale.difference and "data.tfrecord" in stale.difference
