@@ -12,7 +12,7 @@ exists is complete (a crash leaves at most a temporary file, never a partial chu
 CRC32C is checked when read, and damage is a :class:`~feedline.core.errors.DataLossError`
 naming the file.
 
-Compression: ``"ZSTD"`` (the default, level 3: fast, and it releases the GIL, so chunks
+Compression: ``"ZSTD"`` (the default, level 1: fast, and it releases the GIL, so chunks
 compress in parallel), ``"LZ4"`` (the optional ``lz4`` package), ``"GZIP"``, ``"NONE"``.
 """
 
@@ -76,7 +76,9 @@ def compress(data: bytes, compression: str) -> bytes:
     if compression == "ZSTD":
         import zstandard
 
-        return zstandard.ZstdCompressor(level=3).compress(data)
+        # Large chunks compress on several threads (zstd's own, outside the GIL).
+        threads = min(4, os.cpu_count() or 1) if len(data) >= 4 << 20 else 0
+        return zstandard.ZstdCompressor(level=1, threads=threads).compress(data)
     if compression == "LZ4":
         return _lz4().compress(data)
     if compression == "GZIP":
@@ -150,6 +152,22 @@ def read_header(path: str, data: bytes) -> tuple[dict[str, Any], int]:
 def read_chunk(path: str, types: DeclaredTypes | None = None) -> tuple[dict[str, Any],
                                                                       Iterator[Any]]:
     """The header of chunk ``path`` and an iterator of its elements (CRC checked first)."""
+    header, raw = load_chunk(path)
+    return header, chunk_elements(path, header, raw, types)
+
+
+def chunk_elements(path: str, header: dict[str, Any], raw: bytes,
+                   types: DeclaredTypes | None = None) -> Iterator[Any]:
+    """The elements of a chunk :func:`load_chunk` returned."""
+    return _elements(path, header, raw, SavedTypes(types))
+
+
+def load_chunk(path: str) -> tuple[dict[str, Any], bytes]:
+    """Read, check and decompress chunk ``path``: its header and raw element bytes.
+
+    The heavy part (the read, the CRC, decompression) releases the GIL: readers run it on
+    threads, chunks ahead of the one being handed out.
+    """
     with fsspec.open(path, "rb") as file:
         data = file.read()
     header, start = read_header(path, data)
@@ -162,7 +180,7 @@ def read_chunk(path: str, types: DeclaredTypes | None = None) -> tuple[dict[str,
     except Exception as error:  # noqa: BLE001 - any codec's failure is damage here
         raise DataLossError(f"{path}: the chunk does not decompress: {error}",
                             path=path) from None
-    return header, _elements(path, header, raw, SavedTypes(types))
+    return header, raw
 
 
 def _elements(path: str, header: dict[str, Any], raw: bytes, types: DeclaredTypes

@@ -10,6 +10,7 @@ compression are stored, so it needs no ``element_spec``.
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +19,8 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError, DataLossError
 from feedline.core.fingerprint import PipelineFingerprint, declared_types
 from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator, State
-from feedline.snapshot.chunks import compression_of, read_chunk
+from feedline.execution.executor import make_executor
+from feedline.snapshot.chunks import chunk_elements, compression_of, load_chunk
 from feedline.snapshot.store import (
     StoreWriter,
     chunk_path,
@@ -82,7 +84,7 @@ def save(dataset: Dataset, path: str, compression: str | None = None,
         shard_func: Element to shard number: elements go to ``shard-<n>`` folders, which
             :func:`load`'s ``reader_func`` can read in parallel.
         checkpoint_args: ``{"checkpoint_interval": bytes}``: how much encoded data a round
-            holds before it is committed (default 64 MiB). Every committed round survives
+            holds before it is committed (default 16 MiB). Every committed round survives
             a crash: ``save`` with the same pipeline and path resumes after it.
 
     Example:
@@ -100,7 +102,7 @@ def save(dataset: Dataset, path: str, compression: str | None = None,
         if unknown:
             raise TypeError(f"checkpoint_args takes 'checkpoint_interval' (bytes per committed "
                             f"round), not {sorted(unknown)}")
-        round_bytes = int(checkpoint_args.get("checkpoint_interval", 64 << 20))
+        round_bytes = int(checkpoint_args.get("checkpoint_interval", 16 << 20))
         if round_bytes < 1:
             raise ValueError(f"checkpoint_interval must be >= 1, got {round_bytes}")
     name = compression_of(compression)
@@ -195,9 +197,11 @@ class StoreShardDataset(Dataset):
 
 
 class StoreShardIterator(DatasetIterator):
-    """Reads a shard's chunks in order; the state is ``{chunk, element}``."""
+    """Reads a shard's chunks in order, :data:`READ_AHEAD` chunks ahead on threads (reading,
+    checking and decompressing release the GIL); the state is ``{chunk, element}``."""
 
     OPERATION = "load"
+    READ_AHEAD = 2
 
     def __init__(self, ctx: IteratorContext, node: StoreShardDataset) -> None:
         super().__init__(ctx)
@@ -206,10 +210,21 @@ class StoreShardIterator(DatasetIterator):
         self._chunk = 0
         self._element = 0  # within the chunk
         self._elements: Any = None
+        self._ahead: dict[int, concurrent.futures.Future[Any]] = {}
+        self._executor: Any = None
+
+    def _path(self, chunk: int) -> str:
+        return chunk_path(self._node.folder, self._node.shard, chunk)
 
     def _open(self) -> None:
-        path = chunk_path(self._node.folder, self._node.shard, self._chunk)
-        _, elements = read_chunk(path, self._types)
+        if self._executor is None:
+            self._executor = make_executor(self.READ_AHEAD, self._node.name)
+        for chunk in range(self._chunk, min(self._chunk + 1 + self.READ_AHEAD,
+                                            self._node.chunks)):
+            if chunk not in self._ahead:
+                self._ahead[chunk] = self._executor.submit(load_chunk, self._path(chunk))
+        header, raw = self._ahead.pop(self._chunk).result()
+        elements = chunk_elements(self._path(self._chunk), header, raw, self._types)
         for _ in range(self._element):  # skip what a restored state had read
             next(elements, None)
         self._elements = elements
@@ -247,6 +262,17 @@ class StoreShardIterator(DatasetIterator):
         if chunk < 0 or element < 0 or chunk > self._node.chunks:
             raise CheckpointError(f"{self._node.name}: no chunk {chunk} element {element}")
         self._chunk, self._element, self._elements = chunk, element, None
+        self._discard_ahead()
+
+    def _discard_ahead(self) -> None:
+        ahead, self._ahead = self._ahead, {}
+        for future in ahead.values():
+            future.cancel()
+
+    def _release(self) -> None:
+        self._discard_ahead()
+        if self._executor is not None:
+            self._executor.shutdown()
 
 
 _END = object()

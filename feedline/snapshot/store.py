@@ -29,7 +29,7 @@ import fsspec
 from feedline.core.errors import CheckpointError, DataLossError
 from feedline.snapshot.chunks import encode_chunk, write_file
 
-ROUND_BYTES = 64 << 20
+ROUND_BYTES = 16 << 20
 """Encoded bytes a round may buffer before it is committed (per store writer)."""
 MANIFEST = "dataset.json"
 PROGRESS = "progress.json"
