@@ -268,6 +268,7 @@ class SnapshotIterator(DatasetIterator):
             if element is not _END:
                 self._produced += 1
                 return element
+            committed.close()  # its read-ahead threads end with it
             self._committed = None
         try:
             element = next(self._upstream)
