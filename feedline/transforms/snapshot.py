@@ -191,7 +191,11 @@ class SnapshotIterator(DatasetIterator):
     def _start(self, position: int = 0) -> None:
         manifest = complete_manifest(self._folder)
         if manifest is not None:
+            # Complete by now (maybe written by another iteration since the state was
+            # taken): read it, from the position the state had produced up to.
             self._start_reading(manifest)
+            while self._produced < position:
+                next(self)
             return
         self._upstream = self._node._inputs[0]._make_iterator(self._ctx)
         self._produced = 0
@@ -242,6 +246,7 @@ class SnapshotIterator(DatasetIterator):
         from feedline.snapshot.save_load import load
 
         self._mode = "read"
+        self._produced = 0
         dataset = load(self._folder, reader_func=self._node.reader_func)
         self._reader = dataset._make_iterator(self._ctx)
         del manifest
@@ -251,7 +256,9 @@ class SnapshotIterator(DatasetIterator):
         if not self._mode:
             self._start()
         if self._mode == "read":
-            return next(self._reader)
+            element = next(self._reader)
+            self._produced += 1
+            return element
         assert self._upstream is not None
         if self._mode == "compute":
             element = next(self._upstream)
@@ -293,10 +300,10 @@ class SnapshotIterator(DatasetIterator):
     def _get_state(self) -> State:
         if not self._mode:
             self._start()  # the state says whether this iteration reads or produces
-        if self._mode == "read":
-            return {"mode": "read", "reader": self._reader.state_dict()}
-        assert self._upstream is not None
-        return {"mode": self._mode, "produced": self._produced}
+        # One layout in every mode (a state taken while computing may load into an
+        # iteration that finds the snapshot complete, and the other way round).
+        reader = self._reader.state_dict() if self._mode == "read" else None
+        return {"mode": self._mode, "produced": self._produced, "reader": reader}
 
     def _set_state(self, state: State) -> None:
         self._release()
@@ -309,6 +316,7 @@ class SnapshotIterator(DatasetIterator):
                                       "no longer a complete snapshot")
             self._start_reading(manifest)
             self._reader.load_state_dict(state["reader"])
+            self._produced = int(state["produced"])
             return
         # Producing: re-position by producing again (from the store's last committed round
         # when writing; the elements before come from the store, not the input).

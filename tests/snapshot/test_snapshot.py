@@ -167,3 +167,18 @@ def test_changed_input_files_make_a_new_snapshot(tmp_path):
     assert len(entries) == 2
     stale = next(e for e in entries if not e.matches)
     assert "input files changed" in stale.difference and "data.tfrecord" in stale.difference
+
+
+def test_a_state_taken_while_computing_restores_into_a_complete_snapshot(tmp_path):
+    ds = pipelines.pipeline(tmp_path)
+    writer, other = iter(ds), iter(ds)
+    next(writer)  # holds the lock: `other` computes
+    head = [next(other) for _ in range(50)]
+    state = other.state_dict()
+    other.close()
+    list(writer)  # the snapshot is complete now
+    writer.close()
+    with iter(pipelines.pipeline(tmp_path)) as restored:
+        restored.load_state_dict(state)  # produced 50 while computing; now it reads
+        rest = list(restored)
+    assert xs(head + rest) == list(range(300))
