@@ -1,4 +1,5 @@
-"""Declares the optional C fast paths of ``parse_example`` and of TFRecord random access;
+"""Declares the optional C fast paths of ``parse_example``, of TFRecord random access and of
+the statistics probe;
 everything else is in pyproject.toml.
 
 The extensions are optional: if it does not compile (no C compiler, no Python headers), the
@@ -19,5 +20,7 @@ if os.environ.get("FEEDLINE_PURE_PYTHON", "") in ("", "0"):
     if sys.byteorder == "little":  # it reads TFRecord's little-endian integers directly
         ext_modules.append(Extension("feedline.formats._tfrecord_fast",
                                      ["feedline/formats/_tfrecord_fast.c"], optional=True))
+    ext_modules.append(Extension("feedline.profiling._probe",
+                                 ["feedline/profiling/_probe.c"], optional=True))
 
 setup(ext_modules=ext_modules)

@@ -27,6 +27,7 @@ from feedline.core.options import (
     DistributeOptions,
     OptimizationOptions,
     Options,
+    ProfilingOptions,
     ThreadingOptions,
 )
 from feedline.core.state_file import load_state, save_state
@@ -76,6 +77,7 @@ __all__ = [
     "OutOfRangeError",
     "ParquetDataset",
     "PipelineIterator",
+    "ProfilingOptions",
     "RaggedValues",
     "RestoredError",
     "SnapshotInfo",

@@ -9,6 +9,7 @@ that does the work. Each operation lives in its own module under ``feedline.sour
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,16 @@ class Dataset(abc.ABC):
 
     def __init__(self, inputs: Sequence[Dataset] = ()) -> None:
         self._inputs: tuple[Dataset, ...] = tuple(inputs)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Every node's own _make_iterator goes through the pipeline's statistics collector
+        # when statistics are on (IteratorContext.statistics), so each stage, also those
+        # built while running (repeat's epochs, interleave's files), is measured. Off, the
+        # cost is one attribute test per iterator built, none per element.
+        super().__init_subclass__(**kwargs)
+        make = cls.__dict__.get("_make_iterator")
+        if make is not None and not getattr(make, "_routes_statistics", False):
+            cls._make_iterator = _routing_statistics(make)  # type: ignore[method-assign]
 
     # ----------------------------------------------------------------- graph protocol
     @abc.abstractmethod
@@ -722,3 +733,17 @@ def _upstream_first(dataset: Dataset) -> list[Dataset]:
 # above look them up through these modules at call time.
 from feedline import sources as _sources
 from feedline import transforms as _transforms
+
+
+def _routing_statistics(make: Callable[[Any, IteratorContext], DatasetIterator]
+                        ) -> Callable[[Any, IteratorContext], DatasetIterator]:
+    @functools.wraps(make)
+    def _make_iterator(self: Dataset, ctx: IteratorContext) -> DatasetIterator:
+        statistics = ctx.statistics
+        if statistics is None:
+            return make(self, ctx)
+        return statistics.build(self, ctx, make)
+
+    _make_iterator._routes_statistics = True  # type: ignore[attr-defined]
+    return _make_iterator
+

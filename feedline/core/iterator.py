@@ -46,6 +46,10 @@ class IteratorContext:
         first_epoch: The epoch every node's first iterator counts as (a training loop that
             builds one pipeline iterator per epoch passes the epoch, so a reshuffling stage
             gives each epoch its own order).
+        statistics: The pipeline's statistics collector
+            (:class:`feedline.profiling.collect.Collector`) when statistics are on, else
+            ``None``: every stage iterator is then built through it (see
+            :meth:`feedline.core.dataset.Dataset.__init_subclass__`).
     """
 
     options: Options = field(default_factory=Options)
@@ -55,6 +59,7 @@ class IteratorContext:
     kept: dict[Any, Any] = field(default_factory=dict, repr=False)
     closing: bool = False
     first_epoch: int = 0
+    statistics: Any = field(default=None, repr=False)
 
     def keep(self, node: object, resource: Any) -> None:
         """Keep ``resource`` for ``node``'s next iterator, shutting down what was kept for
@@ -261,6 +266,11 @@ class PipelineIterator:
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ValueError(f"PipelineIterator(epoch) must be an int >= 0, got {epoch!r}")
         self._ctx = IteratorContext(options=options, first_epoch=epoch)
+        self._collector: Any = None
+        if options.profiling.statistics or options.profiling.trace:
+            from feedline.profiling.collect import collector_for
+
+            self._collector = self._ctx.statistics = collector_for(options)
         self._dataset = optimize(dataset, options)
         self._root = self._dataset._make_iterator(self._ctx)
         # Stages are single-consumer; this makes the whole pipeline safe to share. close()
@@ -305,6 +315,31 @@ class PipelineIterator:
             True
         """
         return getattr(self._root, "decision", None)
+
+    def statistics(self) -> Any:
+        """What the pipeline measured so far: a
+        :class:`~feedline.profiling.records.PipelineStatistics` with every stage's elements,
+        bytes, own time, time waiting on inputs, buffer fill and parallelism, and the
+        consumer's time waiting in ``next()`` versus between calls.
+
+        Raises:
+            RuntimeError: statistics are off (``Options(profiling=ProfilingOptions(
+                statistics=True))`` turns them on; :func:`feedline.profile` does it for you).
+
+        Example:
+            >>> import feedline as fl
+            >>> options = fl.Options(profiling=fl.ProfilingOptions(statistics=True))
+            >>> with iter(fl.Dataset.range(5).with_options(options)) as it:
+            ...     _ = list(it)
+            ...     it.statistics().elements
+            5
+        """
+        if self._collector is None:
+            raise RuntimeError(
+                "this pipeline collects no statistics: iterate "
+                "ds.with_options(fl.Options(profiling=fl.ProfilingOptions(statistics=True))) "
+                "or call fl.profile(ds)")
+        return self._collector.statistics()
 
     def _fingerprint(self) -> PipelineFingerprint:
         # Computed once, on the graph as the user wrote it (before rewrites such as fusion).
@@ -367,6 +402,8 @@ class PipelineIterator:
                 root.close()
             finally:
                 self._ctx.close_kept()
+                if self._collector is not None:
+                    self._collector.stop()
 
     def __enter__(self) -> Self:
         return self

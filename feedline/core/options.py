@@ -140,6 +140,32 @@ class DistributeOptions:
 
 
 @dataclass(frozen=True)
+class ProfilingOptions:
+    """What a pipeline measures about itself while it runs (see :func:`feedline.profile`).
+
+    Attributes:
+        statistics: Count and time every stage (``PipelineIterator.statistics()``): elements,
+            bytes, time working versus waiting on inputs, buffer occupancy, the consumer's
+            wait. Off, it costs nothing; on, a counter per element and a clock read per
+            sampled call (benchmarks/profiling.py measures it).
+        trace: Also keep timed calls as spans for a Chrome trace (implies ``statistics``).
+        interval: Seconds between samples of buffers and output (the timeline).
+
+    Example:
+        >>> ProfilingOptions(statistics=True).interval
+        0.05
+    """
+
+    statistics: bool = False
+    trace: bool = False
+    interval: float = 0.05
+
+    def __post_init__(self) -> None:
+        if not self.interval > 0:
+            raise ValueError(f"ProfilingOptions.interval must be > 0, got {self.interval!r}")
+
+
+@dataclass(frozen=True)
 class Options:
     """Settings for a whole pipeline (``tf.data.Options``).
 
@@ -151,6 +177,7 @@ class Options:
         autotune: Autotuning budget.
         optimization: Which graph rewrites run.
         distribute: How ``Dataset.distribute`` shards the pipeline.
+        profiling: What the pipeline measures about itself.
 
     Example:
         >>> import feedline as fl
@@ -165,6 +192,7 @@ class Options:
     autotune: AutotuneOptions = field(default_factory=AutotuneOptions)
     optimization: OptimizationOptions = field(default_factory=OptimizationOptions)
     distribute: DistributeOptions = field(default_factory=DistributeOptions)
+    profiling: ProfilingOptions = field(default_factory=ProfilingOptions)
 
     def merge(self, newer: Options) -> Options:
         """Combine with ``newer``; fields ``newer`` sets to a non-default value win."""

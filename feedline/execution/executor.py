@@ -81,6 +81,9 @@ class ThreadExecutor:
         >>> executor.shutdown()
     """
 
+    kind = "thread"
+    """Where calls run, as ``make_executor`` names it (statistics report it)."""
+
     def __init__(self, workers: int, name: str,
                  close_timeout: float = DEFAULT_CLOSE_TIMEOUT) -> None:
         self.name = name
@@ -107,6 +110,16 @@ class ThreadExecutor:
                 thread.start()
                 self._threads.append(thread)
         return future
+
+    @property
+    def workers(self) -> int:
+        """Calls that may run at once."""
+        return self._workers
+
+    def threads(self) -> list[threading.Thread]:
+        """The threads started so far (for statistics: their CPU time is this stage's work)."""
+        with self._lock:
+            return list(self._threads)
 
     def shutdown(self) -> None:
         """Cancel queued calls, wait up to ``close_timeout`` for running ones. Idempotent.

@@ -52,6 +52,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -281,6 +282,15 @@ class SwitchingExecutor:
 
     def submit(self, fn: Callable[..., Any], /, *args: Any) -> Any:
         return self._current.submit(fn, *args)
+
+    @property
+    def workers(self) -> int:
+        """Calls that may run at once."""
+        return self._workers
+
+    def threads(self) -> list[threading.Thread]:
+        """The thread executor's threads (for statistics)."""
+        return self._threads.threads()
 
     def shutdown(self) -> None:
         """Shut down the thread pool and, if started, the process pool. Idempotent."""

@@ -196,6 +196,9 @@ class ProcessExecutor:
         >>> executor.shutdown()
     """
 
+    kind = "process"
+    """Where calls run, as ``make_executor`` names it (statistics report it)."""
+
     def __init__(self, workers: int, name: str,
                  close_timeout: float = DEFAULT_CLOSE_TIMEOUT) -> None:
         try:
@@ -225,6 +228,11 @@ class ProcessExecutor:
         self._stats = ProcessStatistics()
 
     # ------------------------------------------------------------------ submitting
+    @property
+    def workers(self) -> int:
+        """Worker processes that may run at once."""
+        return self._max_workers
+
     def submit(self, fn: Callable[..., Any], /, *args: Any) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         with self._lock:

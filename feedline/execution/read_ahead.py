@@ -155,6 +155,23 @@ class ReadAhead:
     def has_room(self) -> bool:
         return len(self._pending) < self.limit
 
+    def threads(self) -> list[threading.Thread]:
+        """The threads running this window's tasks so far (none before the first submit, or
+        when its executor runs them elsewhere: processes, a shared pool)."""
+        threads = getattr(self._executor, "threads", None)
+        return threads() if callable(threads) else []
+
+    @property
+    def workers(self) -> int:
+        """Tasks that may run at once (0 before the executor is made)."""
+        return int(getattr(self._executor, "workers", 1)) if self._executor is not None else 0
+
+    @property
+    def executor_kind(self) -> str:
+        """``"threads"`` or ``"processes"``: where this window's tasks run."""
+        kind = getattr(self._executor, "kind", "thread")
+        return "processes" if kind == "process" else "threads"
+
     def _executor_or_start(self) -> Executor:
         executor = self._executor
         if executor is None:

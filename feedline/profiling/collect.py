@@ -1,0 +1,567 @@
+"""Collecting statistics from a running pipeline.
+
+When ``Options().profiling.statistics`` is on, :class:`~feedline.core.iterator.
+PipelineIterator` gives its :class:`~feedline.core.iterator.IteratorContext` a
+:class:`Collector`, and every stage iterator is built through :meth:`Collector.build`
+(``Dataset.__init_subclass__`` routes each node's ``_make_iterator``). The collector hands
+the stage's consumer a *probe* in place of the iterator: a C object
+(:mod:`feedline.profiling._probe`) that counts every ``next()`` and times a sample of
+them, and forwards everything else to the iterator (attributes, ``__class__``), so stage
+code, ``isinstance`` checks and checkpoints see the iterator itself. Without the compiled
+extension a Python probe does the same, at a higher cost per element.
+
+A sampler thread (``feedline-statistics``) reads, every ``interval`` seconds, the fill of
+each stage's read-ahead buffer, the CPU time of each stage's worker threads and the size of
+a sampled element; :meth:`Collector.statistics` turns it all into a
+:class:`~feedline.profiling.records.PipelineStatistics`.
+
+How times are attributed: a stage's calls are timed on the thread that makes them, so a
+stage's own time is its ``next()`` time less the ``next()`` time of the inputs it called on
+the same threads. A stage working ahead on threads of its own (prefetch, parallel map and
+batch, interleave) is credited with the CPU time of those threads less the inputs' time
+spent on them; its consumer-side time is waiting, reported as ``wait_seconds``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from feedline.profiling.records import (
+    ConsumerStatistics,
+    PipelineStatistics,
+    Span,
+    StageStatistics,
+    TimelinePoint,
+)
+
+if TYPE_CHECKING:
+    from feedline.core.dataset import Dataset
+    from feedline.core.iterator import DatasetIterator, IteratorContext
+
+try:
+    from feedline.profiling._probe import SAMPLE_EVERY, SLOW_NS
+    from feedline.profiling._probe import Probe as _CProbe
+except ImportError:  # not compiled: the Python probe below
+    _CProbe = None
+    SAMPLE_EVERY, SLOW_NS = 16, 20_000
+
+MAX_SPANS_PER_STAGE = 20_000
+"""Timed calls kept per stage for a trace: a few seconds of a busy stage, bounded memory."""
+
+
+class PythonProbe:
+    """The probe in Python, for installs without the compiled extension (same counts and
+    sampling, ~250 ns more per element).
+
+    Example:
+        >>> probe = PythonProbe(iter([1, 2]))
+        >>> list(probe), probe._probe_counts()["calls"], probe._probe_counts()["stops"]
+        ([1, 2], 3, 1)
+    """
+
+    def __init__(self, inner: Any, spans: list[Any] | None = None, max_spans: int = 0) -> None:
+        state = self.__dict__
+        state["_probe_inner"] = inner
+        state["_probe_next"] = type(inner).__next__
+        state["_probe_spans"] = spans
+        state["_probe_max_spans"] = max_spans
+        state["_probe_sample"] = None
+        # calls stops errors sampled ns mask first_ns cpu_ns first_cpu_ns
+        state["_probe_state"] = [0, 0, 0, 0, 0, 0, 0, 0, 0]
+        state["_probe_threads"] = set()
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance() sees the stage iterator's class
+        return type(self.__dict__["_probe_inner"])
+
+    def __iter__(self) -> PythonProbe:
+        return self
+
+    def __next__(self) -> Any:
+        counts = self._probe_state
+        counts[0] += 1
+        if counts[0] & counts[5]:
+            try:
+                return self._probe_next(self._probe_inner)
+            except StopIteration:
+                counts[1] += 1
+                raise
+            except BaseException:
+                counts[2] += 1
+                raise
+        cpu_start = time.thread_time_ns()
+        start = time.monotonic_ns()
+        result, error = None, None
+        try:
+            result = self._probe_next(self._probe_inner)
+        except BaseException as raised:  # noqa: BLE001 - counted, then raised again
+            error = raised
+        duration = time.monotonic_ns() - start
+        cpu = time.thread_time_ns() - cpu_start
+        if counts[0] == 1:  # kept apart: a first call often fills buffers, opens files
+            counts[6], counts[8] = duration, cpu
+        else:
+            counts[3] += 1
+            counts[4] += duration
+            counts[7] += cpu
+        counts[5] = 0 if counts[3] and counts[4] // counts[3] > SLOW_NS else SAMPLE_EVERY - 1
+        self._probe_threads.add(threading.get_ident())
+        spans = self._probe_spans
+        if spans is not None and len(spans) < self._probe_max_spans:
+            spans.append((start, duration, threading.get_ident()))
+        if error is not None:
+            counts[1 if isinstance(error, StopIteration) else 2] += 1
+            raise error
+        if counts[3] % 64 == 1:
+            self.__dict__["_probe_sample"] = result
+        return result
+
+    def _probe_counts(self) -> dict[str, Any]:
+        calls, stops, errors, sampled, sampled_ns, _, first_ns, cpu_ns, first_cpu_ns = \
+            self._probe_state
+        return {"calls": calls, "stops": stops, "errors": errors, "sampled": sampled,
+                "sampled_ns": sampled_ns, "first_ns": first_ns, "sampled_cpu_ns": cpu_ns,
+                "first_cpu_ns": first_cpu_ns, "threads": tuple(self._probe_threads)}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_probe_inner"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.__dict__["_probe_inner"], name, value)
+
+
+def make_probe(inner: Any, spans: list[Any] | None = None, max_spans: int = 0) -> Any:
+    """A probe of ``inner``: the compiled one when built, else :class:`PythonProbe`.
+
+    Example:
+        >>> probe = make_probe(iter("ab"))
+        >>> "".join(probe), probe._probe_counts()["calls"]
+        ('ab', 3)
+    """
+    if _CProbe is not None:
+        return _CProbe(inner, spans, max_spans)
+    return PythonProbe(inner, spans, max_spans)
+
+
+def is_probe(value: Any) -> bool:
+    return type(value) is _CProbe or type(value) is PythonProbe
+
+
+def element_nbytes(element: Any) -> int:
+    """Bytes of an element's leaves (arrays' buffers, ``bytes``, 8 per Python scalar).
+
+    Example:
+        >>> import numpy as np
+        >>> element_nbytes({"a": np.zeros(4, np.float32), "b": (b"xyz", 1)})
+        27
+    """
+    if isinstance(element, np.ndarray):
+        if element.dtype == object:
+            return sum(element_nbytes(leaf) for leaf in element.flat)
+        return int(element.nbytes)
+    if isinstance(element, (bytes, bytearray, memoryview)):
+        return len(element)
+    if isinstance(element, str):
+        return len(element.encode())
+    if isinstance(element, dict):
+        return sum(element_nbytes(value) for value in element.values())
+    if isinstance(element, (tuple, list)):
+        return sum(element_nbytes(value) for value in element)
+    if isinstance(element, np.generic):
+        return int(element.nbytes)
+    return 8
+
+
+def _read_aheads(iterator: Any) -> list[Any]:
+    """The read-ahead windows a stage iterator owns (its attributes, one level down)."""
+    from feedline.execution.read_ahead import ReadAhead, SequentialReader
+
+    found: list[Any] = []
+
+    def visit(value: Any) -> None:
+        if isinstance(value, ReadAhead):
+            found.append(value)
+        elif isinstance(value, SequentialReader):
+            found.append(value.window)
+
+    for value in list(vars(iterator).values()) if hasattr(iterator, "__dict__") else ():
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                visit(item)
+        elif isinstance(value, dict):
+            for item in list(value.values()):
+                visit(item)
+        else:
+            visit(value)
+    return found
+
+
+def _thread_cpu(thread: threading.Thread) -> float | None:
+    ident = thread.ident
+    if ident is None or not thread.is_alive():
+        return None
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))
+    except (OSError, AttributeError, ProcessLookupError):  # ended meanwhile
+        return None
+
+
+class _Stage:
+    """What the collector keeps of one stage: its probes (one per iterator built: each
+    ``repeat`` epoch, each file of an ``interleave``) and what the sampler saw."""
+
+    def __init__(self, stage_id: int, parent: int | None, name: str) -> None:
+        self.id = stage_id
+        self.parent = parent
+        self.name = name
+        self.operation = name
+        self.probes: list[Any] = []
+        self.retired = {"calls": 0, "stops": 0, "errors": 0, "sampled": 0, "sampled_ns": 0,
+                        "first_ns": 0, "sampled_cpu_ns": 0, "first_cpu_ns": 0,
+                        "estimated_ns": 0.0, "estimated_cpu_ns": 0.0}
+        self.retired_threads: set[int] = set()
+        self.spans: list[tuple[int, int, int]] | None = None
+        self.byte_samples = 0
+        self.byte_total = 0
+        self.buffer_size: int | None = None
+        self.buffer_fill: list[float] = []
+        self.parallelism = 1
+        self.executor = "inline"
+        self.worker_cpu: dict[int, float] = {}  # thread ident: CPU seconds at last sample
+        self.worker_idents: set[int] = set()
+        self.lock = threading.Lock()
+
+    def add(self, probe: Any) -> None:
+        with self.lock:
+            # Fold the counts of iterators that are closed (a past epoch, a finished file)
+            # so a long run keeps a handful of probes, not one per epoch or file.
+            if len(self.probes) >= 8:
+                keep = []
+                for old in self.probes:
+                    if getattr(old, "_closed", False):
+                        counts = old._probe_counts()
+                        _accumulate(self.retired, counts)
+                        self.retired_threads.update(counts["threads"])
+                    else:
+                        keep.append(old)
+                self.probes = keep
+            self.probes.append(probe)
+
+    def counts(self) -> dict[str, Any]:
+        """Calls, ends, errors and the estimated ``next()`` time (``estimated_ns``) over
+        every iterator of this stage, with the threads that called them."""
+        with self.lock:
+            probes = list(self.probes)
+            total: dict[str, Any] = dict(self.retired)
+            threads = set(self.retired_threads)
+        for probe in probes:
+            _accumulate(total, probe._probe_counts())
+            threads.update(probe._probe_counts()["threads"])
+        total["threads"] = threads
+        return total
+
+    def live_iterators(self) -> list[Any]:
+        with self.lock:
+            probes = list(self.probes)
+        return [probe._probe_inner for probe in probes
+                if not getattr(probe._probe_inner, "_closed", False)]
+
+
+class Collector:
+    """Statistics of one pipeline run (see the module doc).
+
+    Args:
+        trace: Keep timed calls as spans for a Chrome trace.
+        interval: Seconds between samples of buffers, worker CPU and output.
+
+    Example:
+        >>> import feedline as fl
+        >>> ds = fl.Dataset.from_tensor_slices(list(range(1000))).map(str).batch(10)
+        >>> options = fl.Options(profiling=fl.ProfilingOptions(statistics=True))
+        >>> with iter(ds.with_options(options)) as it:
+        ...     _ = list(it)
+        ...     stats = it.statistics()
+        >>> [(s.name, s.elements) for s in stats.stages]
+        [('batch', 100), ('map(str)', 1000), ('tensor_slices', 1000)]
+    """
+
+    def __init__(self, trace: bool = False, interval: float = 0.05) -> None:
+        self._trace = trace
+        self._interval = interval
+        self._stages: list[_Stage] = []
+        self._by_key: dict[tuple[Any, ...], _Stage] = {}
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._started = time.perf_counter()
+        self._started_ns = time.monotonic_ns()  # the probes' clock (CLOCK_MONOTONIC)
+        self._timeline: list[TimelinePoint] = []
+        self._stop = threading.Event()
+        self._sampler: threading.Thread | None = None
+        self._ended_at: float | None = None
+        self._thread_names: dict[int, str] = {}
+
+    # ------------------------------------------------------------------ building
+    def build(self, node: Dataset, ctx: IteratorContext,
+              make: Callable[[Any, IteratorContext], DatasetIterator]) -> DatasetIterator:
+        """Build ``node``'s iterator with ``make`` and hand back its probe."""
+        stack: list[tuple[Any, _Stage]] = self._local.__dict__.setdefault("stack", [])
+        if stack and stack[-1][0] is node:  # a subclass calling super()._make_iterator
+            return make(node, ctx)
+        parent_node, parent = stack[-1] if stack else (None, None)
+        stage = self._stage_for(node, parent_node, parent)
+        stack.append((node, stage))
+        try:
+            iterator = make(node, ctx)
+        finally:
+            stack.pop()
+        if is_probe(iterator):  # a node that hands out its input's iterator (with_options)
+            return iterator
+        if not stage.probes:
+            stage.operation = _operation(node, iterator)
+        probe = make_probe(iterator, stage.spans, MAX_SPANS_PER_STAGE if self._trace else 0)
+        stage.add(probe)
+        if self._sampler is None:
+            self._start_sampler()
+        return probe
+
+    def _stage_for(self, node: Any, parent_node: Any, parent: _Stage | None) -> _Stage:
+        name = str(getattr(node, "name", None) or _operation(node, None))
+        inputs = getattr(parent_node, "_inputs", ())
+        # Input i of the stage above, or (-1) a node made while running (interleave's per
+        # file datasets): one stage per place in the graph, not per object.
+        place = next((i for i, candidate in enumerate(inputs) if candidate is node), -1)
+        key = (parent.id if parent else None, name, place)
+        with self._lock:
+            stage = self._by_key.get(key)
+            if stage is None:
+                stage = _Stage(len(self._stages), parent.id if parent else None, name)
+                if self._trace:
+                    stage.spans = []
+                self._stages.append(stage)
+                self._by_key[key] = stage
+            return stage
+
+    # ------------------------------------------------------------------ sampling
+    def _start_sampler(self) -> None:
+        with self._lock:
+            if self._sampler is not None or self._stop.is_set():
+                return
+            self._sampler = threading.Thread(target=self._sample_loop, daemon=True,
+                                             name="feedline-statistics")
+            self._sampler.start()
+
+    def _sample_loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.sample()
+
+    def sample(self) -> None:
+        """Take one sample now (the sampler thread calls this every ``interval``)."""
+        buffers: dict[int, float] = {}
+        for stage in list(self._stages):
+            iterators = stage.live_iterators()
+            self._sample_bytes(stage)
+            windows = [w for it in iterators for w in _read_aheads(it)]
+            if not windows:
+                continue
+            limit = sum(w.limit for w in windows)
+            held = sum(len(w) for w in windows)
+            stage.buffer_size = limit
+            stage.buffer_fill.append(held / limit if limit else 0.0)
+            buffers[stage.id] = stage.buffer_fill[-1]
+            workers = sum(w.workers for w in windows)
+            if workers:
+                stage.parallelism = max(stage.parallelism, workers)
+                stage.executor = windows[0].executor_kind
+            for window in windows:
+                for thread in window.threads():
+                    cpu = _thread_cpu(thread)
+                    if cpu is not None and thread.ident is not None:
+                        stage.worker_cpu[thread.ident] = cpu
+                        stage.worker_idents.add(thread.ident)
+                        self._thread_names[thread.ident] = thread.name
+        measured = [stage for stage in self._stages if stage.probes]
+        elements = measured[0].counts() if measured else None
+        produced = 0 if elements is None else elements["calls"] - elements["stops"]
+        self._timeline.append(TimelinePoint(time.perf_counter() - self._started, produced,
+                                            buffers))
+        # buffers are keyed by the collector's own stage numbers; statistics() renumbers
+
+    @staticmethod
+    def _sample_bytes(stage: _Stage) -> None:
+        with stage.lock:
+            probes = list(stage.probes)
+        for probe in probes:
+            sample = probe._probe_sample
+            if sample is not None:
+                stage.byte_total += element_nbytes(sample)
+                stage.byte_samples += 1
+
+    # ------------------------------------------------------------------ results
+    def stop(self) -> None:
+        """End the sampler thread (after one last sample). Idempotent."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        sampler = self._sampler
+        if sampler is not None and sampler is not threading.current_thread():
+            sampler.join()
+        self._ended_at = time.perf_counter()
+
+    def statistics(self) -> PipelineStatistics:
+        """Everything measured so far (see the module doc for how times are attributed)."""
+        if not self._stop.is_set():
+            self.sample()
+        seconds = (self._ended_at or time.perf_counter()) - self._started
+        stages = self._measured_stages()
+        counts = [stage.counts() for stage in stages]
+        next_seconds = [_estimated_seconds(c) for c in counts]
+        next_cpu = [c["estimated_cpu_ns"] / 1e9 for c in counts]
+        children: dict[int, list[int]] = {}
+        for stage in stages:
+            if stage.parent is not None:
+                children.setdefault(stage.parent, []).append(stage.id)
+        records: list[StageStatistics] = []
+        for stage, count, seconds_in_next in zip(stages, counts, next_seconds):
+            kids = children.get(stage.id, [])
+            own_threads = count["threads"]
+            asynchronous = bool(stage.worker_idents) or stage.buffer_size is not None
+            same_thread = sum(next_cpu[k] for k in kids if counts[k]["threads"] & own_threads)
+            on_workers = sum(next_cpu[k] for k in kids
+                             if counts[k]["threads"] & stage.worker_idents)
+            input_seconds = sum(next_seconds[k] for k in kids)
+            if asynchronous:
+                self_seconds = max(0.0, sum(stage.worker_cpu.values()) - on_workers)
+            else:
+                self_seconds = max(0.0, next_cpu[stage.id] - same_thread)
+            elements = count["calls"] - count["stops"]
+            mean_bytes = stage.byte_total / stage.byte_samples if stage.byte_samples else 0.0
+            fill = stage.buffer_fill
+            records.append(StageStatistics(
+                id=stage.id, parent=stage.parent, name=stage.name, operation=stage.operation,
+                elements=elements, bytes=int(mean_bytes * elements),
+                self_seconds=self_seconds, input_seconds=input_seconds,
+                wait_seconds=seconds_in_next,
+                parallelism=stage.parallelism if asynchronous else 1,
+                asynchronous=asynchronous, buffer_size=stage.buffer_size,
+                buffer_mean=float(np.mean(fill)) if fill else None,
+                executor=stage.executor if asynchronous else "inline"))
+        consumer = self._consumer(counts, next_seconds, seconds)
+        return PipelineStatistics(seconds=seconds, stages=tuple(records), consumer=consumer,
+                                  timeline=self._timeline_renumbered(stages),
+                                  spans=self._spans())
+
+    def _measured_stages(self) -> list[_Stage]:
+        """The stages that built iterators of their own (not ``with_options``, which hands
+        out its input's), numbered again from 0 in building order (output first), each
+        parent the nearest such ancestor."""
+        with self._lock:
+            every = list(self._stages)
+        kept = [stage for stage in every if stage.probes or stage.retired["calls"]]
+        new_id = {stage.id: number for number, stage in enumerate(kept)}
+        by_id = {stage.id: stage for stage in every}
+        result = []
+        for stage in kept:
+            parent = stage.parent
+            while parent is not None and parent not in new_id:
+                parent = by_id[parent].parent
+            view = _Stage.__new__(_Stage)
+            view.__dict__.update(stage.__dict__)
+            view.id = new_id[stage.id]
+            view.parent = None if parent is None else new_id[parent]
+            result.append(view)
+        return result
+
+    def _timeline_renumbered(self, stages: list[_Stage]) -> tuple[TimelinePoint, ...]:
+        new_id = {id(stage.probes): stage.id for stage in stages}
+        old_to_new = {old.id: new_id[id(old.probes)] for old in list(self._stages)
+                      if id(old.probes) in new_id}
+        return tuple(TimelinePoint(point.seconds, point.elements,
+                                   {old_to_new[k]: v for k, v in point.buffers.items()
+                                    if k in old_to_new})
+                     for point in list(self._timeline))
+
+    def _consumer(self, counts: list[dict[str, Any]], next_seconds: list[float],
+                  seconds: float) -> ConsumerStatistics:
+        if not counts:
+            return ConsumerStatistics(0, 0.0, seconds)
+        calls = counts[0]["calls"] - counts[0]["stops"]
+        wait = min(next_seconds[0], seconds)
+        return ConsumerStatistics(calls=calls, wait_seconds=wait,
+                                  between_seconds=max(0.0, seconds - wait))
+
+    def _spans(self) -> tuple[Span, ...]:
+        if not self._trace:
+            return ()
+        names = dict(self._thread_names)
+        for thread in threading.enumerate():
+            if thread.ident is not None:
+                names.setdefault(thread.ident, thread.name)
+        start_ns = self._started_ns
+        spans = [Span(stage.id, (start - start_ns) / 1e9, duration / 1e9,
+                      names.get(ident, f"thread {ident}"), os.getpid())
+                 for stage in self._measured_stages()
+                 for start, duration, ident in (stage.spans or ())]
+        spans.sort(key=lambda span: span.start)
+        return tuple(spans)
+
+
+def _operation(node: Any, iterator: Any) -> str:
+    """``"map"``, ``"range"``: the iterator's operation, else the node's class without
+    ``Dataset``, in snake case."""
+    operation = getattr(iterator, "OPERATION", None)
+    if operation:
+        return str(operation)
+    name = type(node).__name__.removesuffix("Dataset") or type(node).__name__
+    return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower()
+                   for i, c in enumerate(name))
+
+
+def _accumulate(total: dict[str, Any], counts: dict[str, Any]) -> None:
+    """Add one probe's counts to ``total``, with its estimated time in ``next()``: its first
+    call as measured, the others at the sampled calls' mean (less the clock's own cost)."""
+    for key in ("calls", "stops", "errors", "sampled", "sampled_ns", "first_ns",
+                "sampled_cpu_ns", "first_cpu_ns"):
+        total[key] += counts[key]
+    for clock, first, sampled, cost in (("estimated_ns", "first_ns", "sampled_ns", _CLOCK_NS),
+                                        ("estimated_cpu_ns", "first_cpu_ns", "sampled_cpu_ns",
+                                         _CPU_CLOCK_NS)):
+        estimated = max(0.0, counts[first] - cost) if counts["calls"] else 0.0
+        if counts["sampled"]:
+            mean = max(0.0, counts[sampled] / counts["sampled"] - cost)
+            estimated += mean * (counts["calls"] - 1)
+        total[clock] += estimated
+
+
+def _estimated_seconds(counts: dict[str, Any]) -> float:
+    """Time in ``next()`` over all calls of a stage."""
+    return counts["estimated_ns"] / 1e9
+
+
+def _clock_cost_ns() -> tuple[float, float]:
+    """What timing one call adds to its measured wall and CPU time (the clock reads), in ns."""
+    probe = make_probe(iter(range(SAMPLE_EVERY * 2000)))
+    for _ in probe:
+        pass
+    # Builtin range's next costs a few ns: the sampled mean is the clock's own cost.
+    counts = probe._probe_counts()
+    sampled = max(1, counts["sampled"])
+    return (min(counts["sampled_ns"] / sampled, 1000.0),
+            min(counts["sampled_cpu_ns"] / sampled, 1000.0))
+
+
+_CLOCK_NS = _CPU_CLOCK_NS = 0.0
+_CLOCK_NS, _CPU_CLOCK_NS = _clock_cost_ns()
+
+
+def collector_for(ctx_options: Any) -> Collector | None:
+    """The collector a pipeline with these options needs (``None``: statistics off)."""
+    profiling = ctx_options.profiling
+    if not (profiling.statistics or profiling.trace):
+        return None
+    return Collector(trace=profiling.trace, interval=profiling.interval)
