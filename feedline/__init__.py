@@ -53,6 +53,7 @@ from feedline.formats.fixed_length import FixedLengthRecordDataset
 from feedline.formats.parquet import ParquetDataset
 from feedline.formats.text import TextLineDataset
 from feedline.formats.tfrecord import TFRecordDataset, TFRecordWriter, write_tfrecord
+from feedline.profiling.report import profile
 from feedline.snapshot.info import SnapshotInfo, snapshot_info
 
 __version__ = "0.1.0"
@@ -102,6 +103,7 @@ __all__ = [
     "parse_sequence_example",
     "parse_single_example",
     "parse_single_sequence_example",
+    "profile",
     "save_state",
     "snapshot_info",
     "steps_per_epoch",

@@ -107,7 +107,8 @@ static PyObject *probe_iternext(Probe *p) {
         p->sampled_ns += duration;
         p->sampled_cpu_ns += cpu;
     }
-    p->mask = (p->sampled && p->sampled_ns / p->sampled > SLOW_NS) ? 0 : SAMPLE_MASK;
+    /* Until a call besides the first was timed, time the next one too. */
+    p->mask = (!p->sampled || p->sampled_ns / p->sampled > SLOW_NS) ? 0 : SAMPLE_MASK;
     note_thread(p);
     if (result == NULL) {
         note_end(p);

@@ -40,6 +40,8 @@ from feedline.profiling.records import (
     TimelinePoint,
 )
 
+from feedline.transforms.prefetch import element_bytes
+
 if TYPE_CHECKING:
     from feedline.core.dataset import Dataset
     from feedline.core.iterator import DatasetIterator, IteratorContext
@@ -110,7 +112,7 @@ class PythonProbe:
             counts[3] += 1
             counts[4] += duration
             counts[7] += cpu
-        counts[5] = 0 if counts[3] and counts[4] // counts[3] > SLOW_NS else SAMPLE_EVERY - 1
+        counts[5] = 0 if not counts[3] or counts[4] // counts[3] > SLOW_NS else SAMPLE_EVERY - 1
         self._probe_threads.add(threading.get_ident())
         spans = self._probe_spans
         if spans is not None and len(spans) < self._probe_max_spans:
@@ -151,31 +153,6 @@ def make_probe(inner: Any, spans: list[Any] | None = None, max_spans: int = 0) -
 
 def is_probe(value: Any) -> bool:
     return type(value) is _CProbe or type(value) is PythonProbe
-
-
-def element_nbytes(element: Any) -> int:
-    """Bytes of an element's leaves (arrays' buffers, ``bytes``, 8 per Python scalar).
-
-    Example:
-        >>> import numpy as np
-        >>> element_nbytes({"a": np.zeros(4, np.float32), "b": (b"xyz", 1)})
-        27
-    """
-    if isinstance(element, np.ndarray):
-        if element.dtype == object:
-            return sum(element_nbytes(leaf) for leaf in element.flat)
-        return int(element.nbytes)
-    if isinstance(element, (bytes, bytearray, memoryview)):
-        return len(element)
-    if isinstance(element, str):
-        return len(element.encode())
-    if isinstance(element, dict):
-        return sum(element_nbytes(value) for value in element.values())
-    if isinstance(element, (tuple, list)):
-        return sum(element_nbytes(value) for value in element)
-    if isinstance(element, np.generic):
-        return int(element.nbytes)
-    return 8
 
 
 def _read_aheads(iterator: Any) -> list[Any]:
@@ -236,6 +213,7 @@ class _Stage:
         self.worker_cpu: dict[int, float] = {}  # thread ident: CPU seconds at last sample
         self.worker_idents: set[int] = set()
         self.lock = threading.Lock()
+        self.node: Any = None  # the dataset node (the first built), for rewrites
 
     def add(self, probe: Any) -> None:
         with self.lock:
@@ -324,6 +302,7 @@ class Collector:
             return iterator
         if not stage.probes:
             stage.operation = _operation(node, iterator)
+            stage.node = node
         probe = make_probe(iterator, stage.spans, MAX_SPANS_PER_STAGE if self._trace else 0)
         stage.add(probe)
         if self._sampler is None:
@@ -399,7 +378,7 @@ class Collector:
         for probe in probes:
             sample = probe._probe_sample
             if sample is not None:
-                stage.byte_total += element_nbytes(sample)
+                stage.byte_total += element_bytes(sample)
                 stage.byte_samples += 1
 
     # ------------------------------------------------------------------ results
@@ -431,14 +410,21 @@ class Collector:
             kids = children.get(stage.id, [])
             own_threads = count["threads"]
             asynchronous = bool(stage.worker_idents) or stage.buffer_size is not None
-            same_thread = sum(next_cpu[k] for k in kids if counts[k]["threads"] & own_threads)
+            same_thread = [k for k in kids if counts[k]["threads"] & own_threads]
             on_workers = sum(next_cpu[k] for k in kids
                              if counts[k]["threads"] & stage.worker_idents)
             input_seconds = sum(next_seconds[k] for k in kids)
             if asynchronous:
-                self_seconds = max(0.0, sum(stage.worker_cpu.values()) - on_workers)
+                cpu_seconds = self_seconds = max(
+                    0.0, sum(stage.worker_cpu.values()) - on_workers)
             else:
-                self_seconds = max(0.0, next_cpu[stage.id] - same_thread)
+                cpu_seconds = max(0.0, next_cpu[stage.id] - sum(next_cpu[k] for k in same_thread))
+                self_seconds = cpu_seconds
+                if count["sampled"] + 1 >= count["calls"] - count["stops"]:
+                    # Every call timed: wall time is exact, and counts waiting for files,
+                    # sleeps, the GIL (see StageStatistics).
+                    wall = seconds_in_next - sum(next_seconds[k] for k in same_thread)
+                    self_seconds = max(cpu_seconds, wall)
             elements = count["calls"] - count["stops"]
             mean_bytes = stage.byte_total / stage.byte_samples if stage.byte_samples else 0.0
             fill = stage.buffer_fill
@@ -450,7 +436,8 @@ class Collector:
                 parallelism=stage.parallelism if asynchronous else 1,
                 asynchronous=asynchronous, buffer_size=stage.buffer_size,
                 buffer_mean=float(np.mean(fill)) if fill else None,
-                executor=stage.executor if asynchronous else "inline"))
+                executor=stage.executor if asynchronous else "inline",
+                cpu_seconds=cpu_seconds))
         consumer = self._consumer(counts, next_seconds, seconds)
         return PipelineStatistics(seconds=seconds, stages=tuple(records), consumer=consumer,
                                   timeline=self._timeline_renumbered(stages),
@@ -476,6 +463,11 @@ class Collector:
             view.parent = None if parent is None else new_id[parent]
             result.append(view)
         return result
+
+    def stage_nodes(self) -> list[Any]:
+        """The dataset node of each stage, in the order and numbering of
+        :meth:`statistics` (for rewrites that act on the stage)."""
+        return [stage.node for stage in self._measured_stages()]
 
     def _timeline_renumbered(self, stages: list[_Stage]) -> tuple[TimelinePoint, ...]:
         new_id = {id(stage.probes): stage.id for stage in stages}

@@ -18,9 +18,11 @@ from typing import Any
 class StageStatistics:
     """One stage of a running pipeline, over the time it was measured.
 
-    Times are wall-clock seconds summed over every thread that ran the stage, estimated
-    from a sample of its calls (every call when calls are slow, one in 16 when they are
-    fast) times the number of calls.
+    Times are seconds summed over every thread that ran the stage, estimated from a sample
+    of its calls (every call when calls are slow, one in 16 when they are fast) times the
+    number of calls. A stage's own time is wall-clock time when every call was timed (so
+    waiting for files or sleeping counts), CPU time when calls were sampled (a sampled
+    call's wall time may include a GIL switch of 5 ms: noise sampling would multiply).
     """
 
     id: int
@@ -53,6 +55,9 @@ class StageStatistics:
     """Mean share of ``buffer_size`` that was filled when sampled (0: always empty)."""
     executor: str = "inline"
     """Where its work runs: ``"inline"``, ``"threads"`` or ``"processes"``."""
+    cpu_seconds: float = 0.0
+    """CPU time of this stage's own code (``self_seconds`` less waiting for the GIL, for
+    files, for sleeps), over all of its threads."""
 
     @property
     def seconds_per_element(self) -> float:

@@ -1,0 +1,533 @@
+"""``fl.profile``: measure a pipeline, name its bottleneck, say what to change.
+
+The model behind the analysis is tf.data's and Plumber's: a pipeline is a set of
+*segments* running at once, each a group of stages that share the threads they run on (the
+consumer's thread; each read-ahead stage's workers). A segment's *load* is the work its
+stages did per second of the run, divided by the threads it has: a load of 1 means its
+threads never rested. The segment with the highest load limits throughput; within it, the
+stage with the most own time is the bottleneck. The consumer's own work (time between its
+``next()`` calls) is a segment too, and so is the CPU (all work over the cores): a pipeline
+cannot be faster than its busiest part.
+
+A rewrite's predicted speed-up is the highest load before over the highest load after the
+change (a stage with no cost, a stage on more threads or processes, a buffer between the
+consumer and the pipeline). ``verify=True`` applies each rewrite it can build to the
+dataset, measures it for as long as the first run, and reports the measured speed-up beside
+the prediction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from feedline.core.constants import AUTOTUNE
+from feedline.core.dataset import Dataset
+from feedline.core.options import Options, ProfilingOptions
+from feedline.core.validation import schedulable_cpus
+from feedline.profiling.records import (
+    Advice,
+    Bottleneck,
+    PipelineStatistics,
+    ProfileReport,
+    StageStatistics,
+)
+
+INPUT_BOUND_WAIT = 0.10
+"""Share of the consumer's time spent waiting above which it is called input-bound."""
+
+GIL_BOUND_CORES = 1.2
+"""A threaded stage whose workers together use at most this many cores while its buffer
+is not full is taken to be serialized by the GIL."""
+
+MIN_PREDICTED_SPEEDUP = 1.1
+"""Rewrites predicted to gain less than this are not advised."""
+
+VECTORIZE_BELOW_SECONDS = 50e-6
+"""Per-element map calls cheaper than this are mostly call overhead: batch first."""
+
+_LATER_EPOCHS = {"consumer": -1, "cache": 1, "snapshot": 1}
+"""Sort order of advice kinds: whether the consumer is the limit comes first, changes that
+pay from the second epoch on (cache, snapshot) after those that pay at once."""
+
+_MAPS = ("map",)
+_RANDOM = ("shuffle", "global_shuffle", "random")
+
+
+@dataclass(frozen=True)
+class _Segment:
+    key: str
+    threads: int
+    stages: tuple[int, ...]
+
+
+def profile(dataset: Dataset, seconds: float = 5.0, consumer: Callable[[Any], None] | None = None,
+            *, verify: bool = False, trace: bool = False,
+            max_elements: int | None = None) -> ProfileReport:
+    """Run ``dataset`` for ``seconds`` with statistics on and analyse what limits it.
+
+    Args:
+        dataset: The pipeline.
+        seconds: How long to read it (less if it ends or ``max_elements`` are read).
+        consumer: Called with every element, as the training step would be (``None``: the
+            elements are only pulled, which measures the pipeline alone).
+        verify: Apply each advised rewrite that can be built automatically, measure it for
+            ``seconds`` too, and report the measured speed-up.
+        trace: Keep timed calls for :func:`feedline.profiling.trace.write_chrome_trace`.
+        max_elements: Stop after this many elements.
+
+    Returns:
+        A :class:`~feedline.profiling.records.ProfileReport`.
+
+    Example:
+        >>> import time
+        >>> import feedline as fl
+        >>> def slow(x):
+        ...     time.sleep(0.001)
+        ...     return x
+        >>> ds = fl.Dataset.range(400).map(slow).batch(8)
+        >>> report = fl.profile(ds, seconds=2)
+        >>> report.bottleneck.name, report.advice[0].kind
+        ('map(slow)', 'parallelize')
+    """
+    if not seconds > 0:
+        raise ValueError(f"profile(seconds) must be > 0, got {seconds!r}")
+    statistics, nodes = _measure_with_statistics(dataset, seconds, consumer, max_elements, trace)
+    report = analyse(statistics)
+    notes = list(report.notes)
+    if statistics.elements == 0:
+        notes.append("the pipeline handed out no element while measured")
+    if verify and report.advice:
+        report, verify_notes = _verify(dataset, report, nodes, seconds, consumer, max_elements)
+        notes.extend(verify_notes)
+    return replace(report, notes=tuple(notes))
+
+
+def _measure_with_statistics(dataset: Dataset, seconds: float,
+                             consumer: Callable[[Any], None] | None,
+                             max_elements: int | None, trace: bool
+                             ) -> tuple[PipelineStatistics, list[Any]]:
+    options = Options(profiling=ProfilingOptions(statistics=True, trace=trace))
+    with iter(dataset.with_options(options)) as iterator:
+        _drain(iterator, seconds, consumer, max_elements)
+        collector = iterator._collector
+        collector.stop()
+        return collector.statistics(), collector.stage_nodes()
+
+
+def _drain(iterator: Any, seconds: float, consumer: Callable[[Any], None] | None,
+           max_elements: int | None) -> tuple[int, float]:
+    """Read until ``seconds`` passed, the end, or ``max_elements``; (elements, seconds)."""
+    started = time.perf_counter()
+    deadline = started + seconds
+    count = 0
+    for element in iterator:
+        if consumer is not None:
+            consumer(element)
+        count += 1
+        if (max_elements is not None and count >= max_elements) or \
+                time.perf_counter() >= deadline:
+            break
+    return count, time.perf_counter() - started
+
+
+def measure_throughput(dataset: Dataset, seconds: float,
+                       consumer: Callable[[Any], None] | None = None,
+                       max_elements: int | None = None) -> float:
+    """Elements per second of ``dataset`` read for ``seconds`` (statistics off).
+
+    Example:
+        >>> import feedline as fl
+        >>> measure_throughput(fl.Dataset.range(100), seconds=1) > 0
+        True
+    """
+    with iter(dataset) as iterator:
+        count, elapsed = _drain(iterator, seconds, consumer, max_elements)
+    return count / elapsed if elapsed > 0 else 0.0
+
+
+# ---------------------------------------------------------------------- the model
+def _segments(stages: tuple[StageStatistics, ...],
+              pulled_by_workers: dict[int, str]) -> dict[int, str]:
+    """The segment each stage's own work runs in: ``"consumer"`` or ``"workers:<id>"``."""
+    segment_of: dict[int, str] = {}
+    for stage in stages:  # parents come before children (output first)
+        if stage.asynchronous:
+            segment_of[stage.id] = f"workers:{stage.id}"
+        elif stage.parent is None:
+            segment_of[stage.id] = "consumer"
+        else:
+            parent = stages[stage.parent]
+            # A child of a read-ahead stage runs on that stage's workers when they pull it
+            # (prefetch, interleave), on the parent's caller's thread otherwise (a parallel
+            # map pulls its input where it is called).
+            if parent.asynchronous and pulled_by_workers.get(stage.id) == f"workers:{parent.id}":
+                segment_of[stage.id] = f"workers:{parent.id}"
+            else:
+                segment_of[stage.id] = _caller_segment(parent, stages, segment_of)
+    return segment_of
+
+
+def _caller_segment(stage: StageStatistics, stages: tuple[StageStatistics, ...],
+                    segment_of: dict[int, str]) -> str:
+    """The segment that calls ``stage``'s ``next()`` (for an asynchronous stage, not its
+    own workers)."""
+    if not stage.asynchronous:
+        return segment_of[stage.id]
+    if stage.parent is None:
+        return "consumer"
+    parent = stages[stage.parent]
+    if parent.asynchronous and parent.operation in ("prefetch", "interleave"):
+        return f"workers:{parent.id}"
+    return _caller_segment(parent, stages, segment_of)
+
+
+def _loads(statistics: PipelineStatistics, segment_of: dict[int, str], cores: int,
+           own: dict[int, float] | None = None, threads: dict[str, int] | None = None,
+           consumer_seconds: float | None = None) -> dict[str, float]:
+    """Each segment's load (busy share of its threads), plus ``"cpu"`` and the consumer's
+    own work (``"step"``). ``own`` / ``threads`` / ``consumer_seconds`` override the
+    measured values (to predict a rewrite)."""
+    wall = statistics.seconds or 1e-9
+    own = own or {s.id: s.self_seconds for s in statistics.stages}
+    work: dict[str, float] = {}
+    for stage in statistics.stages:
+        work[segment_of[stage.id]] = work.get(segment_of[stage.id], 0.0) + own[stage.id]
+    sizes = {"consumer": 1}
+    for stage in statistics.stages:
+        if stage.asynchronous:
+            sizes[f"workers:{stage.id}"] = max(1, stage.parallelism)
+    sizes.update(threads or {})
+    loads = {key: value / (sizes.get(key, 1) * wall) for key, value in work.items()}
+    cpu = {s.id: min(s.cpu_seconds, own[s.id]) for s in statistics.stages}
+    loads["cpu"] = sum(cpu.values()) / (cores * wall)
+    step = statistics.consumer.between_seconds if consumer_seconds is None else consumer_seconds
+    loads["step"] = step / wall
+    return loads
+
+
+def _speedup(before: dict[str, float], after: dict[str, float]) -> float:
+    top_before, top_after = max(before.values()), max(after.values())
+    if top_after <= 0:
+        return 1.0
+    return max(1.0, top_before / top_after)
+
+
+def analyse(statistics: PipelineStatistics, cores: int | None = None) -> ProfileReport:
+    """The bottleneck and advice for measured ``statistics`` (what :func:`profile` returns,
+    without running anything).
+
+    Example:
+        >>> from feedline.profiling.records import (ConsumerStatistics, PipelineStatistics,
+        ...                                         StageStatistics)
+        >>> stage = StageStatistics(id=0, parent=None, name="map(f)", operation="map",
+        ...     elements=100, bytes=800, self_seconds=0.9, input_seconds=0.05,
+        ...     wait_seconds=0.95, parallelism=1, asynchronous=False)
+        >>> stats = PipelineStatistics(seconds=1.0, stages=(stage,),
+        ...     consumer=ConsumerStatistics(calls=100, wait_seconds=0.95, between_seconds=0.05))
+        >>> report = analyse(stats, cores=4)
+        >>> report.input_bound, report.bottleneck.name, report.advice[0].rewrite
+        (True, 'map(f)', 'map(f, num_parallel_calls=fl.AUTOTUNE)')
+    """
+    cores = cores or schedulable_cpus()
+    stages = statistics.stages
+    consumer = statistics.consumer
+    input_bound = consumer.wait_fraction > INPUT_BOUND_WAIT
+    if not stages or statistics.seconds <= 0:
+        return ProfileReport(statistics, input_bound, None, (), cores,
+                             ("nothing was measured",))
+    segment_of = _segments(stages, _pulled_by_workers(statistics))
+    loads = _loads(statistics, segment_of, cores)
+    pipeline_loads = {k: v for k, v in loads.items() if k not in ("step", "cpu")}
+    critical = max(pipeline_loads, key=lambda key: pipeline_loads[key])
+    members = [s for s in stages if segment_of[s.id] == critical]
+    worst = max(members, key=lambda s: s.self_seconds)
+    segment_work = sum(s.self_seconds for s in members) or 1e-12
+    without = {s.id: (0.0 if s.id == worst.id else s.self_seconds) for s in stages}
+    bottleneck = Bottleneck(stage=worst.id, name=worst.name,
+                            share=worst.self_seconds / segment_work,
+                            speedup_without=_speedup(loads, _loads(statistics, segment_of,
+                                                                   cores, own=without)))
+    advice = _advise(statistics, segment_of, loads, worst, cores, input_bound)
+    notes = []
+    if statistics.seconds < 0.5:
+        notes.append(f"measured for {statistics.seconds:.2f} s only: figures are rough")
+    return ProfileReport(statistics, input_bound, bottleneck, tuple(advice), cores, tuple(notes))
+
+
+def _pulled_by_workers(statistics: PipelineStatistics) -> dict[int, str]:
+    """The stages a read-ahead stage's workers pull (``"workers:<parent id>"``): prefetch,
+    interleave and snapshot reading pull their inputs on their workers; a parallel map or
+    batch pulls its input on its caller's thread."""
+    result = {}
+    for stage in statistics.stages:
+        if stage.parent is None:
+            continue
+        parent = statistics.stages[stage.parent]
+        if parent.asynchronous and parent.operation in ("prefetch", "interleave",
+                                                         "snapshot", "load"):
+            result[stage.id] = f"workers:{parent.id}"
+    return result
+
+
+def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
+            loads: dict[str, float], worst: StageStatistics, cores: int,
+            input_bound: bool) -> list[Advice]:
+    stages = statistics.stages
+    advice: list[Advice] = []
+    short = _short_name(worst)
+
+    def predict(own: dict[int, float] | None = None, threads: dict[str, int] | None = None,
+                consumer_seconds: float | None = None) -> float:
+        return _speedup(loads, _loads(statistics, segment_of, cores, own, threads,
+                                      consumer_seconds))
+
+    if not input_bound and statistics.consumer.calls:
+        advice.append(Advice(
+            "consumer", None,
+            f"the consumer waits for input only {statistics.consumer.wait_fraction:.0%} of "
+            "its time: the pipeline keeps up, speed up the training step instead",
+            "(no pipeline change)", 1.0))
+    if worst.operation in _MAPS and not worst.asynchronous:
+        advice.append(Advice(
+            "parallelize", worst.id,
+            f"parallelize {worst.name}: it runs on its caller's thread and takes "
+            f"{_share(worst, segment_of, stages):.0%} of that thread's work",
+            f"{short}({_function(worst)}, num_parallel_calls=fl.AUTOTUNE)",
+            _parallel_prediction(statistics, segment_of, loads, worst, cores)))
+    if worst.operation in _MAPS and worst.asynchronous and worst.executor == "threads":
+        rate = worst.self_seconds / (statistics.seconds or 1e-9)
+        if worst.parallelism >= 2 and rate <= GIL_BOUND_CORES:
+            workers = min(worst.parallelism, cores)
+            advice.append(Advice(
+                "processes", worst.id,
+                f"run {worst.name} in worker processes: its {worst.parallelism} threads "
+                f"keep only {rate:.1f} cores busy (the GIL serializes its Python)",
+                f"{short}({_function(worst)}, num_parallel_calls={workers}, "
+                'executor="process")',
+                predict(threads={segment_of[worst.id]: max(1, round(workers / max(rate, 1e-3)))
+                                 * worst.parallelism})))
+    if worst.operation in _MAPS and worst.elements and \
+            worst.seconds_per_element < VECTORIZE_BELOW_SECONDS and _batch_above(stages, worst):
+        advice.append(Advice(
+            "vectorize", worst.id,
+            f"batch before {worst.name} and vectorize it: each call costs "
+            f"{worst.seconds_per_element * 1e6:.1f} us, mostly per-call overhead; the "
+            "speed-up shown is the most it can give (the map free)",
+            f".batch(B).{short}({_function(worst)}_batched)",
+            predict(own=_moved(statistics, worst.id, 0.0))))
+    cache = _below(stages, worst, ("cache",))
+    if worst.operation in _MAPS and cache is not None:
+        advice.append(Advice(
+            "cache", cache.id,
+            f"move {cache.name} after {worst.name}: the cache keeps the input of the "
+            "expensive map, so every epoch computes it again",
+            f"{short}({_function(worst)}).cache()",
+            predict(own=_moved(statistics, worst.id, 0.0))))
+    if worst.operation in _MAPS + ("batch", "tfrecord", "text_line", "parquet") and \
+            _below(stages, worst, _RANDOM) is None and _above(stages, worst, ("snapshot",
+                                                                           "cache")) is None:
+        prefix = _prefix_ids(stages, worst)
+        advice.append(Advice(
+            "snapshot", worst.id,
+            f"snapshot the deterministic prefix ending at {worst.name}: later epochs read "
+            "its output from disk instead of computing it (put shuffles after it)",
+            f"{short}(...).snapshot(path)",
+            predict(own={s.id: (0.0 if s.id in prefix else s.self_seconds) for s in stages})))
+    top = stages[0]
+    if not top.asynchronous and statistics.consumer.between_seconds > \
+            0.05 * statistics.seconds and input_bound:
+        wait = statistics.consumer.wait_seconds
+        between = statistics.consumer.between_seconds
+        advice.append(Advice(
+            "prefetch", top.id,
+            f"add prefetch after {top.name}: the consumer and the pipeline take turns "
+            f"({between:.2f} s working, {wait:.2f} s waiting) instead of overlapping",
+            ".prefetch(fl.AUTOTUNE)", (wait + between) / max(wait, between)))
+    # Advice the model gives no gain is noise, not advice.
+    advice = [item for item in advice
+              if item.kind == "consumer" or item.predicted_speedup >= MIN_PREDICTED_SPEEDUP]
+    # Changes that pay at once first, then those that pay from the second epoch on.
+    advice.sort(key=lambda item: (_LATER_EPOCHS.get(item.kind, 0), -item.predicted_speedup))
+    return advice
+
+
+def _parallel_prediction(statistics: PipelineStatistics, segment_of: dict[int, str],
+                         loads: dict[str, float], stage: StageStatistics, cores: int) -> float:
+    """A map moved to its own ``cores`` workers: its work leaves its segment."""
+    moved = dict(segment_of)
+    moved[stage.id] = f"workers:{stage.id}"
+    threads = {f"workers:{stage.id}": cores}
+    return _speedup(loads, _loads(statistics, moved, cores, threads=threads))
+
+
+def _moved(statistics: PipelineStatistics, stage_id: int, seconds: float) -> dict[int, float]:
+    return {s.id: (seconds if s.id == stage_id else s.self_seconds) for s in statistics.stages}
+
+
+def _share(stage: StageStatistics, segment_of: dict[int, str],
+           stages: tuple[StageStatistics, ...]) -> float:
+    total = sum(s.self_seconds for s in stages if segment_of[s.id] == segment_of[stage.id])
+    return stage.self_seconds / total if total else 0.0
+
+
+def _short_name(stage: StageStatistics) -> str:
+    return stage.operation
+
+
+def _function(stage: StageStatistics) -> str:
+    name = stage.name
+    if "(" in name and name.endswith(")"):
+        return name[name.index("(") + 1:-1]
+    return "fn"
+
+
+def _ancestors(stages: tuple[StageStatistics, ...], stage: StageStatistics
+               ) -> list[StageStatistics]:
+    result = []
+    parent = stage.parent
+    while parent is not None:
+        result.append(stages[parent])
+        parent = stages[parent].parent
+    return result
+
+
+def _descendants(stages: tuple[StageStatistics, ...], stage: StageStatistics
+                 ) -> list[StageStatistics]:
+    return [s for s in stages if stage in _ancestors(stages, s)]
+
+
+def _batch_above(stages: tuple[StageStatistics, ...], stage: StageStatistics) -> bool:
+    return any(s.operation in ("batch", "padded_batch") for s in _ancestors(stages, stage))
+
+
+def _below(stages: tuple[StageStatistics, ...], stage: StageStatistics,
+           operations: tuple[str, ...]) -> StageStatistics | None:
+    return next((s for s in _descendants(stages, stage) if s.operation in operations), None)
+
+
+def _above(stages: tuple[StageStatistics, ...], stage: StageStatistics,
+           operations: tuple[str, ...]) -> StageStatistics | None:
+    return next((s for s in _ancestors(stages, stage) if s.operation in operations), None)
+
+
+def _prefix_ids(stages: tuple[StageStatistics, ...], stage: StageStatistics) -> set[int]:
+    return {stage.id} | {s.id for s in _descendants(stages, stage)}
+
+
+# ---------------------------------------------------------------------- verification
+def _verify(dataset: Dataset, report: ProfileReport, nodes: list[Any], seconds: float,
+            consumer: Callable[[Any], None] | None, max_elements: int | None
+            ) -> tuple[ProfileReport, list[str]]:
+    notes = []
+    baseline = measure_throughput(dataset, seconds, consumer, max_elements)
+    verified = []
+    for item in report.advice:
+        rewritten = _rewrite(dataset, item, nodes)
+        if rewritten is None:
+            verified.append(item)
+            continue
+        throughput = measure_throughput(rewritten, seconds, consumer, max_elements)
+        speedup = throughput / baseline if baseline else 0.0
+        verified.append(replace(item, verified_speedup=speedup))
+    unverifiable = [item.kind for item in verified if item.verified_speedup is None
+                    and item.kind != "consumer"]
+    if unverifiable:
+        notes.append(f"not verified (needs a change only you can make, or several epochs): "
+                     f"{', '.join(unverifiable)}")
+    notes.append(f"verified against the pipeline as written: {baseline:,.1f} elements/s "
+                 "without statistics")
+    return replace(report, advice=tuple(verified)), notes
+
+
+def _rewrite(dataset: Dataset, item: Advice, nodes: list[Any]) -> Dataset | None:
+    """``dataset`` with ``item`` applied, or ``None`` when it cannot be built automatically."""
+    if item.kind == "prefetch":
+        return dataset.prefetch(AUTOTUNE)
+    if item.kind not in ("parallelize", "processes") or item.stage is None:
+        return None
+    target = nodes[item.stage] if item.stage < len(nodes) else None
+    if target is None:
+        return None
+
+    def change(node: Any) -> Any:
+        clone = node._with_inputs(node._inputs)
+        clone.num_parallel_calls = AUTOTUNE
+        if item.kind == "processes":
+            clone.executor = "process"
+        return clone
+
+    return _replace_node(dataset, target, change)
+
+
+def _replace_node(dataset: Dataset, target: Any, change: Callable[[Any], Any]) -> Dataset | None:
+    """``dataset`` with the node matching ``target`` (the same node, or one of the same type
+    and name: graph rewrites copy nodes) replaced by ``change(node)``."""
+    found = False
+
+    def rebuild(node: Any) -> Any:
+        nonlocal found
+        if not found and (node is target or (type(node) is type(target) and
+                                              getattr(node, "name", None) ==
+                                              getattr(target, "name", None))):
+            found = True
+            return change(node)
+        inputs = [rebuild(child) for child in node._inputs]
+        if all(new is old for new, old in zip(inputs, node._inputs)):
+            return node
+        return node._with_inputs(inputs)
+
+    result = rebuild(dataset)
+    return result if found else None
+
+
+# ---------------------------------------------------------------------- text
+def format_report(report: ProfileReport) -> str:
+    """A plain-text summary of ``report`` (what ``feedline profile`` prints).
+
+    Example:
+        >>> import feedline as fl
+        >>> text = format_report(fl.profile(fl.Dataset.range(100), seconds=1))
+        >>> text.splitlines()[0].startswith("throughput:")
+        True
+    """
+    statistics = report.statistics
+    consumer = statistics.consumer
+    lines = [
+        f"throughput: {report.throughput:,.1f} elements/s over {statistics.seconds:.2f} s "
+        f"({statistics.elements:,} elements, {report.cores} cores)",
+        f"input-bound: {'yes' if report.input_bound else 'no'} (the consumer waited "
+        f"{consumer.wait_fraction:.0%} of its time)",
+    ]
+    if report.bottleneck is not None:
+        b = report.bottleneck
+        lines.append(f"bottleneck: {b.name} ({b.share:.0%} of the critical path's work; "
+                     f"without it the pipeline would be {b.speedup_without:.2f}x as fast)")
+    lines.append("")
+    lines.append(f"{'stage':<28} {'elements':>10} {'own s':>8} {'input s':>8} "
+                 f"{'wait s':>8} {'par':>4} {'buffer':>8}")
+    for stage in statistics.stages:
+        depth = 0
+        parent = stage.parent
+        while parent is not None:
+            depth += 1
+            parent = statistics.stages[parent].parent
+        buffer = ("" if stage.buffer_size is None else
+                  f"{(stage.buffer_mean or 0):.0%}/{stage.buffer_size}")
+        name = ("  " * depth + stage.name)[:28]
+        lines.append(f"{name:<28} {stage.elements:>10,} {stage.self_seconds:>8.3f} "
+                     f"{stage.input_seconds:>8.3f} {stage.wait_seconds:>8.3f} "
+                     f"{stage.parallelism:>4} {buffer:>8}")
+    if report.advice:
+        lines.append("")
+        lines.append("advice:")
+        for item in report.advice:
+            verified = ("" if item.verified_speedup is None
+                        else f", measured {item.verified_speedup:.2f}x")
+            lines.append(f"- {item.message}\n    {item.rewrite}  "
+                         f"(predicted {item.predicted_speedup:.2f}x{verified})")
+    for note in report.notes:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
