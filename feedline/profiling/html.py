@@ -44,14 +44,14 @@ _WIDTH = 1000
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color: #222;
        margin: 0; background: #fff; }
-main { max-width: 1140px; margin: 0 auto; padding: 16px 24px; }
+main { max-width: 1200px; margin: 0 auto; padding: 16px 20px; box-sizing: border-box; }
 h1 { font-size: 24px; margin: 8px 0 16px; }
 h2 { font-size: 18px; margin: 24px 0 8px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
 dl.summary { display: grid; grid-template-columns: max-content auto; gap: 4px 16px; margin: 0; }
 dl.summary dt { font-weight: 600; }
 dl.summary dd { margin: 0; }
 table { border-collapse: collapse; font-size: 12px; }
-th, td { border: 1px solid #ddd; padding: 3px 5px; text-align: left; vertical-align: top; }
+th, td { border: 1px solid #ddd; padding: 3px 4px; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
 td.number { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 div.wide { overflow-x: auto; }
