@@ -5,6 +5,9 @@ A chunk file stores its elements' *structure* once (the first element's nesting,
 each element as its leaves only, one after the other:
 
 ``a``  a numeric or boolean array: dtype, shape, raw C-order bytes
+``A``  the same, with padding (a length byte, then zeros) before the bytes, so that they
+       start :data:`ALIGN` bytes into the element: large arrays, so that reading can hand
+       them out as aligned views
 ``o``  an object array of ``bytes``: shape, the lengths, the bytes
 ``b``  ``bytes``; ``s`` a ``str`` (UTF-8)
 
@@ -65,13 +68,44 @@ def structure_of(saved: Any, types: DeclaredTypes) -> Any:
 
 
 def encode_element(element: Any, out: bytearray) -> None:
-    """Append ``element``'s leaves to ``out``.
+    """Append ``element``'s leaves to ``out`` (a copy of every byte; see :func:`element_parts`
+    for the form writers use).
 
     Example:
         >>> out = bytearray(); encode_element((np.arange(2), b"hi"), out)
         >>> decode_leaves(bytes(out), 0, 2, "x")[0][0].tolist()
         [0, 1]
     """
+    parts, _ = element_parts(element)
+    for part in parts:
+        out += part
+
+
+REFERENCE_BYTES = 64 << 10
+"""Array data at least this large is referenced by :func:`element_parts`, never copied."""
+ALIGN = 64
+"""Array data of :data:`ALIGN_BYTES` or more starts at a multiple of this within its element
+(a cache line; more than any dtype needs), so views of it are aligned."""
+ALIGN_BYTES = 4096
+
+
+def element_parts(element: Any) -> tuple[list[Any], int]:
+    """``element`` encoded as a list of buffers, and their total size.
+
+    Leaf headers and small leaves are gathered into ``bytearray`` parts; the data of large
+    arrays (:data:`REFERENCE_BYTES` or more, C-contiguous) are byte views of the arrays
+    themselves: encoding copies nothing big, and the writer compresses or writes the views
+    directly. The element's arrays must not change while the parts are in use. Arrays of
+    :data:`ALIGN_BYTES` or more start at a multiple of :data:`ALIGN` within the element.
+
+    Example:
+        >>> parts, size = element_parts((np.zeros(100_000, np.uint8), b"hi"))
+        >>> [type(p).__name__ for p in parts], size
+        (['bytearray', 'memoryview', 'bytearray'], 100075)
+    """
+    parts: list[Any] = []
+    out = bytearray()
+    done = 0  # bytes in ``parts`` before ``out``
     for leaf in flatten(element):
         if isinstance(leaf, bytes):
             out += b"b"
@@ -90,13 +124,32 @@ def encode_element(element: Any, out: bytearray) -> None:
             if array.dtype.kind not in "biufcmMSUV" or array.dtype.hasobject:
                 raise TypeError(f"cannot save a leaf of dtype {array.dtype}")
             dtype = array.dtype.str.encode()
-            out += b"a"
+            aligned = array.nbytes >= ALIGN_BYTES
+            out += b"A" if aligned else b"a"
             out += bytes([len(dtype)])
             out += dtype
             out += bytes([array.ndim])
             for size in array.shape:
                 out += _U64.pack(size)
-            out += np.ascontiguousarray(array).data.cast("B") if array.size else b""
+            if aligned:
+                pad = -(done + len(out) + 1) % ALIGN
+                out += bytes([pad])
+                out += bytes(pad)
+            if not array.size:
+                continue
+            # Bytes as uint8 (a memoryview of datetime or void data cannot be taken).
+            data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+            if data.nbytes >= REFERENCE_BYTES:
+                parts.append(out)
+                parts.append(memoryview(data))
+                done += len(out) + data.nbytes
+                out = bytearray()
+            else:
+                out += memoryview(data)
+    if out:
+        parts.append(out)
+    return parts, sum(len(part) if isinstance(part, bytearray) else part.nbytes
+                      for part in parts)
 
 
 def _encode_objects(array: np.ndarray, out: bytearray) -> None:
@@ -113,57 +166,98 @@ def _encode_objects(array: np.ndarray, out: bytearray) -> None:
     out += b"".join(values)
 
 
-def decode_leaves(data: bytes, at: int, count: int, where: str) -> tuple[list[Any], int]:
+_DTYPES: dict[bytes, np.dtype] = {}
+
+
+def _dtype(text: bytes) -> np.dtype:
+    # Parsed once per distinct dtype string: decoding is per leaf, on the consumer's thread.
+    dtype = _DTYPES.get(text)
+    if dtype is None:
+        dtype = np.dtype(text.decode())
+        if dtype.hasobject:
+            raise ValueError("object dtype")
+        if len(_DTYPES) < 1024:
+            _DTYPES[text] = dtype
+    return dtype
+
+
+def decode_leaves(data: Any, at: int, count: int, where: str,
+                  copy: bool = True) -> tuple[list[Any], int]:
     """``count`` leaves from ``data`` at offset ``at``; returns them and the next offset.
+
+    Args:
+        data: The encoded bytes (any buffer).
+        at: Where the first leaf starts.
+        count: Leaves to decode.
+        where: Names the file and element in errors.
+        copy: ``True``: arrays are copies (they do not keep ``data`` alive). ``False``:
+            arrays are views into ``data`` (zero-copy; writable when ``data`` is), which
+            lives as long as any of them does -- except arrays whose data are not aligned
+            for their dtype there, which are copied.
 
     Raises:
         DataLossError: The bytes are not leaves (``where`` names the file and element).
+
+    Example:
+        >>> buffer = np.zeros(1 << 14, np.uint8)  # aligned memory
+        >>> encoded = bytearray(); encode_element((np.arange(1000), b"x"), encoded)
+        >>> buffer[:len(encoded)] = np.frombuffer(encoded, np.uint8)
+        >>> (array, raw), end = decode_leaves(buffer, 0, 2, "doc", copy=False)
+        >>> int(array.sum()), raw, end == len(encoded), np.shares_memory(array, buffer)
+        (499500, b'x', True, True)
     """
     leaves: list[Any] = []
-    view = memoryview(data)
+    view = memoryview(data).cast("B") if not isinstance(data, bytes | bytearray) else \
+        memoryview(data)
+    end = len(view)
     try:
         for _ in range(count):
-            kind = data[at:at + 1]
+            kind = view[at]
             at += 1
-            if kind == b"a":
-                size = data[at]
-                dtype = np.dtype(bytes(view[at + 1:at + 1 + size]).decode())
+            if kind == 97 or kind == 65:  # b"a", b"A" (padded)
+                size = view[at]
+                dtype = _dtype(bytes(view[at + 1:at + 1 + size]))
                 at += 1 + size
-                if dtype.hasobject:
-                    raise ValueError("object dtype")
-                ndim = data[at]
-                shape = struct.unpack_from(f"<{ndim}Q", data, at + 1)
+                ndim = view[at]
+                shape = struct.unpack_from(f"<{ndim}Q", view, at + 1)
                 at += 1 + 8 * ndim
+                if kind == 65:
+                    at += 1 + view[at]
                 nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-                if at + nbytes > len(data):
+                if at + nbytes > end:
                     raise ValueError("array data runs past the end")
-                # A copy: an element must not keep its whole chunk alive, and it is writable.
-                array = np.frombuffer(data, dtype=dtype, count=nbytes // max(dtype.itemsize, 1),
-                                      offset=at).reshape(shape).copy() if nbytes else \
-                    np.zeros(shape, dtype=dtype)
+                if not nbytes:
+                    array = np.zeros(shape, dtype=dtype)
+                else:
+                    array = np.frombuffer(view, dtype=dtype, count=nbytes // dtype.itemsize,
+                                          offset=at).reshape(shape)
+                    if copy or not array.flags.aligned:
+                        array = array.copy()
                 leaves.append(array[()] if ndim == 0 else array)
                 at += nbytes
-            elif kind == b"o":
-                ndim = data[at]
-                shape = struct.unpack_from(f"<{ndim}Q", data, at + 1)
+            elif kind == 111:  # b"o"
+                ndim = view[at]
+                shape = struct.unpack_from(f"<{ndim}Q", view, at + 1)
                 at += 1 + 8 * ndim
                 count_values = int(np.prod(shape, dtype=np.int64))
-                lengths = np.frombuffer(data, dtype="<u8", count=count_values, offset=at)
+                lengths = np.frombuffer(view, dtype="<u8", count=count_values, offset=at)
                 at += 8 * count_values
                 out = np.empty(count_values, dtype=object)
                 for i, length in enumerate(lengths.tolist()):
+                    if at + length > end:
+                        raise ValueError("bytes run past the end")
                     out[i] = bytes(view[at:at + length])
                     at += length
                 leaves.append(out.reshape(shape))
-            elif kind in (b"b", b"s"):
-                (length,) = _U64.unpack_from(data, at)
+            elif kind in (98, 115):  # b"b", b"s"
+                (length,) = _U64.unpack_from(view, at)
                 value = bytes(view[at + 8:at + 8 + length])
                 if len(value) != length:
                     raise ValueError("bytes run past the end")
-                leaves.append(value if kind == b"b" else value.decode())
+                leaves.append(value if kind == 98 else value.decode())
                 at += 8 + length
             else:
-                raise ValueError(f"unknown leaf kind {kind!r}")
+                raise ValueError(f"unknown leaf kind {bytes([kind])!r}")
     except (ValueError, TypeError, IndexError, struct.error, UnicodeDecodeError) as error:
         raise DataLossError(f"{where}: damaged element data at byte {at}: {error}") from None
     return leaves, at

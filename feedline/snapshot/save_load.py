@@ -11,6 +11,7 @@ compression are stored, so it needs no ``element_spec``.
 from __future__ import annotations
 
 import concurrent.futures
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +29,6 @@ from feedline.snapshot.store import (
     exists,
     remove,
 )
-from feedline.transforms.prefetch import element_bytes
 
 
 def write_store(dataset: Dataset, path: str, compression: str,
@@ -61,7 +61,7 @@ def write_store(dataset: Dataset, path: str, compression: str,
                 bar = tqdm(desc=f"feedline: writing {path}", unit=" elements",
                            initial=writer.elements, mininterval=0.5)
             for element in iterator:
-                if writer.add(element, element_bytes(element)):
+                if writer.add(element):
                     writer.commit(iterator.state_dict())
                 if bar is not None:
                     bar.update(1)
@@ -197,11 +197,16 @@ class StoreShardDataset(Dataset):
 
 
 class StoreShardIterator(DatasetIterator):
-    """Reads a shard's chunks in order, :data:`READ_AHEAD` chunks ahead on threads (reading,
-    checking and decompressing release the GIL); the state is ``{chunk, element}``."""
+    """Reads a shard's chunks in order, :data:`READ_AHEAD` chunks ahead on threads (mapping,
+    checking and decompressing release the GIL); the state is ``{chunk, element}``.
+
+    Large elements come out as views into their chunk's memory (see
+    :mod:`feedline.snapshot.chunks`): reading an uncompressed snapshot copies nothing.
+    """
 
     OPERATION = "load"
-    READ_AHEAD = 2
+    READ_AHEAD = max(2, min(4, os.cpu_count() or 1))
+    """Chunks read ahead: one per core (decompression is the work), 2 to 4 (memory)."""
 
     def __init__(self, ctx: IteratorContext, node: StoreShardDataset) -> None:
         super().__init__(ctx)

@@ -7,9 +7,12 @@ Layout of a store folder::
     shard-00000/chunk-00000.flchunk, chunk-00001.flchunk, ...
     dataset.json             written last, when the input ended: the store is complete
 
-A round buffers elements (bounded by :data:`ROUND_BYTES` of encoded size) in one chunk per
-shard, writes those chunks (compressing them on threads: zstd releases the GIL), then
-rewrites ``progress.json`` atomically. A crash at any moment leaves the committed rounds
+A round gathers elements (bounded by :data:`ROUND_BYTES` of encoded size) in one chunk per
+shard, writes those chunks, then rewrites ``progress.json`` atomically. Elements are encoded
+as they come without copying their large arrays (:func:`~feedline.snapshot.codec.
+element_parts`), and each frame of a chunk (:mod:`feedline.snapshot.chunks`) starts
+compressing on the writer's threads as soon as it is full -- zstd releases the GIL, so
+compression runs on every core while the pipeline produces the next elements. A crash at any moment leaves the committed rounds
 intact: the next writer of the same store deletes chunk files no round committed, loads the
 input state of the last committed round and goes on from there -- nothing is recomputed
 before it and nothing is lost. Memory stays bounded by the rounds in flight, whatever the
@@ -19,7 +22,9 @@ dataset's size.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +32,7 @@ from typing import Any
 import fsspec
 
 from feedline.core.errors import CheckpointError, DataLossError
-from feedline.snapshot.chunks import encode_chunk, write_file
+from feedline.snapshot.chunks import ChunkBuilder, chunk_parts, pack_frame, write_file
 
 ROUND_BYTES = 16 << 20
 """Encoded bytes a round may buffer before it is committed (per store writer)."""
@@ -76,13 +81,13 @@ class StoreWriter:
         identity: What the store holds (a pipeline fingerprint): a partial store of another
             identity is not resumed but refused.
         round_bytes: Encoded bytes per round.
-        workers: Threads compressing and writing chunks.
+        workers: Threads compressing frames (default: one per core).
         progress_bar: Show bytes and elements written (tqdm; only on a terminal).
     """
 
     def __init__(self, folder: str, compression: str, identity: dict[str, Any],
                  shard_of: Callable[[Any], int] | None = None,
-                 round_bytes: int = ROUND_BYTES, workers: int = 2,
+                 round_bytes: int = ROUND_BYTES, workers: int | None = None,
                  progress_bar: bool = True) -> None:
         self.folder = folder
         self.compression = compression
@@ -102,11 +107,17 @@ class StoreWriter:
             "structure": None, "started": time.time()}
         self.compression = self.progress["compression"]
         self._remove_uncommitted()
-        self._buffers: dict[int, list[Any]] = {}
+        self._chunks: dict[int, ChunkBuilder] = {}
         self._buffered_bytes = 0
         self._pending: tuple[Any, ...] | None = None
+        # Frames compress on one pool, chunk files are written by another (a write job
+        # waits for its frames: on one pool it could wait for jobs queued behind it).
+        self._compressor = None if self.compression == "NONE" else \
+            concurrent.futures.ThreadPoolExecutor(
+                max_workers=workers or os.cpu_count() or 1,
+                thread_name_prefix="feedline-store-compress")
         self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=workers, thread_name_prefix="feedline-store-writer")
+            max_workers=2, thread_name_prefix="feedline-store-writer")
         self._bar: Any = None
         if progress_bar:
             from tqdm.auto import tqdm
@@ -124,7 +135,8 @@ class StoreWriter:
     def elements(self) -> int:
         """Elements committed, being written and buffered."""
         pending = self._pending[3] if self._pending is not None else 0
-        return self.progress["elements"] + pending + sum(len(b) for b in self._buffers.values())
+        return self.progress["elements"] + pending + sum(
+            b.elements for b in self._chunks.values())
 
     def _remove_uncommitted(self) -> None:
         """Delete chunk files (and temporary files) no committed round lists."""
@@ -137,53 +149,61 @@ class StoreWriter:
                     name.startswith(".tmp-"):
                 fs.rm(path)
 
-    def add(self, element: Any, size: int) -> bool:
-        """Buffer ``element`` (``size``: its encoded bytes, estimated); True when a round is
-        full and should be committed (with the input's state) by :meth:`commit`."""
+    def add(self, element: Any) -> bool:
+        """Encode ``element`` into this round; True when the round is full and should be
+        committed (with the input's state) by :meth:`commit`."""
         shard = 0 if self.shard_of is None else self.shard_of(element)
-        self._buffers.setdefault(shard, []).append(element)
-        self._buffered_bytes += size
+        builder = self._chunks.get(shard)
+        if builder is None:
+            builder = self._chunks[shard] = ChunkBuilder(self.compression, self._frame)
+        self._buffered_bytes += builder.add(element)
         return self._buffered_bytes >= self.round_bytes
 
-    def commit(self, input_state: Any) -> None:
-        """Start writing the buffered round, to be recorded with ``input_state`` (where to
-        resume) once its chunks are written.
+    def _frame(self, parts: list[Any], raw: int, count: int) -> Any:
+        """A closed frame: compressing at once on the pool (uncompressed: checked when its
+        chunk is written, on the writer's thread)."""
+        if self._compressor is None:
+            return functools.partial(pack_frame, parts, raw, count, "NONE")
+        return self._compressor.submit(pack_frame, parts, raw, count, self.compression)
 
-        Rounds are pipelined: this round's chunks compress and write on the writer's threads
-        while the next round fills; the previous round is recorded first (rounds are
-        recorded in order, each only once its chunks are on disk). At most two rounds are
-        in memory.
+    def commit(self, input_state: Any) -> None:
+        """Start writing the round, to be recorded with ``input_state`` (where to resume)
+        once its chunks are written.
+
+        Rounds are pipelined: this round's chunks are finished and written on the writer's
+        threads while the next round fills; the previous round is recorded first (rounds
+        are recorded in order, each only once its chunks are on disk). At most two rounds
+        are in memory.
         """
         self._record_pending()
-        if not self._buffers:
+        if not self._chunks:
             self.progress["input_state"] = input_state
             return
         shards: dict[str, int] = dict(self.progress["shards"])
         jobs = []
-        for shard, elements in sorted(self._buffers.items()):
+        for shard, builder in sorted(self._chunks.items()):
             index = shards.get(str(shard), 0)
             path = chunk_path(self.folder, shard, index)
             fs, inner = filesystem(path)
             fs.makedirs(inner.rsplit("/", 1)[0], exist_ok=True)
-            jobs.append(self._executor.submit(self._write, path, elements))
+            jobs.append(self._executor.submit(self._write, path, builder.close(),
+                                              builder.structure))
             shards[str(shard)] = index + 1
-        first = next(iter(self._buffers.values()))[0]
-        count = sum(map(len, self._buffers.values()))
-        self._pending = (jobs, shards, input_state, count, first)
-        self._buffers, self._buffered_bytes = {}, 0
+        structure = next(iter(self._chunks.values())).structure
+        count = sum(b.elements for b in self._chunks.values())
+        self._pending = (jobs, shards, input_state, count, structure)
+        self._chunks, self._buffered_bytes = {}, 0
 
     def _record_pending(self) -> None:
         """Wait for the round being written, then record it in ``progress.json``."""
         if self._pending is None:
             return
-        jobs, shards, input_state, count, first = self._pending
+        jobs, shards, input_state, count, structure = self._pending
         self._pending = None
         written = sum(job.result() for job in jobs)  # raises the first write error
         progress = self.progress
         if progress["structure"] is None:
-            from feedline.snapshot.codec import skeleton
-
-            progress["structure"] = skeleton(first)
+            progress["structure"] = structure
         progress.update(shards=shards, input_state=input_state, rounds=progress["rounds"] + 1,
                         elements=progress["elements"] + count, bytes=progress["bytes"] + written)
         write_json(join(self.folder, PROGRESS), progress)
@@ -191,10 +211,9 @@ class StoreWriter:
             self._bar.update(written)
             self._bar.set_postfix(elements=f"{progress['elements']:,}", refresh=False)
 
-    def _write(self, path: str, elements: list[Any]) -> int:
-        data = encode_chunk(elements, self.compression, {})
-        write_file(path, data)
-        return len(data)
+    def _write(self, path: str, frames: list[Any], structure: Any) -> int:
+        packed = [frame() if callable(frame) else frame.result() for frame in frames]
+        return write_file(path, chunk_parts(packed, self.compression, structure))
 
     def finish(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Commit what is buffered and write the manifest: the store is complete."""
@@ -222,6 +241,9 @@ class StoreWriter:
         except Exception:  # noqa: BLE001 - closing after a failure: the round stays out
             self._pending = None
         finally:
+            self._chunks = {}  # buffered elements are dropped: their frames need not finish
+            if self._compressor is not None:
+                self._compressor.shutdown(wait=True, cancel_futures=True)
             self._executor.shutdown(wait=True)
             if self._bar is not None:
                 self._bar.close()

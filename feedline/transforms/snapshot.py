@@ -45,7 +45,6 @@ from feedline.snapshot.store import (
     join,
     read_json,
 )
-from feedline.transforms.prefetch import element_bytes
 
 LOCK = "writer.lock"
 
@@ -283,7 +282,7 @@ class SnapshotIterator(DatasetIterator):
             self._finish()
             raise
         self._produced += 1
-        if writer.add(element, element_bytes(element)):
+        if writer.add(element):
             writer.commit(self._upstream.state_dict())
         return element
 
