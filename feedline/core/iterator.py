@@ -92,6 +92,13 @@ class IteratorContext:
         with self._iterations_lock:
             self.iterations[node] = count
 
+    def make_inner_iterator(self, dataset: Any, owner: str) -> DatasetIterator:
+        """Build the iterator of a dataset a stage made while running (``interleave`` and
+        ``flat_map`` make one per input element), telling statistics which stage owns it."""
+        if self.statistics is None:
+            return dataset._make_iterator(self)
+        return self.statistics.build_inner(dataset, self, owner)
+
     def deterministic(self, stage_setting: bool | None) -> bool:
         """Whether a parallel stage must keep input order (stage setting, then options, then True)."""
         if stage_setting is not None:

@@ -291,7 +291,9 @@ class Collector:
         stack: list[tuple[Any, _Stage]] = self._local.__dict__.setdefault("stack", [])
         if stack and stack[-1][0] is node:  # a subclass calling super()._make_iterator
             return make(node, ctx)
-        parent_node, parent = stack[-1] if stack else (None, None)
+        # Built inside its parent's build, or while running (repeat's next epoch, a
+        # concatenated dataset): then the parent is the stage whose node reads this node.
+        parent_node, parent = stack[-1] if stack else self._reader_of(node)
         stage = self._stage_for(node, parent_node, parent)
         stack.append((node, stage))
         try:
@@ -302,12 +304,32 @@ class Collector:
             return iterator
         if not stage.probes:
             stage.operation = _operation(node, iterator)
-            stage.node = node
         probe = make_probe(iterator, stage.spans, MAX_SPANS_PER_STAGE if self._trace else 0)
         stage.add(probe)
         if self._sampler is None:
             self._start_sampler()
         return probe
+
+    def build_inner(self, dataset: Dataset, ctx: IteratorContext, owner: str) -> DatasetIterator:
+        """Build the iterator of ``dataset``, made while running by the stage named ``owner``
+        (``interleave``, ``flat_map``): its stages are measured under that stage."""
+        stack: list[tuple[Any, _Stage]] = self._local.__dict__.setdefault("stack", [])
+        with self._lock:
+            stage = next((s for s in reversed(self._stages) if s.name == owner), None)
+        if stage is None:
+            return dataset._make_iterator(ctx)
+        stack.append((stage.node, stage))
+        try:
+            return dataset._make_iterator(ctx)
+        finally:
+            stack.pop()
+
+    def _reader_of(self, node: Any) -> tuple[Any, _Stage | None]:
+        with self._lock:
+            for stage in self._stages:
+                if any(child is node for child in getattr(stage.node, "_inputs", ())):
+                    return stage.node, stage
+        return None, None
 
     def _stage_for(self, node: Any, parent_node: Any, parent: _Stage | None) -> _Stage:
         name = str(getattr(node, "name", None) or _operation(node, None))
@@ -320,6 +342,7 @@ class Collector:
             stage = self._by_key.get(key)
             if stage is None:
                 stage = _Stage(len(self._stages), parent.id if parent else None, name)
+                stage.node = node
                 if self._trace:
                     stage.spans = []
                 self._stages.append(stage)
@@ -504,11 +527,14 @@ class Collector:
 
 
 def _operation(node: Any, iterator: Any) -> str:
-    """``"map"``, ``"range"``: the iterator's operation, else the node's class without
-    ``Dataset``, in snake case."""
+    """``"map"``, ``"range"``: the iterator's operation, else the node's name up to its
+    ``(``, else the node's class without ``Dataset``, in snake case."""
     operation = getattr(iterator, "OPERATION", None)
     if operation:
         return str(operation)
+    own_name = getattr(node, "name", None)
+    if isinstance(own_name, str) and own_name.split("(")[0].isidentifier():
+        return own_name.split("(")[0]
     name = type(node).__name__.removesuffix("Dataset") or type(node).__name__
     return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower()
                    for i, c in enumerate(name))

@@ -96,7 +96,7 @@ class FlatMapIterator(UnaryIterator):
 
     def _open(self, element: Any, index: int) -> DatasetIterator:
         dataset = make_inner_dataset(self._map_func, element, self._name, index)
-        return dataset._make_iterator(self._ctx)
+        return self._ctx.make_inner_iterator(dataset, self._name)
 
     def __next__(self) -> Any:
         while True:

@@ -80,7 +80,7 @@ def _open_inner(map_func: Callable[..., Any], ctx: IteratorContext, stage: str, 
                 index: int) -> DatasetIterator:
     dataset = make_inner_dataset(map_func, element, stage, index)
     try:
-        return dataset._make_iterator(ctx)
+        return ctx.make_inner_iterator(dataset, stage)
     except Exception as error:  # noqa: BLE001 - re-raised with a note
         raise annotate_error(error, stage, index)
 

@@ -1,0 +1,224 @@
+"""Statistics collection: exact counts, transparency of the probes, threads that end."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import feedline as fl
+from feedline.profiling import collect
+from feedline.testing.checkpoint import check_checkpointing
+from feedline.testing.threads import no_leaked_threads
+
+STATS = fl.Options(profiling=fl.ProfilingOptions(statistics=True))
+# Statistics describe the pipeline as it runs, after rewrites: tests that name stages turn
+# the rewrites that merge or replace stages (fusion, vectorization) off.
+PLAIN = STATS.merge(fl.Options(optimization=fl.OptimizationOptions(
+    map_fusion=False, map_vectorization=False)))
+
+
+@pytest.fixture(params=["c", "python"])
+def probe_kind(request, monkeypatch):
+    """Every test runs with the compiled probe and with the Python one."""
+    if request.param == "c":
+        if collect._CProbe is None:
+            pytest.skip("the C probe is not built here")
+    else:
+        monkeypatch.setattr(collect, "_CProbe", None)
+    return request.param
+
+
+def _stats(ds: fl.Dataset, consume=None, options: fl.Options = STATS):
+    with iter(ds.with_options(options)) as it:
+        for element in it:
+            if consume is not None:
+                consume(element)
+        return it.statistics()
+
+
+def _by_name(stats) -> dict[str, object]:
+    return {stage.name: stage for stage in stats.stages}
+
+
+def test_elements_of_every_stage_are_exact(probe_kind):
+    ds = (fl.Dataset.from_tensor_slices(np.arange(100)).filter(lambda x: x % 3 != 0)
+          .map(lambda x: x * 2, name="double").batch(7))
+    stats = _stats(ds, options=PLAIN)
+    stages = _by_name(stats)
+    filter_name = "filter(test_elements_of_every_stage_are_exact.<locals>.<lambda>)"
+    assert [s.name for s in stats.stages] == ["batch", "double", filter_name, "tensor_slices"]
+    assert stages["tensor_slices"].elements == 100
+    assert stages[filter_name].elements == 66
+    assert stages["double"].elements == 66
+    assert stages["batch"].elements == 10  # 9 batches of 7 and one of 3
+    assert stats.elements == 10 and stats.consumer.calls == 10
+    assert [s.parent for s in stats.stages] == [None, 0, 1, 2]
+    assert stages["double"].operation == "map" and stages["batch"].operation == "batch"
+    fused = _stats(ds)
+    assert [s.name for s in fused.stages] == [
+        "batch", "filter(test_elements_of_every_stage_are_exact.<locals>.<lambda>) -> double",
+        "tensor_slices"]
+    assert [s.elements for s in fused.stages] == [10, 66, 100]
+
+
+def test_statistics_off_builds_no_probe_and_says_how_to_turn_them_on():
+    with iter(fl.Dataset.range(3).map(lambda x: x)) as it:
+        assert not collect.is_probe(it._root)
+        assert list(it) == [0, 1, 2]
+        with pytest.raises(RuntimeError, match="ProfilingOptions\\(statistics=True\\)"):
+            it.statistics()
+
+
+def test_bytes_are_element_sizes_times_elements(probe_kind):
+    ds = fl.Dataset.range(50).map(lambda i: np.full(256, i, np.float32), name="fill")
+    stages = _by_name(_stats(ds, options=PLAIN))
+    assert stages["fill"].bytes == 50 * 256 * 4
+
+
+def test_errors_are_counted_and_still_raised_in_their_place(probe_kind):
+    ds = fl.Dataset.range(6).map(lambda x: 10 // (int(x) % 3), name="divide").with_options(PLAIN)
+    outcomes = []
+    with iter(ds) as it:
+        while True:
+            try:
+                outcomes.append(int(next(it)))
+            except ZeroDivisionError:
+                outcomes.append("error")
+            except StopIteration:
+                break
+        stages = _by_name(it.statistics())
+    assert outcomes == ["error", 10, 5, "error", 10, 5]
+    assert stages["divide"].elements == 6  # errors included
+
+
+def test_epochs_of_repeat_add_up_in_one_stage(probe_kind):
+    stats = _stats(fl.Dataset.range(10).map(lambda x: x + 1, name="inc").repeat(3), options=PLAIN)
+    stages = _by_name(stats)
+    assert stages["inc"].elements == 30 and stages["range"].elements == 30
+    assert stats.elements == 30
+
+
+def test_interleaved_files_are_one_stage(probe_kind, tmp_path):
+    files = []
+    for k in range(3):
+        path = tmp_path / f"{k}.tfrecord"
+        fl.write_tfrecord(fl.Dataset.from_tensor_slices([b"r%d-%d" % (k, i) for i in range(5)]),
+                          str(path))
+        files.append(str(path))
+    ds = fl.Dataset.from_tensor_slices(files).interleave(fl.TFRecordDataset, cycle_length=2)
+    stats = _stats(ds)
+    assert [(s.name, s.parent, s.elements) for s in stats.stages] == [
+        ("interleave(TFRecordDataset)", None, 15), ("tensor_slices", 0, 3),
+        ("tfrecord", 0, 15)]
+    assert stats.stages[2].operation == "tfrecord"
+    assert stats.elements == 15
+
+
+def test_read_ahead_stages_report_buffer_parallelism_and_worker_time(probe_kind):
+    def work(x):
+        total = 0
+        for i in range(3000):
+            total += i
+        return x
+
+    ds = fl.Dataset.range(300).map(work, num_parallel_calls=3, name="work").prefetch(4)
+    options = fl.Options(profiling=fl.ProfilingOptions(statistics=True, interval=0.005),
+                         autotune=fl.AutotuneOptions(processes=False))
+    with iter(ds.with_options(options)) as it:
+        assert [int(x) for x in it] == list(range(300))
+        stats = it.statistics()
+    stages = _by_name(stats)
+    work_stage, prefetch = stages["work"], stages["prefetch"]
+    assert work_stage.asynchronous and work_stage.parallelism == 3
+    assert work_stage.executor == "threads" and work_stage.buffer_size == 6
+    assert prefetch.asynchronous and prefetch.buffer_size == 4
+    assert 0.0 <= prefetch.buffer_mean <= 1.0
+    assert work_stage.self_seconds > 0  # the workers' CPU time
+    assert stats.timeline and stats.timeline[-1].elements == 300
+    assert set(stats.timeline[-1].buffers) <= {work_stage.id, prefetch.id}
+
+
+def test_consumer_time_between_calls_is_measured(probe_kind):
+    ds = fl.Dataset.range(20)
+    stats = _stats(ds, consume=lambda _: time.sleep(0.01))
+    assert stats.consumer.calls == 20
+    # 20 sleeps of 10 ms happen between next() calls: at least 0.19 s between, and the
+    # range source makes waiting a small share.
+    assert stats.consumer.between_seconds >= 0.19
+    assert stats.consumer.wait_fraction < 0.5
+
+
+def test_probes_keep_checkpoints_identical_and_restorable(probe_kind):
+    ds = fl.Dataset.range(40).shuffle(8, seed=3).map(lambda x: x * 3).batch(4)
+    with iter(ds) as plain, iter(ds.with_options(STATS)) as measured:
+        for _ in range(3):
+            assert np.array_equal(next(plain), next(measured))
+        state_plain, state_measured = plain.state_dict(), measured.state_dict()
+    assert json.dumps(state_plain["state"] if "state" in state_plain else state_plain,
+                      sort_keys=True, default=str) == \
+        json.dumps(state_measured["state"] if "state" in state_measured else state_measured,
+                   sort_keys=True, default=str)
+    with iter(ds.with_options(STATS)) as restored:
+        restored.load_state_dict(state_plain)
+        rest = [b.tolist() for b in restored]
+    with iter(ds) as reference:
+        reference.load_state_dict(state_plain)
+        assert rest == [b.tolist() for b in reference]
+
+
+def test_checkpoint_conformance_with_statistics_on(probe_kind):
+    ds = (fl.Dataset.range(30).map(lambda x: x + 1, num_parallel_calls=2)
+          .shuffle(5, seed=1).batch(4).prefetch(2))
+    check_checkpointing(ds.with_options(STATS))
+
+
+def test_rewritten_pipelines_still_work_under_probes(probe_kind):
+    # map vectorization reaches into its input iterators (isinstance checks, counters):
+    # the probe must look like the iterator it stands for.
+    ds = fl.Dataset.range(20).map(lambda x: x * 2).batch(5)
+    with iter(ds.with_options(STATS)) as it:
+        assert [b.tolist() for b in it] == [[0, 2, 4, 6, 8], [10, 12, 14, 16, 18],
+                                            [20, 22, 24, 26, 28], [30, 32, 34, 36, 38]]
+
+
+def test_sampler_and_workers_end_when_the_pipeline_closes(probe_kind):
+    ds = fl.Dataset.range(1000).map(lambda x: x, num_parallel_calls=2).prefetch(2)
+    with no_leaked_threads(timeout=10):
+        it = iter(ds.with_options(STATS))
+        next(it)
+        assert any(t.name == "feedline-statistics" for t in threading.enumerate())
+        it.close()
+    assert not any(t.name == "feedline-statistics" for t in threading.enumerate())
+
+
+def test_statistics_after_close_are_kept(probe_kind):
+    with iter(fl.Dataset.range(5).with_options(STATS)) as it:
+        list(it)
+    assert it.statistics().elements == 5
+
+
+def test_probe_forwards_attributes_and_class():
+    iterator = fl.Dataset.range(3)._make_iterator(fl.core.iterator.IteratorContext())
+    for probe in (collect.make_probe(iterator), collect.PythonProbe(iterator)):
+        assert isinstance(probe, type(iterator))
+        assert probe.__class__ is type(iterator)
+        probe.extra_attribute = 7
+        assert iterator.extra_attribute == 7
+        assert probe.state_dict() == iterator.state_dict()
+
+
+def test_sampled_time_estimates_cover_every_call():
+    # A stage whose calls take a known time: every call is timed (slow), so the estimate
+    # of its total time in next() is at least the sleeps.
+    def slow(x):
+        time.sleep(0.002)
+        return x
+
+    stages = _by_name(_stats(fl.Dataset.range(30).map(slow, name="slow"), options=PLAIN))
+    assert stages["slow"].wait_seconds >= 30 * 0.002
+    assert stages["slow"].self_seconds >= 30 * 0.002
+    assert stages["slow"].cpu_seconds < stages["slow"].self_seconds
