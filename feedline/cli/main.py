@@ -1,14 +1,22 @@
-"""``feedline`` command line: ``feedline demo`` runs a real pipeline on generated sample data."""
+"""``feedline`` command line: ``feedline demo`` runs a real pipeline on generated sample data;
+``feedline profile MODULE:FUNCTION`` measures a pipeline and names its bottleneck."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
+import inspect
 import json
+import math
+import os
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -81,11 +89,130 @@ def _snapshots(args: argparse.Namespace) -> int:
     return 0
 
 
+class _TargetError(Exception):
+    """``MODULE:FUNCTION`` names no zero-argument function returning a Dataset."""
+
+
+def _load_pipeline(target: str) -> Any:
+    """The Dataset ``target`` (``module:function`` or ``path/to/file.py:function``) returns.
+
+    Raises:
+        _TargetError: The module, the function or its result is not what is needed.
+    """
+    import feedline as fl
+
+    module_name, _, attribute = target.rpartition(":")
+    if not module_name or not attribute:
+        raise _TargetError(f"expected MODULE:FUNCTION (a module or a .py file, a colon, a "
+                           f"function returning a Dataset), got {target!r}")
+    if module_name.endswith(".py") or os.sep in module_name:
+        module = _import_file(Path(module_name))
+    else:
+        # The installed command does not put the working folder on sys.path (python -m does):
+        # `feedline profile pipelines:train` should find ./pipelines.py all the same.
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            # Only a missing target is a bad argument; a module the target imports that is
+            # missing is the target's own error, and its traceback says where.
+            if error.name is None or not (module_name == error.name
+                                          or module_name.startswith(error.name + ".")):
+                raise
+            raise _TargetError(f"no module named {module_name!r} (give a module importable "
+                               "from here, or the path of a .py file)") from None
+    function: Any = module
+    for part in attribute.split("."):
+        if not hasattr(function, part):
+            raise _TargetError(f"{module_name!r} has no {attribute!r}")
+        function = getattr(function, part)
+    if not callable(function):
+        raise _TargetError(f"{target} is a {type(function).__name__}, not a function")
+    try:
+        inspect.signature(function).bind()
+    except TypeError:
+        raise _TargetError(f"{target} must take no arguments: it takes "
+                           f"{inspect.signature(function)}") from None
+    except ValueError:  # no signature to inspect (a builtin): calling it will tell
+        pass
+    dataset = function()
+    if not isinstance(dataset, fl.Dataset):
+        raise _TargetError(f"{target} returned a {type(dataset).__name__}, not a feedline "
+                           "Dataset")
+    return dataset
+
+
+def _import_file(path: Path) -> ModuleType:
+    """Import a .py file the way ``python path`` runs it: its folder first on ``sys.path``."""
+    if not path.is_file():
+        raise _TargetError(f"no such file: {path}")
+    name = path.stem if path.stem.isidentifier() and path.stem not in sys.modules \
+        else f"_feedline_profile_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise _TargetError(f"cannot import {path} as a Python module")
+    sys.path.insert(0, str(path.resolve().parent))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    # Worker processes cannot import a file by path: its functions travel by value.
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(module)
+    return module
+
+
+def _profile(args: argparse.Namespace) -> int:
+    try:
+        dataset = _load_pipeline(args.target)
+    except _TargetError as error:
+        print(f"feedline profile: error: {error}", file=sys.stderr)
+        return 2
+    from feedline.profiling.html import write_html
+    from feedline.profiling.records import to_json
+    from feedline.profiling.report import format_report, profile
+    from feedline.profiling.trace import write_chrome_trace
+
+    rewrites = ", then each advised rewrite as long" if args.verify else ""
+    print(f"profiling {args.target} for up to {args.seconds:g} s{rewrites}...", file=sys.stderr)
+    report = profile(dataset, seconds=args.seconds, verify=args.verify,
+                     trace=args.trace is not None)
+    print(format_report(report))
+    if args.html is not None:
+        print(f"HTML report: {write_html(report, args.html)}")
+    if args.trace is not None:
+        path = write_chrome_trace(report.statistics, args.trace)
+        print(f"trace: {path} (open it in ui.perfetto.dev or chrome://tracing)")
+    if args.json is not None:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(to_json(report), encoding="utf-8")
+        print(f"JSON: {path}")
+    return 0
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``feedline`` command.
 
     Example:
         >>> main(["demo", "--records", "2000", "--files", "2"])  # doctest: +SKIP
+        0
+        >>> main(["profile", "pipelines.py:train", "--html", "report.html"])  # doctest: +SKIP
         0
     """
     parser = argparse.ArgumentParser(prog="feedline", description=__doc__)
@@ -102,6 +229,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     snapshots.add_argument("--remove-partial", action="store_true",
                            help="delete the partial writes no live process is writing")
     snapshots.set_defaults(run=_snapshots)
+    profile = commands.add_parser(
+        "profile", help="measure a pipeline: throughput, bottleneck, advice, HTML and trace",
+        description="Run the Dataset that FUNCTION returns for up to --seconds with statistics "
+                    "on, then print its throughput, whether a consumer would wait for it, the "
+                    "stage that limits it and what to change.")
+    profile.add_argument("target", metavar="MODULE:FUNCTION",
+                         help="a zero-argument function returning a feedline Dataset, in an "
+                              "importable module or a .py file (pipelines.py:train)")
+    profile.add_argument("--seconds", type=_positive_seconds, default=5.0,
+                         help="how long to read the pipeline (less if it ends; default 5)")
+    profile.add_argument("--html", metavar="PATH", help="write a self-contained HTML report")
+    profile.add_argument("--trace", metavar="PATH",
+                         help="record spans and write a Chrome trace (Perfetto, chrome://tracing)")
+    profile.add_argument("--json", metavar="PATH", help="write the report as JSON")
+    profile.add_argument("--verify", action="store_true",
+                         help="measure each advised rewrite too and report its real speed-up")
+    profile.set_defaults(run=_profile)
     args = parser.parse_args(argv)
     return args.run(args)
 
