@@ -15,12 +15,13 @@ compressing on the writer's threads as soon as it is full -- zstd releases the G
 compression runs on every core while the pipeline produces the next elements. A crash at any moment leaves the committed rounds
 intact: the next writer of the same store deletes chunk files no round committed, loads the
 input state of the last committed round and goes on from there -- nothing is recomputed
-before it and nothing is lost. Memory stays bounded by the rounds in flight, whatever the
-dataset's size.
+before it and nothing is lost. Memory stays bounded by the rounds in flight (three at
+most by default), whatever the dataset's size.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import functools
 import json
@@ -83,12 +84,13 @@ class StoreWriter:
         round_bytes: Encoded bytes per round.
         workers: Threads compressing frames (default: one per core).
         progress_bar: Show bytes and elements written (tqdm; only on a terminal).
+        rounds_in_flight: Rounds written at once (a next one fills meanwhile).
     """
 
     def __init__(self, folder: str, compression: str, identity: dict[str, Any],
                  shard_of: Callable[[Any], int] | None = None,
                  round_bytes: int = ROUND_BYTES, workers: int | None = None,
-                 progress_bar: bool = True) -> None:
+                 progress_bar: bool = True, rounds_in_flight: int = 2) -> None:
         self.folder = folder
         self.compression = compression
         self.identity = identity
@@ -109,7 +111,11 @@ class StoreWriter:
         self._remove_uncommitted()
         self._chunks: dict[int, ChunkBuilder] = {}
         self._buffered_bytes = 0
-        self._pending: tuple[Any, ...] | None = None
+        # Rounds being written, oldest first: (jobs, shards, input state, elements,
+        # structure). ``_shards`` counts their chunks too (the next chunk's number).
+        self._pending: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._shards: dict[str, int] = dict(self.progress["shards"])
+        self.rounds_in_flight = rounds_in_flight
         # Frames compress on one pool, chunk files are written by another (a write job
         # waits for its frames: on one pool it could wait for jobs queued behind it).
         self._compressor = None if self.compression == "NONE" else \
@@ -117,7 +123,7 @@ class StoreWriter:
                 max_workers=workers or os.cpu_count() or 1,
                 thread_name_prefix="feedline-store-compress")
         self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=2, thread_name_prefix="feedline-store-writer")
+            max_workers=rounds_in_flight, thread_name_prefix="feedline-store-writer")
         self._bar: Any = None
         if progress_bar:
             from tqdm.auto import tqdm
@@ -134,7 +140,7 @@ class StoreWriter:
     @property
     def elements(self) -> int:
         """Elements committed, being written and buffered."""
-        pending = self._pending[3] if self._pending is not None else 0
+        pending = sum(round_[3] for round_ in self._pending)
         return self.progress["elements"] + pending + sum(
             b.elements for b in self._chunks.values())
 
@@ -171,15 +177,19 @@ class StoreWriter:
         once its chunks are written.
 
         Rounds are pipelined: this round's chunks are finished and written on the writer's
-        threads while the next round fills; the previous round is recorded first (rounds
-        are recorded in order, each only once its chunks are on disk). At most two rounds
-        are in memory.
+        threads while the next round fills, and while the round before is still being
+        flushed to disk (a round's files are fsynced: with two in flight, one's copy into
+        the page cache overlaps the other's wait for the disk). Rounds are recorded in
+        order, each only once its chunks are on disk. At most ``rounds_in_flight`` + 1
+        rounds are in memory.
         """
-        self._record_pending()
+        while len(self._pending) >= self.rounds_in_flight:
+            self._record_oldest()
         if not self._chunks:
+            self._record_all()
             self.progress["input_state"] = input_state
             return
-        shards: dict[str, int] = dict(self.progress["shards"])
+        shards = self._shards
         jobs = []
         for shard, builder in sorted(self._chunks.items()):
             index = shards.get(str(shard), 0)
@@ -191,15 +201,16 @@ class StoreWriter:
             shards[str(shard)] = index + 1
         structure = next(iter(self._chunks.values())).structure
         count = sum(b.elements for b in self._chunks.values())
-        self._pending = (jobs, shards, input_state, count, structure)
+        self._pending.append((jobs, dict(shards), input_state, count, structure))
         self._chunks, self._buffered_bytes = {}, 0
 
-    def _record_pending(self) -> None:
-        """Wait for the round being written, then record it in ``progress.json``."""
-        if self._pending is None:
-            return
-        jobs, shards, input_state, count, structure = self._pending
-        self._pending = None
+    def _record_all(self) -> None:
+        while self._pending:
+            self._record_oldest()
+
+    def _record_oldest(self) -> None:
+        """Wait for the oldest round being written, then record it in ``progress.json``."""
+        jobs, shards, input_state, count, structure = self._pending.popleft()
         written = sum(job.result() for job in jobs)  # raises the first write error
         progress = self.progress
         if progress["structure"] is None:
@@ -218,7 +229,7 @@ class StoreWriter:
     def finish(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Commit what is buffered and write the manifest: the store is complete."""
         self.commit(None)
-        self._record_pending()
+        self._record_all()
         progress = self.progress
         complete = {"format": FORMAT, "identity": self.identity,
                     "compression": self.compression, "shards": progress["shards"],
@@ -234,12 +245,13 @@ class StoreWriter:
         return complete
 
     def close(self) -> None:
-        """Stop the writing threads; a round being written is recorded if its chunks made
-        it, buffered elements are dropped (the next writer resumes after the last round)."""
+        """Stop the writing threads; rounds being written are recorded (in order) if their
+        chunks made it, buffered elements are dropped (the next writer resumes after the
+        last round recorded)."""
         try:
-            self._record_pending()
-        except Exception:  # noqa: BLE001 - closing after a failure: the round stays out
-            self._pending = None
+            self._record_all()
+        except Exception:  # noqa: BLE001 - closing after a failure: the rounds stay out
+            self._pending.clear()
         finally:
             self._chunks = {}  # buffered elements are dropped: their frames need not finish
             if self._compressor is not None:
