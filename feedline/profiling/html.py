@@ -195,7 +195,10 @@ def _stage_table(report: ProfileReport) -> str:
     stages = report.statistics.stages
     if not stages:
         return _empty("No stage was measured.")
-    names = [f.name for f in dataclasses.fields(StageStatistics)]
+    fields = dataclasses.fields(StageStatistics)
+    names = [f.name for f in fields]
+    # Formatted by the field's declared type: a float field may hold an int (0).
+    floats = {f.name for f in fields if "float" in str(f.type)}
     bottleneck = report.bottleneck.stage if report.bottleneck else None
     # A break after each underscore lets the long field names wrap, so the table fits.
     header = "".join(f"<th>{name.replace('_', '_<wbr>')}</th>" for name in names)
@@ -204,7 +207,7 @@ def _stage_table(report: ProfileReport) -> str:
     for stage in stages:
         cells = []
         for name in names:
-            text, number = _stage_cell(name, getattr(stage, name))
+            text, number = _stage_cell(name, getattr(stage, name), name in floats)
             cells.append(f'<td class="number">{text}</td>' if number else f"<td>{text}</td>")
         cells.append(f'<td class="number">{stage.seconds_per_element * 1e6:,.1f}</td>')
         marker = ' class="bottleneck"' if stage.id == bottleneck else ""
@@ -213,17 +216,17 @@ def _stage_table(report: ProfileReport) -> str:
             + "\n</table></div>")
 
 
-def _stage_cell(field_name: str, value: object) -> tuple[str, bool]:
+def _stage_cell(field_name: str, value: object, is_float: bool) -> tuple[str, bool]:
     """One cell of the stage table: its escaped text, and whether it is a number."""
     if value is None:
         return "—", False
     if isinstance(value, bool):
         return ("yes" if value else "no"), False
-    if field_name == "bytes":
-        return _bytes(int(value)), True
-    if field_name == "buffer_mean":
+    if field_name == "bytes" and isinstance(value, int | float):
+        return _bytes(round(value)), True
+    if field_name == "buffer_mean" and isinstance(value, int | float):
         return f"{value:.1%}", True
-    if isinstance(value, float):
+    if is_float and isinstance(value, int | float):
         return f"{value:,.3f}", True
     if isinstance(value, int):
         return f"{value:,}", True

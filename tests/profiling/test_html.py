@@ -87,6 +87,17 @@ def test_the_stage_table_has_every_field(report):
     assert [bool(marker) for marker, _ in rows] == [False, False, False, True, False]
 
 
+def test_numbers_are_formatted_by_the_fields_type(report):
+    # Collection may hand over an int where the record declares a float (a 0 never summed).
+    stages = list(report.statistics.stages)
+    stages[4] = dataclasses.replace(stages[4], input_seconds=0, bytes=1234.4, buffer_mean=1)
+    statistics = dataclasses.replace(report.statistics, stages=tuple(stages))
+    page = render_html(dataclasses.replace(report, statistics=statistics))
+    row = re.findall(r"<tr><td[^>]*>4</td>(.*?)</tr>", page)[0]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+    assert cells[4:7] == ["1.2 kB", "0.580", "0.000"] and cells[11] == "100.0%"
+
+
 EXPECTED_DECODE_ROW = {
     "id": "3", "parent": "2", "name": "map(decode_jpeg)", "operation": "map",
     "elements": "19,968", "bytes": "61.5 MB", "self_seconds": "5.520", "input_seconds": "0.610",
