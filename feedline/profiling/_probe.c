@@ -34,6 +34,7 @@ typedef struct {
     PyObject *sample;      /* the last sampled element (for byte estimates), or None */
     PyObject *weakrefs;
     uint64_t calls;
+    uint64_t untimed;      /* calls not timed (0: every call was, the estimates are exact) */
     uint64_t stops;
     uint64_t errors;
     uint64_t sampled;
@@ -88,6 +89,7 @@ static int record_span(Probe *p, uint64_t start, uint64_t duration) {
 static PyObject *probe_iternext(Probe *p) {
     p->calls++;
     if (p->calls & p->mask) {
+        p->untimed++;
         PyObject *result = p->inner_next(p->inner);
         if (result == NULL) note_end(p);
         return result;
@@ -188,7 +190,8 @@ static PyObject *probe_counts(Probe *p, PyObject *Py_UNUSED(ignored)) {
         }
         PyTuple_SET_ITEM(threads, i, ident);
     }
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsN}", "calls", (unsigned long long)p->calls,
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsN}", "calls", (unsigned long long)p->calls,
+                         "untimed", (unsigned long long)p->untimed,
                          "stops", (unsigned long long)p->stops,
                          "errors", (unsigned long long)p->errors,
                          "sampled", (unsigned long long)p->sampled,
@@ -208,7 +211,7 @@ static PyObject *probe_get_class(Probe *p, void *closure) {
 static PyMethodDef probe_methods[] = {
     {"__next__", (PyCFunction)probe_next_method, METH_NOARGS, "The stage's next element."},
     {"_probe_counts", (PyCFunction)probe_counts, METH_NOARGS,
-     "_probe_counts() -> dict: calls, stops, errors, sampled, sampled_ns (first call apart),\n"
+     "_probe_counts() -> dict: calls, untimed, stops, errors, sampled, sampled_ns (first call apart),\n"
      "first_ns, sampled_cpu_ns, first_cpu_ns, threads (idents)."},
     {NULL, NULL, 0, NULL},
 };

@@ -74,8 +74,8 @@ class PythonProbe:
         state["_probe_spans"] = spans
         state["_probe_max_spans"] = max_spans
         state["_probe_sample"] = None
-        # calls stops errors sampled ns mask first_ns cpu_ns first_cpu_ns
-        state["_probe_state"] = [0, 0, 0, 0, 0, 0, 0, 0, 0]
+        # calls stops errors sampled ns mask first_ns cpu_ns first_cpu_ns untimed
+        state["_probe_state"] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
         state["_probe_threads"] = set()
 
     @property  # type: ignore[misc]
@@ -89,6 +89,7 @@ class PythonProbe:
         counts = self._probe_state
         counts[0] += 1
         if counts[0] & counts[5]:
+            counts[9] += 1
             try:
                 return self._probe_next(self._probe_inner)
             except StopIteration:
@@ -125,9 +126,9 @@ class PythonProbe:
         return result
 
     def _probe_counts(self) -> dict[str, Any]:
-        calls, stops, errors, sampled, sampled_ns, _, first_ns, cpu_ns, first_cpu_ns = \
+        calls, stops, errors, sampled, sampled_ns, _, first_ns, cpu_ns, first_cpu_ns, untimed = \
             self._probe_state
-        return {"calls": calls, "stops": stops, "errors": errors, "sampled": sampled,
+        return {"calls": calls, "untimed": untimed, "stops": stops, "errors": errors, "sampled": sampled,
                 "sampled_ns": sampled_ns, "first_ns": first_ns, "sampled_cpu_ns": cpu_ns,
                 "first_cpu_ns": first_cpu_ns, "threads": tuple(self._probe_threads)}
 
@@ -199,7 +200,7 @@ class _Stage:
         self.name = name
         self.operation = name
         self.probes: list[Any] = []
-        self.retired = {"calls": 0, "stops": 0, "errors": 0, "sampled": 0, "sampled_ns": 0,
+        self.retired = {"calls": 0, "untimed": 0, "stops": 0, "errors": 0, "sampled": 0, "sampled_ns": 0,
                         "first_ns": 0, "sampled_cpu_ns": 0, "first_cpu_ns": 0,
                         "estimated_ns": 0.0, "estimated_cpu_ns": 0.0}
         self.retired_threads: set[int] = set()
@@ -443,7 +444,7 @@ class Collector:
             else:
                 cpu_seconds = max(0.0, next_cpu[stage.id] - sum(next_cpu[k] for k in same_thread))
                 self_seconds = cpu_seconds
-                if count["sampled"] + 1 >= count["calls"] - count["stops"]:
+                if not count["untimed"]:
                     # Every call timed: wall time is exact, and counts waiting for files,
                     # sleeps, the GIL (see StageStatistics).
                     wall = seconds_in_next - sum(next_seconds[k] for k in same_thread)
@@ -543,7 +544,7 @@ def _operation(node: Any, iterator: Any) -> str:
 def _accumulate(total: dict[str, Any], counts: dict[str, Any]) -> None:
     """Add one probe's counts to ``total``, with its estimated time in ``next()``: its first
     call as measured, the others at the sampled calls' mean (less the clock's own cost)."""
-    for key in ("calls", "stops", "errors", "sampled", "sampled_ns", "first_ns",
+    for key in ("calls", "untimed", "stops", "errors", "sampled", "sampled_ns", "first_ns",
                 "sampled_cpu_ns", "first_cpu_ns"):
         total[key] += counts[key]
     for clock, first, sampled, cost in (("estimated_ns", "first_ns", "sampled_ns", _CLOCK_NS),

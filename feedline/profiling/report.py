@@ -52,7 +52,9 @@ _LATER_EPOCHS = {"consumer": -1, "cache": 1, "snapshot": 1}
 """Sort order of advice kinds: whether the consumer is the limit comes first, changes that
 pay from the second epoch on (cache, snapshot) after those that pay at once."""
 
-_MAPS = ("map",)
+_MAPS = ("map", "fused_inline")
+"""Operations running user functions element by element (``fused_inline``: maps and filters
+that map fusion runs as one stage)."""
 _RANDOM = ("shuffle", "global_shuffle", "random")
 
 
@@ -185,7 +187,7 @@ def _caller_segment(stage: StageStatistics, stages: tuple[StageStatistics, ...],
 
 
 def _loads(statistics: PipelineStatistics, segment_of: dict[int, str], cores: int,
-           own: dict[int, float] | None = None, threads: dict[str, int] | None = None,
+           own: dict[int, float] | None = None, threads: dict[str, float] | None = None,
            consumer_seconds: float | None = None) -> dict[str, float]:
     """Each segment's load (busy share of its threads), plus ``"cpu"`` and the consumer's
     own work (``"step"``). ``own`` / ``threads`` / ``consumer_seconds`` override the
@@ -195,10 +197,13 @@ def _loads(statistics: PipelineStatistics, segment_of: dict[int, str], cores: in
     work: dict[str, float] = {}
     for stage in statistics.stages:
         work[segment_of[stage.id]] = work.get(segment_of[stage.id], 0.0) + own[stage.id]
-    sizes = {"consumer": 1}
+    sizes: dict[str, float] = {"consumer": 1}
     for stage in statistics.stages:
         if stage.asynchronous:
-            sizes[f"workers:{stage.id}"] = max(1, stage.parallelism)
+            # A threaded stage the GIL serializes has the cores its threads used, not
+            # its thread count.
+            gil = _gil_bound_cores(statistics, stage)
+            sizes[f"workers:{stage.id}"] = gil if gil is not None else max(1, stage.parallelism)
     sizes.update(threads or {})
     loads = {key: value / (sizes.get(key, 1) * wall) for key, value in work.items()}
     cpu = {s.id: min(s.cpu_seconds, own[s.id]) for s in statistics.stages}
@@ -206,6 +211,20 @@ def _loads(statistics: PipelineStatistics, segment_of: dict[int, str], cores: in
     step = statistics.consumer.between_seconds if consumer_seconds is None else consumer_seconds
     loads["step"] = step / wall
     return loads
+
+
+def _gil_bound_cores(statistics: PipelineStatistics, stage: StageStatistics) -> float | None:
+    """The cores a threaded stage's workers kept busy, when the GIL limited them: two or
+    more threads together using at most :data:`GIL_BOUND_CORES` cores while its buffer was
+    mostly empty (its consumer waited for it). ``None`` when not GIL-bound."""
+    if not (stage.asynchronous and stage.executor == "threads" and stage.parallelism >= 2
+            and stage.operation in _MAPS + ("batch",)):
+        return None
+    cores = stage.cpu_seconds / (statistics.seconds or 1e-9)
+    starving = stage.buffer_mean is None or stage.buffer_mean < 0.5
+    if cores <= GIL_BOUND_CORES and starving and cores > 0.3:
+        return max(cores, 1e-3)
+    return None
 
 
 def _speedup(before: dict[str, float], after: dict[str, float]) -> float:
@@ -279,7 +298,7 @@ def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
     advice: list[Advice] = []
     short = _short_name(worst)
 
-    def predict(own: dict[int, float] | None = None, threads: dict[str, int] | None = None,
+    def predict(own: dict[int, float] | None = None, threads: dict[str, float] | None = None,
                 consumer_seconds: float | None = None) -> float:
         return _speedup(loads, _loads(statistics, segment_of, cores, own, threads,
                                       consumer_seconds))
@@ -295,20 +314,18 @@ def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
             "parallelize", worst.id,
             f"parallelize {worst.name}: it runs on its caller's thread and takes "
             f"{_share(worst, segment_of, stages):.0%} of that thread's work",
-            f"{short}({_function(worst)}, num_parallel_calls=fl.AUTOTUNE)",
+            _parallel_rewrite(worst),
             _parallel_prediction(statistics, segment_of, loads, worst, cores)))
-    if worst.operation in _MAPS and worst.asynchronous and worst.executor == "threads":
-        rate = worst.self_seconds / (statistics.seconds or 1e-9)
-        if worst.parallelism >= 2 and rate <= GIL_BOUND_CORES:
-            workers = min(worst.parallelism, cores)
-            advice.append(Advice(
-                "processes", worst.id,
-                f"run {worst.name} in worker processes: its {worst.parallelism} threads "
-                f"keep only {rate:.1f} cores busy (the GIL serializes its Python)",
-                f"{short}({_function(worst)}, num_parallel_calls={workers}, "
-                'executor="process")',
-                predict(threads={segment_of[worst.id]: max(1, round(workers / max(rate, 1e-3)))
-                                 * worst.parallelism})))
+    gil_cores = _gil_bound_cores(statistics, worst)
+    if gil_cores is not None:
+        workers = min(worst.parallelism, cores)
+        advice.append(Advice(
+            "processes", worst.id,
+            f"run {worst.name} in worker processes: its {worst.parallelism} threads keep "
+            f"only {gil_cores:.1f} cores busy while its consumer waits (the GIL serializes "
+            "its Python)",
+            f'{short}({_function(worst)}, num_parallel_calls={workers}, executor="process")',
+            predict(threads={segment_of[worst.id]: workers})))
     if worst.operation in _MAPS and worst.elements and \
             worst.seconds_per_element < VECTORIZE_BELOW_SECONDS and _batch_above(stages, worst):
         advice.append(Advice(
@@ -354,12 +371,18 @@ def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
     return advice
 
 
+def _parallel_rewrite(stage: StageStatistics) -> str:
+    if stage.operation == "fused_inline":  # several maps/filters fused: each of them
+        return f"num_parallel_calls=fl.AUTOTUNE on the maps of {stage.name}"
+    return f"{stage.operation}({_function(stage)}, num_parallel_calls=fl.AUTOTUNE)"
+
+
 def _parallel_prediction(statistics: PipelineStatistics, segment_of: dict[int, str],
                          loads: dict[str, float], stage: StageStatistics, cores: int) -> float:
     """A map moved to its own ``cores`` workers: its work leaves its segment."""
     moved = dict(segment_of)
     moved[stage.id] = f"workers:{stage.id}"
-    threads = {f"workers:{stage.id}": cores}
+    threads: dict[str, float] = {f"workers:{stage.id}": cores}
     return _speedup(loads, _loads(statistics, moved, cores, threads=threads))
 
 
