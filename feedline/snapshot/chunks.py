@@ -50,6 +50,7 @@ from feedline.core.fingerprint import DeclaredTypes
 from feedline.core.structure import flatten, pack_as
 from feedline.snapshot.codec import (
     SavedTypes,
+    byte_view,
     decode_leaves,
     element_parts,
     skeleton,
@@ -150,15 +151,17 @@ class PackedFrame:
 def pack_frame(parts: Sequence[Any], raw: int, elements: int, compression: str) -> PackedFrame:
     """Compress one frame's parts (never joined: big arrays are compressed where they lie).
 
-    Runs on the writer's threads: zstd, lz4 and zlib release the GIL while they work.
+    Runs on the writer's threads: zstd, lz4 and zlib release the GIL while they work, and
+    so does NumPy copying an array that is not C-contiguous into C order.
 
     Example:
         >>> frame = pack_frame([b"abc", b"def"], 6, 1, "NONE")
         >>> frame.packed, frame.raw, frame.crc == crc32c(b"abcdef")
         (6, 6, True)
     """
+    parts = [byte_view(part) for part in parts]
     if compression == "NONE":
-        out = list(parts)
+        out = parts
     elif compression == "ZSTD":
         threads = min(4, os.cpu_count() or 1) if raw >= _ZSTD_THREADS_BYTES else 0
         stream = _zstd_compressor(threads).compressobj(size=raw)
@@ -425,10 +428,7 @@ def load_chunk(path: str) -> tuple[dict[str, Any], list[Frame]]:
     """
     if _is_local(path):
         with open(path.removeprefix("file://"), "rb") as file:
-            size = os.fstat(file.fileno()).st_size
-            # Mapped when it can be (an empty file cannot); the map outlives the file.
-            data: Any = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY) \
-                if size else b""
+            data: Any = _map(file)
         shared = True
     else:
         with fsspec.open(path, "rb") as file:
@@ -437,6 +437,26 @@ def load_chunk(path: str) -> tuple[dict[str, Any], list[Frame]]:
     view = memoryview(data)
     header, start = read_header(path, view)
     return header, _check_frames(path, header, view[start:], shared)
+
+
+def _map(file: Any) -> Any:
+    """``file`` mapped copy-on-write (the map outlives the file object), or read into a
+    ``bytearray`` where it cannot be mapped (an empty file; no address space or map left:
+    ``vm.max_map_count`` when very many chunks' elements are held)."""
+    size = os.fstat(file.fileno()).st_size
+    if size:
+        try:
+            return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY)
+        except (OSError, ValueError):
+            pass
+    data = bytearray(size)
+    view, done = memoryview(data), 0
+    while done < size:
+        got = file.readinto(view[done:])
+        if not got:
+            break  # it shrank meanwhile: checked as a truncated chunk
+        done += got
+    return data if done == size else data[:done]
 
 
 def _frames_of(path: str, header: dict[str, Any]) -> list[list[int]]:

@@ -78,7 +78,7 @@ def encode_element(element: Any, out: bytearray) -> None:
     """
     parts, _ = element_parts(element)
     for part in parts:
-        out += part
+        out += byte_view(part)
 
 
 REFERENCE_BYTES = 64 << 10
@@ -93,10 +93,12 @@ def element_parts(element: Any) -> tuple[list[Any], int]:
     """``element`` encoded as a list of buffers, and their total size.
 
     Leaf headers and small leaves are gathered into ``bytearray`` parts; the data of large
-    arrays (:data:`REFERENCE_BYTES` or more, C-contiguous) are byte views of the arrays
-    themselves: encoding copies nothing big, and the writer compresses or writes the views
-    directly. The element's arrays must not change while the parts are in use. Arrays of
-    :data:`ALIGN_BYTES` or more start at a multiple of :data:`ALIGN` within the element.
+    arrays (:data:`REFERENCE_BYTES` or more) are byte views of the arrays themselves, or
+    the arrays when they are not C-contiguous (:func:`byte_view` gives their bytes, in C
+    order): encoding copies nothing big, and the writer compresses or writes the views
+    directly, on its threads. The element's arrays must not change while the parts are in
+    use. Arrays of :data:`ALIGN_BYTES` or more start at a multiple of :data:`ALIGN` within
+    the element.
 
     Example:
         >>> parts, size = element_parts((np.zeros(100_000, np.uint8), b"hi"))
@@ -137,19 +139,33 @@ def element_parts(element: Any) -> tuple[list[Any], int]:
                 out += bytes(pad)
             if not array.size:
                 continue
-            # Bytes as uint8 (a memoryview of datetime or void data cannot be taken).
-            data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-            if data.nbytes >= REFERENCE_BYTES:
+            if array.nbytes >= REFERENCE_BYTES:
                 parts.append(out)
-                parts.append(memoryview(data))
-                done += len(out) + data.nbytes
+                # As it is: one not C-contiguous is copied by whoever writes it (a
+                # writer's thread, with the GIL released), not here.
+                parts.append(array if not array.flags.c_contiguous else byte_view(array))
+                done += len(out) + array.nbytes
                 out = bytearray()
             else:
-                out += memoryview(data)
+                out += byte_view(array)
     if out:
         parts.append(out)
     return parts, sum(len(part) if isinstance(part, bytearray) else part.nbytes
                       for part in parts)
+
+
+def byte_view(part: Any) -> Any:
+    """The bytes of a part :func:`element_parts` gave: itself, or an array's data in C order
+    as a byte memoryview (copied only when the array is not C-contiguous).
+
+    Example:
+        >>> bytes(byte_view(np.array([[1, 2], [3, 4]], np.uint8).T))
+        b'\\x01\\x03\\x02\\x04'
+    """
+    if not isinstance(part, np.ndarray):
+        return part
+    # Bytes as uint8 (a memoryview of datetime or void data cannot be taken).
+    return memoryview(np.ascontiguousarray(part).reshape(-1).view(np.uint8))
 
 
 def _encode_objects(array: np.ndarray, out: bytearray) -> None:

@@ -21,7 +21,13 @@ from feedline.snapshot.chunks import (
     read_chunk,
     write_file,
 )
-from feedline.snapshot.codec import REFERENCE_BYTES, element_parts, encode_element, skeleton
+from feedline.snapshot.codec import (
+    REFERENCE_BYTES,
+    byte_view,
+    element_parts,
+    encode_element,
+    skeleton,
+)
 from feedline.testing.elements import assert_elements_equal
 
 COMPRESSIONS = ["NONE", "ZSTD", "GZIP", "LZ4"]
@@ -115,6 +121,18 @@ def test_element_parts_reference_large_arrays_and_copy_small_ones():
     encoded = bytearray()
     encode_element(element, encoded)
     assert bytes(encoded) == b"".join(bytes(p) for p in parts)
+
+
+def test_large_arrays_not_in_c_order_are_copied_by_the_writer_not_the_caller(tmp_path):
+    transposed = np.arange(300 * 400, dtype=np.float32).reshape(300, 400).T
+    parts, size = element_parts((transposed, b"t"))
+    assert any(part is transposed for part in parts)  # as it is: no copy on this thread
+    assert size == sum(len(byte_view(p)) if not isinstance(p, np.ndarray) else p.nbytes
+                       for p in parts)
+    for compression in ("NONE", "ZSTD"):
+        path = write_chunk(tmp_path, [(transposed, b"t")], compression)
+        [(got, tag)] = list(read_chunk(path)[1])
+        assert tag == b"t" and got.flags.c_contiguous and np.array_equal(got, transposed)
 
 
 @pytest.mark.parametrize("array", [
@@ -268,3 +286,17 @@ def test_saved_big_elements_load_as_views_and_resume_exactly(tmp_path, compressi
         it.load_state_dict(state)
         rest = list(it)
     assert_elements_equal(head + rest, expected)
+
+
+def test_a_chunk_that_cannot_be_mapped_is_read_into_memory(tmp_path, monkeypatch):
+    elements = [big(0), small(1), big(2)]
+    path = write_chunk(tmp_path, elements, "NONE")
+
+    def no_map(*args, **kwargs):
+        raise OSError(12, "Cannot allocate memory")  # as when vm.max_map_count is reached
+
+    monkeypatch.setattr(chunks.mmap, "mmap", no_map)
+    got = list(read_chunk(path)[1])
+    assert_elements_equal(got, elements)
+    assert isinstance(root(got[0]["board"]), bytearray)  # still views, into the read bytes
+    assert got[0]["board"].flags.writeable and got[0]["board"].flags.aligned
