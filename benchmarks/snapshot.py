@@ -3,12 +3,16 @@
 ``python -m benchmarks.snapshot [--records 40000] [--kill-trials 20] [--write]``
 
 1. **Chess pipeline** (files read, batch 512, parse, transform) through ``snapshot(path)``:
-   the pass that computes and writes, the pass that reads back, a pass recomputing without
-   a snapshot, and the bytes on disk; feedline in this process, tf.data (``snapshot`` with
-   ``compression="AUTO"``, its default) in the tf environment of ``benchmarks/.venvs``.
+   the pass that computes and writes, the pass that reads back (median of ``--rounds``),
+   a pass recomputing without a snapshot, and the bytes on disk; feedline in this process,
+   tf.data in the tf environment of ``benchmarks/.venvs``. Like for like: both with
+   ``compression=None`` (tf.data's own default, ``"AUTO"``, is tried first and fails on
+   these 3 MB batches), and feedline's default (``"AUTO"``: zstd) beside them.
 2. **What the machine allows**, measured in the same run: the disk's write rate (a file
-   written and fsynced), the page cache's read rate, zstd's compression rate on this data;
-   feedline's write rate of already computed batches is compared with the lowest.
+   written and fsynced), the page cache's read rate, zstd's compression and decompression
+   rates on these batches (one thread); feedline's write rate of already computed batches
+   (``save``, median of ``--rounds``) is compared with the lowest of disk x ratio and
+   cores x zstd (compressed), or with the disk (uncompressed).
 3. **Memory**: feedline's peak RSS while snapshotting 10x more data (fresh processes).
 4. **Crashes**: ``--kill-trials`` writes killed with SIGKILL at random moments, each
    followed by a run that must read every element exactly.
@@ -26,6 +30,7 @@ import random
 import resource
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,31 +74,45 @@ def feedline_chess(files: list[str]) -> Any:
         parse_batch, num_parallel_calls=fl.AUTOTUNE)
 
 
-def run_feedline(files: list[str], where: str) -> dict[str, Any]:
+def run_feedline(files: list[str], where: str, rounds: int) -> dict[str, Any]:
+    """Recompute once, then per compression (None, AUTO) a write pass and ``rounds`` reads."""
     import feedline as fl
 
     pipeline = feedline_chess(files)
     recompute, examples = timed_pass(fl.PipelineIterator(pipeline.prefetch(fl.AUTOTUNE)))
-    snapshotted = pipeline.snapshot(where).prefetch(fl.AUTOTUNE)
-    write, _ = timed_pass(fl.PipelineIterator(snapshotted))
-    read, count = timed_pass(fl.PipelineIterator(snapshotted))
-    assert count == examples
-    return {"recompute_s": recompute, "write_s": write, "read_s": read,
-            "bytes": folder_bytes(where), "examples": examples}
+    result: dict[str, Any] = {"recompute_s": recompute, "examples": examples}
+    for compression in ("NONE", "AUTO"):
+        folder = f"{where}-{compression.lower()}"
+        snapshotted = pipeline.snapshot(
+            folder, compression=None if compression == "NONE" else compression
+        ).prefetch(fl.AUTOTUNE)
+        write, _ = timed_pass(fl.PipelineIterator(snapshotted))
+        reads = []
+        for _ in range(rounds):
+            read, count = timed_pass(fl.PipelineIterator(snapshotted))
+            assert count == examples
+            reads.append(read)
+        result[compression] = {"write_s": write, "read_s": statistics.median(reads),
+                               "reads_s": reads, "bytes": folder_bytes(folder)}
+    return result
 
 
-def feedline_write_rate(files: list[str], where: str) -> tuple[float, float]:
-    """MB/s (uncompressed) of writing already computed batches, and their compression ratio."""
+def feedline_write_rate(batches: list[Any], where: str, compression: str | None,
+                        rounds: int) -> tuple[float, float]:
+    """MB/s (uncompressed) of saving already computed batches (median of ``rounds``), and
+    their compression ratio."""
     import feedline as fl
     from feedline.transforms.prefetch import element_bytes
 
-    batches = list(fl.PipelineIterator(feedline_chess(files)))
     raw = sum(element_bytes(b) for b in batches)
-    started = time.perf_counter()
-    fl.Dataset.from_tensor_slices(np.arange(len(batches))).map(
-        lambda i: batches[int(i)]).save(where, compression="AUTO")
-    seconds = time.perf_counter() - started
-    return raw / seconds / 1e6, raw / folder_bytes(where)
+    rates = []
+    for _ in range(rounds):
+        shutil.rmtree(where, ignore_errors=True)
+        started = time.perf_counter()
+        fl.Dataset.from_tensor_slices(np.arange(len(batches))).map(
+            lambda i: batches[int(i)]).save(where, compression=compression)
+        rates.append(raw / (time.perf_counter() - started) / 1e6)
+    return statistics.median(rates), raw / folder_bytes(where)
 
 
 # ------------------------------------------------------------------------------ tf.data
@@ -122,30 +141,35 @@ def timed(ds):
         count += int(batch["score"].shape[0])
     return time.perf_counter() - started, count
 
+rounds = int(sys.argv[3])
 recompute, examples = timed(pipeline.prefetch(tf.data.AUTOTUNE))
 compression, note = "AUTO", ""
-try:
-    snap = pipeline.snapshot(where + "-auto", compression="AUTO").prefetch(tf.data.AUTOTUNE)
+
+def write_and_read(folder, compression):
+    snap = pipeline.snapshot(folder, compression=compression).prefetch(tf.data.AUTOTUNE)
     write, _ = timed(snap)
     time.sleep(1.0)  # tf.data finishes its snapshot files on background threads
-    read, count = timed(snap)
+    reads = [timed(snap) for _ in range(rounds)]
+    return write, [r[0] for r in reads], reads[-1][1]
+
+try:
+    write, reads, count = write_and_read(where + "-auto", "AUTO")
 except tf.errors.OpError as error:  # its AUTO (snappy) reader fails on large elements
     compression, note = None, type(error).__name__ + ": " + str(error).split("[Op")[0][-160:]
-    snap = pipeline.snapshot(where, compression=None).prefetch(tf.data.AUTOTUNE)
-    write, _ = timed(snap)
-    time.sleep(1.0)
-    read, count = timed(snap)
-print(json.dumps({"recompute_s": recompute, "write_s": write, "read_s": read,
+    write, reads, count = write_and_read(where, None)
+print(json.dumps({"recompute_s": recompute, "write_s": write,
+                  "read_s": sorted(reads)[len(reads) // 2], "reads_s": reads,
                   "examples": count, "version": tf.__version__,
                   "compression": compression or "NONE", "note": note}))
 """
 
 
-def run_tf(files: list[str], where: str) -> dict[str, Any]:
+def run_tf(files: list[str], where: str, rounds: int) -> dict[str, Any]:
     if not TF_PYTHON.exists():
         return {"unavailable": f"no tf environment at {TF_PYTHON} (./dev bench creates it)"}
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    done = subprocess.run([str(TF_PYTHON), "-c", TF_PART, json.dumps(files), where],
+    done = subprocess.run([str(TF_PYTHON), "-c", TF_PART, json.dumps(files), where,
+                           str(rounds)],
                           capture_output=True, text=True, env=env, timeout=1800, check=False)
     if done.returncode:
         return {"unavailable": f"tf.data run failed: {done.stderr.strip()[-400:]}"}
@@ -155,31 +179,42 @@ def run_tf(files: list[str], where: str) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ machine
-def machine_rates(work: str, sample: bytes) -> dict[str, float]:
+def machine_rates(work: str, frames: list[bytes], rounds: int) -> dict[str, float]:
+    """Disk write, page cache read, and zstd level 1 (one thread) on ``frames`` (what the
+    writer compresses), each the median of ``rounds``."""
     import zstandard
 
     size = 256 << 20
     block = os.urandom(1 << 20)
     path = os.path.join(work, "disk-probe")
-    started = time.perf_counter()
-    with open(path, "wb") as out:
-        for _ in range(size >> 20):
-            out.write(block)
-        out.flush()
-        os.fsync(out.fileno())
-    disk_write = size / (time.perf_counter() - started) / 1e6
-    started = time.perf_counter()
-    with open(path, "rb") as file:
-        while file.read(1 << 24):
-            pass
-    cache_read = size / (time.perf_counter() - started) / 1e6
-    os.remove(path)
-    compressor = zstandard.ZstdCompressor(level=1)
-    started = time.perf_counter()
-    for _ in range(3):
-        compressor.compress(sample)
-    zstd = 3 * len(sample) / (time.perf_counter() - started) / 1e6
-    return {"disk_write_mbs": disk_write, "cache_read_mbs": cache_read, "zstd_mbs": zstd}
+    writes, reads, packs, unpacks = [], [], [], []
+    raw = sum(map(len, frames))
+    for _ in range(rounds):
+        started = time.perf_counter()
+        with open(path, "wb") as out:
+            for _ in range(size >> 20):
+                out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+        writes.append(size / (time.perf_counter() - started) / 1e6)
+        started = time.perf_counter()
+        with open(path, "rb") as file:
+            while file.read(1 << 24):
+                pass
+        reads.append(size / (time.perf_counter() - started) / 1e6)
+        os.remove(path)
+        compressor = zstandard.ZstdCompressor(level=1)
+        started = time.perf_counter()
+        packed = [compressor.compress(frame) for frame in frames]
+        packs.append(raw / (time.perf_counter() - started) / 1e6)
+        decompressor = zstandard.ZstdDecompressor()
+        started = time.perf_counter()
+        for frame in packed:
+            decompressor.decompress(frame)
+        unpacks.append(raw / (time.perf_counter() - started) / 1e6)
+    median = statistics.median
+    return {"disk_write_mbs": median(writes), "cache_read_mbs": median(reads),
+            "zstd_mbs": median(packs), "unzstd_mbs": median(unpacks)}
 
 
 # ------------------------------------------------------------------------------ memory
@@ -247,6 +282,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=40_000)
     parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="repetitions of each read and write-rate measurement (medians)")
     parser.add_argument("--kill-trials", type=int, default=20)
     parser.add_argument("--memory-elements", type=int, default=400,
                         help="elements of 256 KiB for the memory check (then 10x more)")
@@ -255,62 +292,103 @@ def main(argv: list[str] | None = None) -> None:
     meta = data.chess(args.records, args.files, SEED)
     work = tempfile.mkdtemp(prefix="feedline-snapshot-bench-")
     try:
-        ours = run_feedline(meta["files"], os.path.join(work, "feedline"))
-        theirs = run_tf(meta["files"], os.path.join(work, "tf"))
-        rate, ratio = feedline_write_rate(meta["files"], os.path.join(work, "saved"))
-        sample = Path(next(Path(work, "saved").rglob("*.flchunk"))).read_bytes()
-        import zstandard
+        import feedline as fl
+        from feedline.snapshot.codec import byte_view, element_parts
 
-        raw_sample = zstandard.ZstdDecompressor().decompress(
-            sample[12 + int.from_bytes(sample[8:12], "little"):],
-            max_output_size=1 << 30)
-        machine = machine_rates(work, raw_sample)
+        ours = run_feedline(meta["files"], os.path.join(work, "feedline"), args.rounds)
+        theirs = run_tf(meta["files"], os.path.join(work, "tf"), args.rounds)
+        batches = list(fl.PipelineIterator(feedline_chess(meta["files"])))
+        rates = {name: feedline_write_rate(batches, os.path.join(work, f"saved-{name}"),
+                                           compression, args.rounds)
+                 for name, compression in (("AUTO", "AUTO"), ("NONE", None))}
+        # What the writer compresses: one frame per batch (each is over 256 KiB).
+        frames = [b"".join(bytes(byte_view(p)) for p in element_parts(b)[0]) for b in batches[:8]]
+        del batches
+        machine = machine_rates(work, frames, args.rounds)
         small = peak_memory(args.memory_elements, os.path.join(work, "mem-small"))
         large = peak_memory(10 * args.memory_elements, os.path.join(work, "mem-large"))
         exact, trials = kill_trials(args.kill_trials, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    text = report(args, ours, theirs, rate, ratio, machine, small, large, exact, trials)
+    text = report(args, ours, theirs, rates, machine, small, large, exact, trials)
     print(text)
     if args.write:
+        command = (f"python -m benchmarks.snapshot --records {args.records} --rounds "
+                   f"{args.rounds} --kill-trials {args.kill_trials} --write")
         RESULTS.write_text(
             "# Snapshot: feedline vs tf.data, and what the machine allows\n\n"
-            f"`python -m benchmarks.snapshot --records {args.records}` on {platform.machine()}, "
-            f"{os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}.\n\n{text}\n")
+            f"`{command}` on {platform.machine()}, {os.cpu_count()} CPUs, "
+            f"{time.strftime('%Y-%m-%d')}.\n\n{text}\n")
 
 
-def report(args: Any, ours: dict[str, Any], theirs: dict[str, Any], rate: float, ratio: float,
-           machine: dict[str, float], small: int, large: int, exact: int, trials: int) -> str:
+def report(args: Any, ours: dict[str, Any], theirs: dict[str, Any],
+           rates: dict[str, tuple[float, float]], machine: dict[str, float], small: int,
+           large: int, exact: int, trials: int) -> str:
     n = ours["examples"]
-    lines = [f"Chess pipeline, {n:,} examples (batch 512, parse, transform).", "",
-             "| | feedline | tf.data | feedline / tf.data |", "|---|---|---|---|"]
+    tf_name = "tf.data" if "unavailable" in theirs else (
+        f"tf.data ({'uncompressed' if theirs['compression'] == 'NONE' else 'AUTO'})")
+    lines = [f"Chess pipeline, {n:,} examples (batch 512, parse, transform); reads are "
+             f"medians of {args.rounds}.", "",
+             f"| | feedline | {tf_name} | feedline / tf.data |", "|---|---|---|---|"]
 
-    def row(label: str, key: str, per_second: bool = True) -> None:
-        mine = n / ours[key] if per_second else ours[key] / 1e6
+    def row(label: str, mine: float, key: str, scale: str = "rate", goal: str = "") -> None:
         if "unavailable" in theirs:
             lines.append(f"| {label} | {mine:,.0f} | {theirs['unavailable']} | |")
             return
-        other = theirs["examples"] / theirs[key] if per_second else theirs[key] / 1e6
-        ratio_text = f"**{mine / other:.2f}x**" if per_second else f"{mine / other:.2f}x"
-        lines.append(f"| {label} | {mine:,.0f} | {other:,.0f} | {ratio_text} |")
+        other = theirs["examples"] / theirs[key] if scale == "rate" else theirs[key] / 1e6
+        ratio = mine / other
+        text = f"**{ratio:.2f}x**" if scale == "rate" else f"{ratio:.2f}x"
+        lines.append(f"| {label} | {mine:,.0f} | {other:,.0f} | {text}{goal} |")
 
-    row("recompute, examples/s", "recompute_s")
-    row("first pass (compute + write), examples/s", "write_s")
-    row("later pass (read the snapshot), examples/s", "read_s")
-    row("bytes on disk, MB", "bytes", per_second=False)
-    allowed = min(machine["disk_write_mbs"] * ratio, machine["zstd_mbs"] * 2)
-    lines += ["", "| what the machine allows (this run) | MB/s |", "|---|---|",
-              f"| disk write (256 MB, fsync) | {machine['disk_write_mbs']:,.0f} |",
+    none, auto = ours["NONE"], ours["AUTO"]
+    row("recompute, examples/s", n / ours["recompute_s"], "recompute_s")
+    row("first pass (compute + write), uncompressed, examples/s", n / none["write_s"],
+        "write_s")
+    row("first pass (compute + write), feedline AUTO (zstd), examples/s",
+        n / auto["write_s"], "write_s")
+    read_goal = ""
+    if "unavailable" not in theirs:
+        met = (n / none["read_s"]) / (theirs["examples"] / theirs["read_s"]) >= 1.5
+        read_goal = f" (goal >= 1.5x: {'met' if met else 'not met'})"
+    row("**later pass (read the snapshot), uncompressed, examples/s**", n / none["read_s"],
+        "read_s", goal=read_goal)
+    row("later pass (read the snapshot), feedline AUTO (zstd), examples/s",
+        n / auto["read_s"], "read_s")
+    row("bytes on disk, uncompressed, MB", none["bytes"] / 1e6, "bytes", scale="bytes")
+    row("bytes on disk, feedline AUTO (zstd), MB", auto["bytes"] / 1e6, "bytes",
+        scale="bytes")
+    cores = os.cpu_count() or 1
+    auto_rate, ratio = rates["AUTO"]
+    none_rate, _ = rates["NONE"]
+    allowed = min(machine["disk_write_mbs"] * ratio, machine["zstd_mbs"] * cores)
+    disk = machine["disk_write_mbs"]
+    lines += ["", "| what the machine allows (this run, medians) | MB/s |", "|---|---|",
+              f"| disk write (256 MB, fsync) | {disk:,.0f} |",
               f"| page cache read | {machine['cache_read_mbs']:,.0f} |",
-              f"| zstd level 1, one thread, on these batches | {machine['zstd_mbs']:,.0f} |",
-              (f"| feedline writing computed batches (uncompressed MB/s, ratio {ratio:.1f}x) | "
-              f"{rate:,.0f} = **{rate / allowed:.0%}** of min(disk x ratio, 2 x zstd) = "
-              f"{allowed:,.0f} |"),
+              f"| zstd level 1 compression, one thread, on these batches | "
+              f"{machine['zstd_mbs']:,.0f} |",
+              f"| zstd decompression, one thread, on these batches | "
+              f"{machine['unzstd_mbs']:,.0f} |",
+              (f"| **feedline saving computed batches, AUTO (zstd; uncompressed MB/s, ratio "
+               f"{ratio:.1f}x)** | {auto_rate:,.0f} = **{auto_rate / allowed:.0%}** of "
+               f"min(disk x ratio, {cores} x zstd) = {allowed:,.0f} (goal >= 70%: "
+               f"{'met' if auto_rate >= 0.7 * allowed else 'not met'}) |"),
+              (f"| feedline saving computed batches, uncompressed | {none_rate:,.0f} = "
+               f"{none_rate / disk:.0%} of the disk write rate |"),
+              (f"| feedline reading its AUTO (zstd) snapshot (decompressed MB/s) | "
+               f"{none['bytes'] / auto['read_s'] / 1e6:,.0f} = "
+               f"{none['bytes'] / auto['read_s'] / 1e6 / (cores * machine['unzstd_mbs']):.0%}"
+               f" of {cores} x zstd decompression |"),
               "", (f"Peak memory snapshotting {args.memory_elements} vs "
               f"{10 * args.memory_elements} elements of 256 KiB: {small / 2**20:,.0f} MiB vs "
               f"{large / 2**20:,.0f} MiB ({large / small:.2f}x for 10x the data)."), "",
               (f"kill -9 at random moments during a snapshot write, then read: {exact} of "
               f"{trials} trials exact.")]
+    if "unavailable" not in theirs:
+        lines += ["", "Read passes, seconds each: feedline uncompressed "
+                  f"{', '.join(f'{t:.3f}' for t in none['reads_s'])}; feedline AUTO "
+                  f"{', '.join(f'{t:.3f}' for t in auto['reads_s'])}; tf.data "
+                  f"{', '.join(f'{t:.3f}' for t in theirs['reads_s'])}."]
     if theirs.get("note"):
         lines += ["", (f"tf.data {theirs['version']}: `snapshot(compression=\"AUTO\")` failed "
                   f"on these batches ({theirs['note'].strip()}); its rows use "

@@ -5,7 +5,8 @@
 pipeline's checkpoint, and ``dataset.json`` last. If the process dies, calling ``save``
 again with the same pipeline and path resumes after the last committed round instead of
 starting over. ``Dataset.load(path)`` reads it back: the structure, element count and
-compression are stored, so it needs no ``element_spec``.
+compression are stored, so it needs no ``element_spec``; large elements come back as
+writable views into the chunks' memory, not copies (:mod:`feedline.snapshot.chunks`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,11 @@ differs).
 
 * **First iteration**: elements are written while they are produced (no second pass);
   rounds of chunks are committed as they fill, each with the input's checkpoint.
-* **Later iterations** (this run or another) read the complete snapshot.
+* **Later iterations** (this run or another) read the complete snapshot. Large elements
+  come back as writable views into the chunk files' memory (uncompressed: the page cache
+  itself, mapped copy-on-write; compressed: a buffer per element), copied nowhere
+  (:mod:`feedline.snapshot.chunks`). Chunk files are never changed in place; do not
+  overwrite them in place either while a snapshot is read.
 * **After a crash** (even ``kill -9``), the next iteration reads the committed rounds and
   goes on computing from the checkpoint of the last one: nothing committed is computed again
   and a partial snapshot is never taken for a complete one.
