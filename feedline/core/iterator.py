@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import atexit
+import dataclasses
 import threading
 import weakref
 from collections.abc import Sequence
@@ -50,6 +51,8 @@ class IteratorContext:
             (:class:`feedline.profiling.collect.Collector`) when statistics are on, else
             ``None``: every stage iterator is then built through it (see
             :meth:`feedline.core.dataset.Dataset.__init_subclass__`).
+        tuner: The pipeline's :class:`feedline.autotune.tuner.Tuner`, made by the first
+            stage that asks for it (:meth:`autotuner`).
     """
 
     options: Options = field(default_factory=Options)
@@ -60,6 +63,7 @@ class IteratorContext:
     closing: bool = False
     first_epoch: int = 0
     statistics: Any = field(default=None, repr=False)
+    tuner: Any = field(default=None, repr=False)
 
     def keep(self, node: object, resource: Any) -> None:
         """Keep ``resource`` for ``node``'s next iterator, shutting down what was kept for
@@ -73,9 +77,20 @@ class IteratorContext:
             previous.shutdown()
         self.kept[node] = resource
 
+    def autotuner(self) -> Any:
+        """The pipeline's tuner (made on first use; stopped by :meth:`close_kept`)."""
+        with self._iterations_lock:
+            if self.tuner is None:
+                from feedline.autotune.tuner import Tuner
+
+                self.tuner = Tuner()
+            return self.tuner
+
     def close_kept(self) -> None:
-        """Shut down everything stages kept for their next iterator."""
+        """Shut down everything stages kept for their next iterator, and the tuner."""
         self.closing = True
+        if self.tuner is not None:
+            self.tuner.stop()
         while self.kept:
             _, resource = self.kept.popitem()
             resource.shutdown()
@@ -346,7 +361,11 @@ class PipelineIterator:
                 "this pipeline collects no statistics: iterate "
                 "ds.with_options(fl.Options(profiling=fl.ProfilingOptions(statistics=True))) "
                 "or call fl.profile(ds)")
-        return self._collector.statistics()
+        statistics = self._collector.statistics()
+        tuner = self._ctx.tuner
+        if tuner is not None:
+            statistics = dataclasses.replace(statistics, tuning=tuner.decisions())
+        return statistics
 
     def _fingerprint(self) -> PipelineFingerprint:
         # Computed once, on the graph as the user wrote it (before rewrites such as fusion).

@@ -70,6 +70,9 @@ class AutotuneOptions:
         processes: Whether a pipeline ending with ``prefetch(AUTOTUNE)`` may move to worker
             processes (:mod:`feedline.autotune.processes`): ``None`` decides from a short
             trial on threads, ``True`` moves whenever it keeps the output, ``False`` never.
+        tune: Whether the tuner (:mod:`feedline.autotune.tuner`) sets how many workers of
+            each threaded ``map(num_parallel_calls=AUTOTUNE)`` run at once, from what the
+            stage measures while running (``False``: all ``cpu_budget`` of them).
     """
 
     enabled: bool = True
@@ -77,6 +80,7 @@ class AutotuneOptions:
     ram_budget: int | None = None
     choose_executor: bool = True
     processes: bool | None = None
+    tune: bool = True
 
 
 @dataclass(frozen=True)

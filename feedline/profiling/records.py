@@ -113,6 +113,24 @@ class Span:
 
 
 @dataclass(frozen=True)
+class TuningDecision:
+    """One change the tuner made."""
+
+    seconds: float
+    """When, in seconds since the pipeline started."""
+    stage: str
+    """The stage's name."""
+    setting: str
+    """What changed (``"workers"``)."""
+    old: int
+    """The value before."""
+    new: int
+    """The value after."""
+    reason: str
+    """Why, with the measurements behind it."""
+
+
+@dataclass(frozen=True)
 class PipelineStatistics:
     """Everything measured over one run of a pipeline."""
 
@@ -126,6 +144,8 @@ class PipelineStatistics:
     """Samples taken while it ran (every 50 ms by default)."""
     spans: tuple[Span, ...] = ()
     """Timed calls kept for a trace (empty unless tracing was asked for)."""
+    tuning: tuple[TuningDecision, ...] = ()
+    """What AUTOTUNE changed while it ran, and why (:mod:`feedline.autotune.tuner`)."""
 
     @property
     def elements(self) -> int:

@@ -116,7 +116,7 @@ def _measure_with_statistics(dataset: Dataset, seconds: float,
         _drain(iterator, seconds, consumer, max_elements)
         collector = iterator._collector
         collector.stop()
-        return collector.statistics(), collector.stage_nodes()
+        return iterator.statistics(), collector.stage_nodes()
 
 
 def _drain(iterator: Any, seconds: float, consumer: Callable[[Any], None] | None,
@@ -551,6 +551,12 @@ def format_report(report: ProfileReport) -> str:
                         else f", measured {item.verified_speedup:.2f}x")
             lines.append(f"- {item.message}\n    {item.rewrite}  "
                          f"(predicted {item.predicted_speedup:.2f}x{verified})")
+    if statistics.tuning:
+        lines.append("")
+        lines.append("AUTOTUNE changed:")
+        for decision in statistics.tuning:
+            lines.append(f"- at {decision.seconds:.2f} s, {decision.stage}: {decision.setting} "
+                         f"{decision.old} -> {decision.new} ({decision.reason})")
     for note in report.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)

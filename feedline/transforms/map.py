@@ -6,11 +6,13 @@ import collections
 import dataclasses
 import functools
 import pickle
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from feedline.autotune.tuner import TuningCounters
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, call_with_element, function_name
@@ -72,11 +74,13 @@ class MapDataset(Dataset):
         autotune = ctx.options.autotune
         choose = (self.executor is None and self.num_parallel_calls == AUTOTUNE
                   and autotune.enabled and autotune.choose_executor)
+        tune = (self.num_parallel_calls == AUTOTUNE and autotune.enabled and autotune.tune
+                and self.executor != "process")
         return ParallelMapIterator(
             ctx, upstream, fn, self.name,
             resolve_parallelism(self.num_parallel_calls, ctx),
             ctx.deterministic(self.deterministic), self.executor or "thread",
-            choose_executor=choose)
+            choose_executor=choose, tune=tune)
 
 
     def _offers_random_access(self) -> bool:
@@ -267,6 +271,10 @@ class ParallelMapIterator(DatasetIterator):
     (``deterministic=False``). Elements in flight are computed again after a restore; an
     input error pulled but not raised yet is stored as a record.
 
+    With ``tune`` (an ``AUTOTUNE`` map on threads) the pipeline's tuner
+    (:mod:`feedline.autotune.tuner`) sets how many of its workers run at once
+    (:attr:`tuned_workers`) from its counters (:meth:`tuning_counters`).
+
     With ``choose_executor`` (an ``AUTOTUNE`` map given no executor) the stage starts on
     threads and may move its later tasks to worker processes, once, from what its first
     tasks measured (:mod:`feedline.execution.executor_choice`); positions, order and errors
@@ -278,10 +286,16 @@ class ParallelMapIterator(DatasetIterator):
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
                  map_func: Callable[..., Any], name: str, parallelism: int,
-                 deterministic: bool, executor_kind: str, choose_executor: bool = False) -> None:
+                 deterministic: bool, executor_kind: str, choose_executor: bool = False,
+                 tune: bool = False) -> None:
         super().__init__(ctx, [upstream])
         self._upstream = upstream
         self._name = name
+        self.name = name
+        self._parallelism = parallelism
+        # Tasks allowed to run at once (the tuner's setting; None: as many as the window).
+        self._running_limit: int | None = None
+        self._counters = TuningCounters()  # the tuner's, shared across epochs, when tuned
         self._deterministic = deterministic
         self._executor_kind = executor_kind
         self._fn = map_func
@@ -311,10 +325,38 @@ class ParallelMapIterator(DatasetIterator):
         self._exhausted = False
         self._chunk_size = 1
         self._seconds_per_element: float | None = None
+        if tune:
+            self._counters = ctx.autotuner().register(self)
 
     @property
     def replay_exact(self) -> bool:
         return self._deterministic and super().replay_exact
+
+    # ------------------------------------------------------------------ tuning
+    def tuning_counters(self) -> tuple[int, int, int, float]:
+        """(elements handed out, ``next()`` calls, calls that waited for a task, CPU
+        seconds of the worker threads): what the tuner reads."""
+        counters = self._counters
+        return (counters.elements, counters.calls, counters.waits,
+                counters.cpu_done + _threads_cpu(self._window.threads()))
+
+    @property
+    def tuned_workers(self) -> int:
+        """Tasks allowed to run at once (the tuner sets it; at most :attr:`max_workers`)."""
+        return self._parallelism if self._running_limit is None else self._running_limit
+
+    @tuned_workers.setter
+    def tuned_workers(self, value: int) -> None:
+        self._running_limit = max(1, min(int(value), self._parallelism))
+
+    @property
+    def max_workers(self) -> int:
+        return self._parallelism
+
+    @property
+    def tuning_done(self) -> bool:
+        """Closed, or moved to processes (whose CPU the tuner cannot see)."""
+        return self._closed or self._executor_kind == "process"
 
     @property
     def executor_kind(self) -> str:
@@ -345,7 +387,10 @@ class ParallelMapIterator(DatasetIterator):
         if not tracker.has_snapshot:
             tracker.add_snapshot((positions.pulled, self._upstream.state_dict()))
         choice = self._choice
+        limit = self._running_limit
         while not self._exhausted and window.has_room():
+            if limit is not None and window.running() >= limit:
+                break  # the tuner's limit on tasks running at once
             if choice is not None and not choice.may_submit(len(window)):
                 break  # measuring: one task at a time alone, then whole tasks only
             items: list[int] = []
@@ -389,10 +434,14 @@ class ParallelMapIterator(DatasetIterator):
         self._positions.handed_out(item)
 
     def __next__(self) -> Any:
+        counters = self._counters
+        counters.calls += 1
         if not self._ready:
             self._fill()
             if not len(self._window):
                 raise StopIteration
+            if not self._window.head_ready():
+                counters.waits += 1
             tag, future = self._window.take()
             if isinstance(tag, int):  # the upstream's error, already annotated by its stage
                 self._handed_out(tag)
@@ -407,6 +456,7 @@ class ParallelMapIterator(DatasetIterator):
             self._ready.extend((item, ok, value) for item, (ok, value) in zip(tag, outcomes))
         item, ok, value = self._ready.popleft()
         self._handed_out(item)
+        counters.elements += 1
         if ok:
             return value
         raise annotate_error(value, self._name, item)
@@ -429,7 +479,23 @@ class ParallelMapIterator(DatasetIterator):
 
     def _release(self) -> None:
         self._ready.clear()
+        # The workers' CPU stays in the shared counters: their clocks end with them.
+        self._counters.cpu_done += _threads_cpu(self._window.threads())
         self._window.shutdown()
+
+
+def _threads_cpu(threads: list[threading.Thread]) -> float:
+    """CPU seconds the live ``threads`` have used (an ended thread's clock is gone)."""
+    total = 0.0
+    for thread in threads:
+        ident = thread.ident
+        if ident is None or not thread.is_alive():
+            continue
+        try:
+            total += time.clock_gettime(time.pthread_getcpuclockid(ident))
+        except (OSError, ProcessLookupError):  # ended meanwhile
+            pass
+    return total
 
 
 def _describe_chunk(tag: Any) -> str:

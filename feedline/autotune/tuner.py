@@ -1,0 +1,261 @@
+"""The tuner: sets each ``AUTOTUNE`` stage's parallelism from what the stage measures.
+
+Every ``map(num_parallel_calls=AUTOTUNE)`` on threads registers with its pipeline's
+:class:`Tuner` (one per pipeline, on a thread of its own, ``feedline-autotune``, started by
+the first registration and ended with the pipeline). Every :data:`PERIOD` seconds the tuner
+reads each stage's counters: elements handed out, how many of its consumer's ``next()``
+calls had to wait for a result, and the CPU time of its worker threads. Its model of a
+stage is Plumber's: the stage needs as many workers as the cores its work uses at the
+pipeline's current rate, plus headroom; more only help while its consumer waits for it.
+
+* **Trim** (its workers are idle part of the time): the workers running at once go down
+  to the cores its work uses (times :data:`HEADROOM`), in one step. Fewer threads
+  leave cores, and the GIL, to the stages that limit the pipeline; on a few cores this is
+  what beats "one thread per core" (benchmarks/profiling.py).
+* **Grow** (the consumer waits for the stage and its workers are busy): one more worker,
+  kept only if the stage's rate rises by :data:`GAIN`; otherwise undone, and the stage is
+  left alone for a while.
+* A trim that leaves the consumer waiting and the rate lower is undone.
+* Settings carry over to the stage's next iterator (each epoch of a ``repeat``).
+
+This adapts when the work changes mid-run (heavier elements use more cores: the consumer
+starts waiting, the stage grows). Each change is kept as a :class:`TuningDecision` with its
+reason (``PipelineIterator.statistics().tuning``, :func:`feedline.profile`'s report).
+The stages' buffers stay within the RAM budget as before (``prefetch`` grows only within
+``Options.autotune.ram_budget``).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import weakref
+from typing import Protocol
+
+from feedline.profiling.records import TuningDecision
+
+PERIOD = 0.25
+"""Seconds between two looks at the stages."""
+
+HEADROOM = 1.3
+"""Workers kept per core of measured work when trimming."""
+
+GAIN = 1.03
+"""A worker added is kept when the stage's rate rises at least this much."""
+
+WAITS_TO_GROW = 0.15
+"""Share of the consumer's ``next()`` calls that waited above which the stage grows."""
+
+PAUSE_TICKS = 12
+"""Looks without changing a stage after a change of it was undone."""
+
+TRIAL_TICKS = 2
+"""Looks after a change before it is judged (half a second: rates are noisy)."""
+
+BUSY_TO_GROW = 0.6
+"""Share of its workers' time a stage must be computing to get one more: idle workers
+mean its input, not its work, holds it back."""
+
+
+class TuningCounters:
+    """What a stage counts for the tuner, shared by its iterators (each epoch of a
+    ``repeat`` builds one) so that the tuner sees one stage whatever the epochs' length.
+
+    Attributes:
+        elements: Elements handed out.
+        calls: ``next()`` calls.
+        waits: Calls that had to wait for a result.
+        cpu_done: CPU seconds of worker threads that have ended.
+    """
+
+    __slots__ = ("elements", "calls", "waits", "cpu_done")
+
+    def __init__(self) -> None:
+        self.elements = self.calls = self.waits = 0
+        self.cpu_done = 0.0
+
+
+class TunableStage(Protocol):
+    """What a stage offers the tuner."""
+
+    name: str
+
+    def tuning_counters(self) -> tuple[int, int, int, float]:
+        """(elements handed out, ``next()`` calls, calls that waited, worker CPU seconds),
+        over every iterator of the stage so far."""
+
+    @property
+    def tuned_workers(self) -> int:
+        """Workers allowed to run at once now."""
+
+    @tuned_workers.setter
+    def tuned_workers(self, value: int) -> None: ...
+
+    @property
+    def max_workers(self) -> int:
+        """The most workers the stage may have (its ``AUTOTUNE`` parallelism)."""
+
+    @property
+    def tuning_done(self) -> bool:
+        """Whether the tuner should forget the stage (closed, or moved to processes)."""
+
+
+class _Control:
+    """The tuner's memory of one stage: kept across the stage's iterators (each epoch of a
+    ``repeat`` builds a new one), which start at the setting the last one had."""
+
+    def __init__(self, stage: TunableStage) -> None:
+        self.stage = weakref.ref(stage)
+        self.name = stage.name
+        self.last: tuple[float, int, int, int, float] | None = None
+        self.trial: tuple[str, int, float, int] | None = None  # kind, previous, rate, due
+        self.paused_until = 0
+        self.setting = stage.tuned_workers
+        self.counters = TuningCounters()
+
+
+class Tuner:
+    """Tunes the registered stages of one pipeline (see the module doc).
+
+    Args:
+        period: Seconds between two looks.
+
+    Example:
+        >>> import feedline as fl
+        >>> ds = fl.Dataset.range(2000).map(lambda x: x * 2, num_parallel_calls=fl.AUTOTUNE)
+        >>> with iter(ds) as it:
+        ...     total = sum(int(x) for x in it)
+        >>> total
+        3998000
+    """
+
+    def __init__(self, period: float = PERIOD) -> None:
+        self._period = period
+        self._controls: list[_Control] = []
+        self._known: dict[str, _Control] = {}  # by stage name: survives the stage's epochs
+        self._decisions: list[TuningDecision] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started = time.perf_counter()
+        self._ticks = 0
+
+    def register(self, stage: TunableStage) -> TuningCounters:
+        """Tune ``stage`` from now on (the tuner's thread starts with the first stage).
+
+        Returns:
+            The counters the stage keeps: shared with the stage's earlier iterators (a
+            stage of the same name in this pipeline: the previous epoch's), whose setting
+            the new one starts from.
+        """
+        with self._lock:
+            known = self._known.get(stage.name)
+            if known is not None:
+                # The same stage in a new epoch: carry on from where its tuning was.
+                stage.tuned_workers = known.setting
+                known.stage = weakref.ref(stage)
+                if known not in self._controls:
+                    self._controls.append(known)
+                control = known
+            else:
+                control = self._known[stage.name] = _Control(stage)
+                self._controls.append(control)
+            if self._stop.is_set():
+                return control.counters
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, daemon=True,
+                                                name="feedline-autotune")
+                self._thread.start()
+            return control.counters
+
+    def decisions(self) -> tuple[TuningDecision, ...]:
+        """Every change made so far, oldest first."""
+        with self._lock:
+            return tuple(self._decisions)
+
+    def stop(self) -> None:
+        """End the tuner's thread. Idempotent."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _loop(self) -> None:
+        # Ends with the pipeline (stop()), or once every stage it tuned is gone.
+        while not self._stop.wait(self._period):
+            self.tick()
+            with self._lock:
+                if not self._controls:
+                    self._thread = None
+                    return
+
+    def tick(self) -> None:
+        """Look at every stage once (the tuner's thread calls this every period)."""
+        self._ticks += 1
+        with self._lock:
+            controls = list(self._controls)
+        for control in controls:
+            stage = control.stage()
+            if stage is None or stage.tuning_done:
+                with self._lock:
+                    self._controls.remove(control)
+                continue
+            self._step(control, stage)
+
+    def _step(self, control: _Control, stage: TunableStage) -> None:
+        now = time.perf_counter()
+        elements, calls, waits, cpu = stage.tuning_counters()
+        last = control.last
+        control.last = (now, elements, calls, waits, cpu)
+        if last is None:
+            return
+        seconds = now - last[0]
+        calls_now, waits_now = calls - last[2], waits - last[3]
+        if calls_now <= 0 or seconds <= 0:
+            return  # the consumer is not reading: nothing to learn
+        rate = (elements - last[1]) / seconds
+        waited = waits_now / calls_now
+        cores = max(0.0, (cpu - last[4]) / seconds)
+        workers = stage.tuned_workers
+        trial = control.trial
+        if trial is not None:
+            kind, previous, rate_before, due = trial
+            if self._ticks < due:
+                return
+            control.trial = None
+            if kind == "grow" and rate < rate_before * GAIN:
+                self._set(stage, control, previous,
+                          f"one more worker did not help ({rate:,.0f} vs {rate_before:,.0f} "
+                          "elements/s)")
+                control.paused_until = self._ticks + PAUSE_TICKS
+            elif kind == "trim" and waited > WAITS_TO_GROW and rate < rate_before / GAIN:
+                self._set(stage, control, previous,
+                          f"fewer workers left its consumer waiting {waited:.0%} of calls and "
+                          f"the rate fell ({rate:,.0f} vs {rate_before:,.0f} elements/s)")
+                control.paused_until = self._ticks + PAUSE_TICKS
+            return
+        busy = cores / workers
+        needed = max(1, math.ceil(cores * HEADROOM))
+        if waited > WAITS_TO_GROW and busy > BUSY_TO_GROW and \
+                workers < stage.max_workers and self._ticks >= control.paused_until:
+            control.trial = ("grow", workers, rate, self._ticks + TRIAL_TICKS)
+            self._set(stage, control, workers + 1,
+                      f"its consumer waited for {waited:.0%} of calls while its {workers} "
+                      f"workers were {busy:.0%} busy")
+        elif needed < workers and self._ticks >= control.paused_until:
+            control.trial = ("trim", workers, rate, self._ticks + TRIAL_TICKS)
+            self._set(stage, control, needed,
+                      f"its work used {cores:.1f} cores at {rate:,.0f} elements/s: "
+                      f"{workers} workers were {busy:.0%} busy")
+
+    def _set(self, stage: TunableStage, control: _Control, workers: int, reason: str) -> None:
+        old = stage.tuned_workers
+        if workers == old:
+            return
+        stage.tuned_workers = workers
+        control.setting = workers
+        with self._lock:
+            self._decisions.append(TuningDecision(time.perf_counter() - self._started,
+                                                  control.name, "workers", old, workers,
+                                                  reason))

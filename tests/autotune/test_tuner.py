@@ -1,0 +1,200 @@
+"""The tuner: its rules on a stage whose counters the test sets, then on real pipelines."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import feedline as fl
+from feedline.autotune import tuner as tuner_module
+from feedline.autotune.tuner import PAUSE_TICKS, Tuner, TuningCounters
+from feedline.testing.threads import no_leaked_threads
+
+
+class FakeStage:
+    """A stage whose counters the test advances, as a map would over one period."""
+
+    def __init__(self, name: str = "map(f)", workers: int = 4) -> None:
+        self.name = name
+        self.max_workers = workers
+        self.tuned_workers = workers
+        self.tuning_done = False
+        self.counters: TuningCounters = TuningCounters()
+        self.cpu = 0.0
+
+    def tuning_counters(self) -> tuple[int, int, int, float]:
+        c = self.counters
+        return c.elements, c.calls, c.waits, c.cpu_done + self.cpu
+
+    def advance(self, elements: int, waits: int, cores: float, seconds: float = 1.0) -> None:
+        self.counters.elements += elements
+        self.counters.calls += elements
+        self.counters.waits += waits
+        self.cpu += cores * seconds
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The tuner's clock, advanced by the test one period (1 s) per tick."""
+    now = [100.0]
+    monkeypatch.setattr(tuner_module.time, "perf_counter", lambda: now[0])
+    return now
+
+
+def _tick(tuner: Tuner, clock: list[float], stage: FakeStage, elements: int, waits: int,
+          cores: float) -> None:
+    clock[0] += 1.0
+    stage.advance(elements, waits, cores)
+    tuner.tick()
+
+
+def _tuner_with(stage: FakeStage) -> Tuner:
+    tuner = Tuner(period=3600)  # its own thread never ticks: the test does
+    stage.counters = tuner.register(stage)
+    return tuner
+
+
+def test_idle_workers_are_trimmed_to_the_cores_the_work_uses(clock):
+    stage = FakeStage(workers=8)
+    tuner = _tuner_with(stage)
+    try:
+        _tick(tuner, clock, stage, 1000, 900, 1.0)  # first look: only remembered
+        assert stage.tuned_workers == 8
+        _tick(tuner, clock, stage, 1000, 900, 1.5)
+        assert stage.tuned_workers == 2  # ceil(1.5 cores * 1.3)
+        (decision,) = tuner.decisions()
+        assert (decision.stage, decision.setting, decision.old, decision.new) == \
+            ("map(f)", "workers", 8, 2)
+        assert "1.5 cores at 1,000 elements/s: 8 workers were 19% busy" in decision.reason
+    finally:
+        tuner.stop()
+
+
+def test_a_trim_that_starves_the_consumer_and_slows_the_stage_is_undone(clock):
+    stage = FakeStage(workers=4)
+    tuner = _tuner_with(stage)
+    try:
+        _tick(tuner, clock, stage, 1000, 100, 1.0)
+        _tick(tuner, clock, stage, 1000, 100, 1.0)
+        assert stage.tuned_workers == 2
+        _tick(tuner, clock, stage, 700, 600, 1.0)  # judged after TRIAL_TICKS looks
+        _tick(tuner, clock, stage, 700, 600, 1.0)
+        assert stage.tuned_workers == 4
+        assert "the rate fell (700 vs 1,000 elements/s)" in tuner.decisions()[-1].reason
+        for _ in range(PAUSE_TICKS - 1):  # left alone for a while, idle or not
+            _tick(tuner, clock, stage, 1000, 100, 1.0)
+        assert stage.tuned_workers == 4
+    finally:
+        tuner.stop()
+
+
+def test_busy_workers_with_a_waiting_consumer_grow_while_it_helps(clock):
+    stage = FakeStage(workers=4)
+    stage.tuned_workers = 2
+    tuner = _tuner_with(stage)
+    try:
+        _tick(tuner, clock, stage, 1000, 500, 1.9)
+        _tick(tuner, clock, stage, 1000, 500, 1.9)
+        assert stage.tuned_workers == 3
+        _tick(tuner, clock, stage, 1400, 500, 2.8)
+        _tick(tuner, clock, stage, 1400, 500, 2.8)  # judged: rate 1,400 > 1,000 * 1.03
+        assert stage.tuned_workers == 3
+        _tick(tuner, clock, stage, 1400, 500, 2.9)  # still waited on, busy: one more
+        assert stage.tuned_workers == 4
+        _tick(tuner, clock, stage, 1400, 500, 3.0)
+        _tick(tuner, clock, stage, 1400, 500, 3.0)  # no gain: back to 3, then a pause
+        assert stage.tuned_workers == 3
+        assert [(d.old, d.new) for d in tuner.decisions()] == [(2, 3), (3, 4), (4, 3)]
+        assert "one more worker did not help" in tuner.decisions()[-1].reason
+    finally:
+        tuner.stop()
+
+
+def test_a_consumer_that_stopped_reading_changes_nothing(clock):
+    stage = FakeStage(workers=4)
+    tuner = _tuner_with(stage)
+    try:
+        for _ in range(5):
+            _tick(tuner, clock, stage, 0, 0, 0.0)
+        assert stage.tuned_workers == 4 and tuner.decisions() == ()
+    finally:
+        tuner.stop()
+
+
+def test_the_next_epochs_iterator_starts_from_the_setting_and_shares_counters(clock):
+    first = FakeStage(workers=8)
+    tuner = _tuner_with(first)
+    try:
+        _tick(tuner, clock, first, 1000, 0, 1.0)
+        _tick(tuner, clock, first, 1000, 0, 1.0)
+        assert first.tuned_workers == 2
+        second = FakeStage(workers=8)
+        second.counters = tuner.register(second)
+        assert second.tuned_workers == 2 and second.counters is first.counters
+    finally:
+        tuner.stop()
+
+
+def _slow_source(count: int):
+    def slow(x):
+        time.sleep(0.0005)
+        return x
+    return fl.Dataset.range(count).map(slow)
+
+
+@pytest.mark.skipif(fl.Options().autotune_parallelism() < 2, reason="one worker: nothing to trim")
+def test_a_map_waiting_on_a_slow_input_is_trimmed_and_output_is_exact():
+    ds = _slow_source(3000).map(lambda x: x * 2, num_parallel_calls=fl.AUTOTUNE,
+                                name="double")
+    options = fl.Options(profiling=fl.ProfilingOptions(statistics=True),
+                         autotune=fl.AutotuneOptions(choose_executor=False))
+    with no_leaked_threads(timeout=10):
+        with iter(ds.with_options(options)) as it:
+            assert [int(x) for x in it] == [2 * i for i in range(3000)]
+            tuning = it.statistics().tuning
+    assert tuning, "the tuner changed nothing"
+    # Its workers wait on the input: one is enough.
+    assert tuning[0].stage == "double" and tuning[0].new == 1
+    assert tuning[0].old == fl.Options().autotune_parallelism()
+
+
+def test_tuning_off_keeps_every_worker():
+    ds = _slow_source(600).map(lambda x: x, num_parallel_calls=fl.AUTOTUNE)
+    options = fl.Options(profiling=fl.ProfilingOptions(statistics=True),
+                         autotune=fl.AutotuneOptions(tune=False, choose_executor=False))
+    with iter(ds.with_options(options)) as it:
+        assert len(list(it)) == 600
+        assert it.statistics().tuning == ()
+        assert it._ctx.tuner is None
+
+
+def test_checkpoints_do_not_depend_on_the_tuning():
+    ds = fl.Dataset.range(200).map(lambda x: x + 1, num_parallel_calls=fl.AUTOTUNE)
+    with iter(ds) as it:
+        it._root.tuned_workers = 1
+        head = [int(next(it)) for _ in range(50)]
+        state = it.state_dict()
+    with iter(ds.with_options(fl.Options(autotune=fl.AutotuneOptions(tune=False)))) as again:
+        again.load_state_dict(state)
+        assert head + [int(x) for x in again] == list(range(1, 201))
+
+
+def test_prefetch_stays_within_a_small_ram_budget_with_big_elements():
+    megabyte = 1 << 20
+
+    def big(i):
+        time.sleep(0.002)  # a slow producer: the consumer finds the buffer empty often
+        return np.full(megabyte, i % 251, np.uint8)
+
+    ds = fl.Dataset.range(60).map(big).prefetch(fl.AUTOTUNE)
+    options = fl.Options(autotune=fl.AutotuneOptions(ram_budget=3 * megabyte,
+                                                     processes=False))
+    capacities = []
+    with iter(ds.with_options(options)) as it:
+        for i, element in enumerate(it):
+            assert element[0] == i % 251
+            capacities.append(it._root.capacity)
+    assert max(capacities) * megabyte <= 3 * megabyte
+    assert max(capacities) == 3  # it did grow to the budget
