@@ -51,7 +51,7 @@ try:
     from feedline.profiling._probe import Probe as _CProbe
 except ImportError:  # not compiled: the Python probe below
     _CProbe = None
-    SAMPLE_EVERY, SLOW_NS = 16, 20_000
+    SAMPLE_EVERY, SLOW_NS = 64, 20_000
 
 MAX_SPANS_PER_STAGE = 20_000
 """Timed calls kept per stage for a trace: a few seconds of a busy stage, bounded memory."""
@@ -128,9 +128,11 @@ class PythonProbe:
     def _probe_counts(self) -> dict[str, Any]:
         calls, stops, errors, sampled, sampled_ns, _, first_ns, cpu_ns, first_cpu_ns, untimed = \
             self._probe_state
-        return {"calls": calls, "untimed": untimed, "stops": stops, "errors": errors, "sampled": sampled,
-                "sampled_ns": sampled_ns, "first_ns": first_ns, "sampled_cpu_ns": cpu_ns,
-                "first_cpu_ns": first_cpu_ns, "threads": tuple(self._probe_threads)}
+        # Every timed call reads the CPU clock here (cpu_sampled == sampled).
+        return {"calls": calls, "untimed": untimed, "stops": stops, "errors": errors,
+                "sampled": sampled, "sampled_ns": sampled_ns, "first_ns": first_ns,
+                "cpu_sampled": sampled, "sampled_cpu_ns": cpu_ns, "first_cpu_ns": first_cpu_ns,
+                "threads": tuple(self._probe_threads)}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.__dict__["_probe_inner"], name)
@@ -200,7 +202,7 @@ class _Stage:
         self.name = name
         self.operation = name
         self.probes: list[Any] = []
-        self.retired = {"calls": 0, "untimed": 0, "stops": 0, "errors": 0, "sampled": 0, "sampled_ns": 0,
+        self.retired = {"calls": 0, "untimed": 0, "stops": 0, "cpu_sampled": 0, "errors": 0, "sampled": 0, "sampled_ns": 0,
                         "first_ns": 0, "sampled_cpu_ns": 0, "first_cpu_ns": 0,
                         "estimated_ns": 0.0, "estimated_cpu_ns": 0.0}
         self.retired_threads: set[int] = set()
@@ -544,15 +546,15 @@ def _operation(node: Any, iterator: Any) -> str:
 def _accumulate(total: dict[str, Any], counts: dict[str, Any]) -> None:
     """Add one probe's counts to ``total``, with its estimated time in ``next()``: its first
     call as measured, the others at the sampled calls' mean (less the clock's own cost)."""
-    for key in ("calls", "untimed", "stops", "errors", "sampled", "sampled_ns", "first_ns",
+    for key in ("calls", "untimed", "stops", "errors", "sampled", "cpu_sampled", "sampled_ns", "first_ns",
                 "sampled_cpu_ns", "first_cpu_ns"):
         total[key] += counts[key]
-    for clock, first, sampled, cost in (("estimated_ns", "first_ns", "sampled_ns", _CLOCK_NS),
-                                        ("estimated_cpu_ns", "first_cpu_ns", "sampled_cpu_ns",
-                                         _CPU_CLOCK_NS)):
+    for clock, first, sampled, taken, cost in (
+            ("estimated_ns", "first_ns", "sampled_ns", "sampled", _CLOCK_NS),
+            ("estimated_cpu_ns", "first_cpu_ns", "sampled_cpu_ns", "cpu_sampled", _CPU_CLOCK_NS)):
         estimated = max(0.0, counts[first] - cost) if counts["calls"] else 0.0
-        if counts["sampled"]:
-            mean = max(0.0, counts[sampled] / counts["sampled"] - cost)
+        if counts[taken]:
+            mean = max(0.0, counts[sampled] / counts[taken] - cost)
             estimated += mean * (counts["calls"] - 1)
         total[clock] += estimated
 
@@ -569,9 +571,8 @@ def _clock_cost_ns() -> tuple[float, float]:
         pass
     # Builtin range's next costs a few ns: the sampled mean is the clock's own cost.
     counts = probe._probe_counts()
-    sampled = max(1, counts["sampled"])
-    return (min(counts["sampled_ns"] / sampled, 1000.0),
-            min(counts["sampled_cpu_ns"] / sampled, 1000.0))
+    return (min(counts["sampled_ns"] / max(1, counts["sampled"]), 1000.0),
+            min(counts["sampled_cpu_ns"] / max(1, counts["cpu_sampled"]), 1000.0))
 
 
 _CLOCK_NS = _CPU_CLOCK_NS = 0.0
