@@ -1,0 +1,228 @@
+"""Issue 12: what statistics cost, and how AUTOTUNE compares with the best fixed settings.
+
+``python -m benchmarks.profiling [--records 40000] [--rounds 5] [--write]``
+
+1. **Statistics overhead**: the chess pipeline (TFRecord files, shuffle buffer, batch 512,
+   vectorized parse on a parallel map, prefetch) and a per-element pipeline (a shuffle, a
+   Python ``map`` and ``filter`` per element, batch: the worst case, about 1 us of work per
+   element through three probed stages), each read whole with statistics off, on, and on
+   with a trace. Runs
+   alternate (off, on, trace, off, …) so that load on a shared machine hits all three
+   alike; the figure is the median of ``--rounds``. Goal: on costs <= 2%.
+2. **AUTOTUNE versus a sweep** of fixed settings on the chess and images pipelines
+   (``num_parallel_calls`` 1 … cores + 2 times ``prefetch`` 1, 2, 4): examples/s of each, the
+   best fixed one, and AUTOTUNE's share of it. Goal: >= 95%.
+3. **Convergence**: AUTOTUNE's chess throughput in 0.25 s windows over a longer run (the
+   data repeated): the time until a window first reaches 95% of the run's median rate.
+   Goal: within 3 s.
+
+``--write`` puts the tables in ``benchmarks/RESULTS-profiling.md``. Only feedline runs: the
+peers have no statistics to switch on (tf.data's autotuner is compared in ``./dev bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics as stats_module
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks import common, data
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS-profiling.md"
+SEED = 1234
+
+
+def _options(mode: str, **autotune: Any) -> Any:
+    import feedline as fl
+
+    # Threads only: AUTOTUNE's whole-pipeline move to processes would change what runs
+    # between rounds on 2 cores (its trial decides either way).
+    profiling = {"off": fl.ProfilingOptions(),
+                 "on": fl.ProfilingOptions(statistics=True),
+                 "trace": fl.ProfilingOptions(statistics=True, trace=True)}[mode]
+    return fl.Options(profiling=profiling,
+                      autotune=fl.AutotuneOptions(processes=False, **autotune))
+
+
+def chess(files: list[str], parallel: int | None = None, buffer: int | None = None) -> Any:
+    import feedline as fl
+
+    features = {"d": fl.FixedLenFeature([], "bytes"), "s": fl.FixedLenFeature([], "int64")}
+
+    def parse_batch(serialized: np.ndarray) -> dict[str, np.ndarray]:
+        parsed = fl.parse_example(serialized, features)
+        d = np.frombuffer(b"".join(parsed["d"]), dtype=np.uint8).reshape(len(serialized), -1)
+        return common.chess_transform(d, parsed["s"])
+
+    return (fl.TFRecordDataset(files).shuffle(common.CHESS_SHUFFLE_BUFFER, seed=SEED)
+            .batch(common.CHESS_BATCH)
+            .map(parse_batch, num_parallel_calls=parallel or fl.AUTOTUNE)
+            .prefetch(buffer or fl.AUTOTUNE))
+
+
+def per_element(count: int) -> Any:
+    """Python work per element, ~1 us: the worst case for a probe per stage per element
+    (``from_tensor_slices``, not ``range``: a range pipeline would be vectorized)."""
+    import feedline as fl
+
+    return (fl.Dataset.from_tensor_slices(np.arange(count)).shuffle(1000, seed=SEED)
+            .map(lambda x: x + 1).filter(lambda x: x % 2 == 0).batch(common.OVERHEAD_BATCH))
+
+
+def images(meta: dict[str, Any], parallel: int | None = None, buffer: int | None = None) -> Any:
+    import feedline as fl
+
+    params = common.image_params(meta)
+    decoder = meta["decoder"]
+
+    def augment(path: Any, dy: Any, dx: Any, flip: Any) -> np.ndarray:
+        path = path if isinstance(path, bytes) else str(path)
+        return common.load_and_augment(path, dy, dx, flip, decoder)
+
+    ds = fl.Dataset.from_tensor_slices(
+        (np.array(meta["files"]), params[:, 0], params[:, 1], params[:, 2]))
+    return (ds.map(augment, num_parallel_calls=parallel or fl.AUTOTUNE)
+            .batch(common.IMAGE_BATCH).prefetch(buffer or fl.AUTOTUNE))
+
+
+def _rows(element: Any) -> int:
+    if isinstance(element, dict):
+        return len(next(iter(element.values())))
+    return len(element)
+
+
+def rate(dataset: Any) -> float:
+    """Rows per second of one whole pass."""
+    count = 0
+    started = time.perf_counter()
+    with iter(dataset) as iterator:
+        for element in iterator:
+            count += _rows(element)
+    return count / (time.perf_counter() - started)
+
+
+def overhead_table(make: Callable[[], Any], rounds: int) -> dict[str, float]:
+    rate(make().with_options(_options("off")))  # warm: page cache, imports
+    results: dict[str, list[float]] = {"off": [], "on": [], "trace": []}
+    for _ in range(rounds):
+        for mode in results:
+            results[mode].append(rate(make().with_options(_options(mode))))
+    return {mode: stats_module.median(values) for mode, values in results.items()}
+
+
+def sweep(make: Callable[[int | None, int | None], Any], rounds: int, cores: int
+          ) -> dict[str, float]:
+    results: dict[str, list[float]] = {}
+    settings: list[tuple[str, int | None, int | None]] = [("AUTOTUNE", None, None)]
+    for parallel in range(1, cores + 3):
+        for buffer in (1, 2, 4):
+            settings.append((f"map {parallel}, prefetch {buffer}", parallel, buffer))
+    rate(make(None, None).with_options(_options("off")))  # warm
+    for _ in range(rounds):
+        for label, parallel, buffer in settings:
+            results.setdefault(label, []).append(
+                rate(make(parallel, buffer).with_options(_options("off"))))
+    return {label: stats_module.median(values) for label, values in results.items()}
+
+
+def convergence(files: list[str], seconds: float, window: float = 0.25) -> dict[str, Any]:
+    ds = chess(files).repeat().with_options(_options("off"))
+    edges: list[tuple[float, int]] = []
+    count = 0
+    started = time.perf_counter()
+    next_edge = started + window
+    with iter(ds) as iterator:
+        for element in iterator:
+            count += _rows(element)
+            now = time.perf_counter()
+            if now >= next_edge:
+                edges.append((now - started, count))
+                next_edge = now + window
+            if now - started >= seconds:
+                break
+    rates = []
+    previous_t, previous_n = 0.0, 0
+    for t, n in edges:
+        rates.append(((previous_t + t) / 2, (n - previous_n) / (t - previous_t)))
+        previous_t, previous_n = t, n
+    steady = stats_module.median(r for _, r in rates)
+    reached = next((t for t, r in rates if r >= 0.95 * steady), None)
+    return {"steady": steady, "reached_s": reached, "windows": len(rates)}
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [f"`{result['command']}` on {result['machine']}, {result['date']}.", ""]
+    lines += ["## Statistics overhead", "",
+              "| pipeline | off (rows/s) | on | on / off | trace | trace / off |",
+              "|---|---|---|---|---|---|"]
+    for name, row in result["overhead"].items():
+        lines.append(f"| {name} | {row['off']:,.0f} | {row['on']:,.0f} | "
+                     f"**{row['on'] / row['off']:.3f}** | {row['trace']:,.0f} | "
+                     f"{row['trace'] / row['off']:.3f} |")
+    lines += ["", "Goal: statistics on cost <= 2% (on / off >= 0.98); off costs one "
+              "attribute test per stage iterator built, none per element.", ""]
+    for name, table in result["sweep"].items():
+        best_label = max((k for k in table if k != "AUTOTUNE"), key=lambda k: table[k])
+        share = table["AUTOTUNE"] / table[best_label]
+        lines += [f"## AUTOTUNE versus fixed settings: {name}", "",
+                  f"AUTOTUNE {table['AUTOTUNE']:,.0f} rows/s; best fixed ({best_label}) "
+                  f"{table[best_label]:,.0f}: **{share:.1%}** of it (goal >= 95%).", "",
+                  "| setting | rows/s |", "|---|---|"]
+        for label, value in table.items():
+            lines.append(f"| {label} | {value:,.0f} |")
+        lines.append("")
+    conv = result["convergence"]
+    reached = conv["reached_s"]
+    lines += ["## Convergence (chess, AUTOTUNE)", "",
+              f"Median rate over {conv['windows']} windows of 0.25 s: {conv['steady']:,.0f} "
+              f"rows/s; first window at >= 95% of it: "
+              f"{'never' if reached is None else f'{reached:.2f} s'} (goal: within 3 s).", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=40_000)
+    parser.add_argument("--images", type=int, default=200)
+    parser.add_argument("--elements", type=int, default=1_000_000,
+                        help="elements of the per-element pipeline")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--converge-seconds", type=float, default=8.0)
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args(argv)
+    cores = len(os.sched_getaffinity(0))
+    files = data.chess(args.records, 8, SEED)["files"]
+    image_meta = {**data.images(args.images, SEED), "decoder": data.available_decoder()}
+    result: dict[str, Any] = {
+        "command": "python -m benchmarks.profiling " + " ".join(argv or []),
+        "machine": f"{platform.machine()}, {cores} CPUs",
+        "date": time.strftime("%Y-%m-%d"),
+        "overhead": {
+            "chess (shuffle, batch, parallel parse, prefetch)":
+                overhead_table(lambda: chess(files), args.rounds),
+            "per element (shuffle, map, filter, batch)":
+                overhead_table(lambda: per_element(args.elements), args.rounds),
+        },
+        "sweep": {
+            "chess": sweep(lambda p, b: chess(files, p, b), max(1, args.rounds // 2), cores),
+            "images": sweep(lambda p, b: images(image_meta, p, b), max(1, args.rounds // 2),
+                            cores),
+        },
+        "convergence": convergence(files, args.converge_seconds),
+    }
+    text = markdown(result)
+    print(text)
+    if args.write:
+        RESULTS.write_text("# Statistics overhead and AUTOTUNE (issue 12)\n\n" + text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
