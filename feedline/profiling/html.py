@@ -6,6 +6,7 @@
   (with the share of its time it waited in ``next()``), the cores, the report's notes;
 * the bottleneck: its name, its share of the critical path, the speed-up without it;
 * the advice: what to change, the rewrite as code, the predicted and the verified speed-up;
+* what AUTOTUNE changed while the pipeline ran, and why;
 * charts drawn here as inline SVG: self time per stage (horizontal bars, the bottleneck in
   its own colour), throughput over time (from the timeline's element counts) and the
   occupancy of every buffer over time;
@@ -90,6 +91,7 @@ def render_html(report: ProfileReport) -> str:
         _section("summary", "Summary", _summary(report)),
         _section("bottleneck", "Bottleneck", _bottleneck(report)),
         _section("advice", "Advice", _advice(report)),
+        _section("tuning", "AUTOTUNE decisions", _tuning(report)),
         _section("self-time", "Self time per stage", _self_time_chart(report)),
         _section("throughput", "Throughput over time", _throughput_chart(report)),
         _section("buffers", "Buffer occupancy over time", _buffer_chart(report)),
@@ -189,6 +191,17 @@ def _advice(report: ProfileReport) -> str:
     return ("<table>\n<tr><th>#</th><th>advice</th><th>rewrite</th>"
             "<th>predicted speed-up</th><th>verified speed-up</th></tr>\n"
             + "\n".join(rows) + "\n</table>")
+
+
+def _tuning(report: ProfileReport) -> str:
+    decisions = report.statistics.tuning
+    if not decisions:
+        return _empty("AUTOTUNE changed no setting while the pipeline was measured.")
+    rows = [f'<tr><td class="number">{d.seconds:.2f}</td><td>{_e(d.stage)}</td>'
+            f'<td>{_e(d.setting)}</td><td class="number">{d.old} → {d.new}</td>'
+            f"<td>{_e(d.reason)}</td></tr>" for d in decisions]
+    return ("<table>\n<tr><th>seconds</th><th>stage</th><th>setting</th><th>change</th>"
+            "<th>reason</th></tr>\n" + "\n".join(rows) + "\n</table>")
 
 
 def _stage_table(report: ProfileReport) -> str:

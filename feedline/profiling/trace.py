@@ -8,7 +8,8 @@ Chrome's trace-event format (its JSON object form):
 * ``"M"`` (metadata) events naming each process (``"feedline pipeline"`` for the one the
   consumer reads from, ``"worker N"`` for worker processes) and each thread;
 * ``"C"`` (counter) events from the timeline: the elements handed out so far, and each
-  buffered stage's fill share.
+  buffered stage's fill share;
+* ``"i"`` (instant) events marking each setting AUTOTUNE changed, with its reason.
 
 Spans only exist when profiling was asked to trace; without them the trace still shows the
 counters.
@@ -104,6 +105,17 @@ def chrome_trace(statistics: PipelineStatistics) -> dict[str, Any]:
         for stage_id, share in sorted((int(k), v) for k, v in point.buffers.items()):
             timed.append(_counter(_buffer_counter_name(stages, stage_id), ts, main_pid,
                                   {"filled": share}))
+    for decision in statistics.tuning:
+        timed.append({
+            "name": f"AUTOTUNE {decision.setting} of {decision.stage}: "
+                    f"{decision.old} -> {decision.new}",
+            "ph": "i",
+            "s": "p",  # a mark across the pipeline's process, not one thread
+            "ts": _microseconds(decision.seconds),
+            "pid": main_pid,
+            "args": {"stage": decision.stage, "setting": decision.setting,
+                     "old": decision.old, "new": decision.new, "reason": decision.reason},
+        })
     # Longer spans first among equal starts, so a parent precedes the children it encloses;
     # the sort is stable, so counters of one sample keep their order (elements, then buffers).
     timed.sort(key=lambda e: (e["ts"], e["ph"] != "X", -e.get("dur", 0.0), e["pid"],

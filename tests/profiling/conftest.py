@@ -23,6 +23,7 @@ from feedline.profiling.records import (
     Span,
     StageStatistics,
     TimelinePoint,
+    TuningDecision,
 )
 
 BATCHES = 312
@@ -83,6 +84,10 @@ def sample_statistics() -> PipelineStatistics:
             Span(stage=0, start=0.0001, duration=0.0042, thread="MainThread", process=1000),
             Span(stage=3, start=0.0002, duration=0.0011, thread="feedline-map-0",
                  process=1000),
+        ),
+        tuning=(
+            TuningDecision(seconds=0.75, stage="map(decode_jpeg)", setting="workers", old=4,
+                           new=3, reason="4 workers used 1.6 cores of 2: one fewer keeps up"),
         ),
     )
 

@@ -68,6 +68,16 @@ def test_the_summary_bottleneck_and_advice(report):
     ]
 
 
+def test_the_autotune_decisions(report):
+    page = render_html(report)
+    assert ('<tr><td class="number">0.75</td><td>map(decode_jpeg)</td><td>workers</td>'
+            '<td class="number">4 → 3</td><td>4 workers used 1.6 cores of 2: one fewer keeps '
+            "up</td></tr>") in page
+    quiet = dataclasses.replace(report.statistics, tuning=())
+    assert ("AUTOTUNE changed no setting while the pipeline was measured."
+            in render_html(dataclasses.replace(report, statistics=quiet)))
+
+
 def test_the_stage_table_has_every_field(report):
     page = render_html(report)
     table = page[page.index('<section id="stages">'):]
@@ -150,16 +160,21 @@ def test_every_user_string_is_escaped(report):
         advice=(dataclasses.replace(report.advice[0], message=f"parallelize {EVIL}",
                                     rewrite=f"{EVIL}.with_options(<o>)"),),
         notes=("<i>note</i> & more",))
+    evil = dataclasses.replace(evil, statistics=dataclasses.replace(
+        evil.statistics, tuning=(dataclasses.replace(
+            report.statistics.tuning[0], stage=EVIL, setting="<u>", reason="<s>why</s>"),)))
     page = render_html(evil)
     assert "<script" not in page and "<b>" not in page and "<i>" not in page
     escaped = "map(&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;)"
-    # The bottleneck, the advice (message, rewrite), the bar's label, title and tooltip, the
-    # buffer-free stage table row.
-    assert page.count(escaped) == 7
+    # The bottleneck, the advice (message, rewrite), the AUTOTUNE decision, the bar's label,
+    # title and tooltip, the buffer-free stage table row.
+    assert page.count(escaped) == 8
     assert f"<strong>{escaped}</strong>" in page
     assert f"<code>{escaped}.with_options(&lt;o&gt;)</code>" in page
     assert "<li>&lt;i&gt;note&lt;/i&gt; &amp; more</li>" in page
     assert "<td>&lt;b&gt;x&lt;/b&gt;</td>" in page
+    assert "<td>&lt;u&gt;</td>" in page and "<td>&lt;s&gt;why&lt;/s&gt;</td>" in page
+    assert "<u>" not in page and "<s>" not in page
 
 
 def test_nothing_is_fetched(report):

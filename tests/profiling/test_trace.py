@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from feedline.profiling.records import (
@@ -10,6 +11,7 @@ from feedline.profiling.records import (
     Span,
     StageStatistics,
     TimelinePoint,
+    TuningDecision,
 )
 from feedline.profiling.trace import FALLBACK_PID, chrome_trace, write_chrome_trace
 
@@ -143,6 +145,20 @@ def test_a_span_of_an_unknown_stage_and_buffers_keyed_by_strings():
         "elements handed out", "buffer 1: map(parse)"]
 
 
+def test_autotune_decisions_are_instant_events_of_the_pipeline_process():
+    decision = TuningDecision(seconds=0.011, stage="map(parse)", setting="workers", old=4,
+                              new=2, reason="idle workers")
+    statistics = dataclasses.replace(_statistics(SPANS), tuning=(decision,))
+    events = chrome_trace(statistics)["traceEvents"]
+    marks = [(i, e) for i, e in enumerate(events) if e["ph"] == "i"]
+    assert marks == [(18, {
+        "name": "AUTOTUNE workers of map(parse): 4 -> 2", "ph": "i", "s": "p", "ts": 11000.0,
+        "pid": MAIN, "args": {"stage": "map(parse)", "setting": "workers", "old": 4, "new": 2,
+                              "reason": "idle workers"}})]
+    # Between the span starting at 10.5 ms and the one at 12 ms.
+    assert events[17]["ts"] == 10500.0 and events[19]["ts"] == 12000.0
+
+
 def test_the_file_is_valid_json_and_holds_the_trace(tmp_path):
     statistics = _statistics(SPANS, TIMELINE)
     path = write_chrome_trace(statistics, tmp_path / "traces" / "run.json")
@@ -155,3 +171,4 @@ def test_the_sample_report_exports(report):
     assert [e["args"]["name"] for e in events if e["name"] == "thread_name"] == [
         "MainThread", "feedline-map-0"]
     assert sum(e["ph"] == "C" for e in events) == 41 * 3
+    assert [e["ts"] for e in events if e["ph"] == "i"] == [750000.0]
