@@ -8,6 +8,10 @@ each element as its leaves only, one after the other:
 ``A``  the same, with padding (a length byte, then zeros) before the bytes, so that they
        start :data:`ALIGN` bytes into the element: large arrays, so that reading can hand
        them out as aligned views
+``T``  like ``A``, for a large array whose memory is C-ordered after an axis permutation
+       (a transposed or channels-first array): after the shape, the permutation (a byte
+       per axis), and the bytes as they lie in memory; read back with the same strides,
+       and never copied into C order on either side
 ``o``  an object array of ``bytes``: shape, the lengths, the bytes
 ``b``  ``bytes``; ``s`` a ``str`` (UTF-8)
 
@@ -93,10 +97,11 @@ def element_parts(element: Any) -> tuple[list[Any], int]:
     """``element`` encoded as a list of buffers, and their total size.
 
     Leaf headers and small leaves are gathered into ``bytearray`` parts; the data of large
-    arrays (:data:`REFERENCE_BYTES` or more) are byte views of the arrays themselves, or
-    the arrays when they are not C-contiguous (:func:`byte_view` gives their bytes, in C
-    order): encoding copies nothing big, and the writer compresses or writes the views
-    directly, on its threads. The element's arrays must not change while the parts are in
+    arrays (:data:`REFERENCE_BYTES` or more) are byte views of the arrays themselves, in
+    the order their memory lies (a transposed array is written as it is, leaf kind ``T``),
+    or, for arrays strided in no such order, the arrays (:func:`byte_view` copies them into
+    C order on the writer's threads): encoding copies nothing big, and the writer
+    compresses or writes the views directly, on its threads. The element's arrays must not change while the parts are in
     use. Arrays of :data:`ALIGN_BYTES` or more start at a multiple of :data:`ALIGN` within
     the element.
 
@@ -127,12 +132,16 @@ def element_parts(element: Any) -> tuple[list[Any], int]:
                 raise TypeError(f"cannot save a leaf of dtype {array.dtype}")
             dtype = array.dtype.str.encode()
             aligned = array.nbytes >= ALIGN_BYTES
-            out += b"A" if aligned else b"a"
+            order = _memory_order(array) if array.nbytes >= REFERENCE_BYTES else None
+            out += b"T" if order is not None else b"A" if aligned else b"a"
             out += bytes([len(dtype)])
             out += dtype
             out += bytes([array.ndim])
             for size in array.shape:
                 out += _U64.pack(size)
+            if order is not None:
+                out += bytes(order)
+                array = array.transpose(order)  # C-contiguous: its memory, as it lies
             if aligned:
                 pad = -(done + len(out) + 1) % ALIGN
                 out += bytes([pad])
@@ -141,8 +150,8 @@ def element_parts(element: Any) -> tuple[list[Any], int]:
                 continue
             if array.nbytes >= REFERENCE_BYTES:
                 parts.append(out)
-                # As it is: one not C-contiguous is copied by whoever writes it (a
-                # writer's thread, with the GIL released), not here.
+                # As it is: a strided one is copied by whoever writes it (a writer's
+                # thread, with the GIL released), not here.
                 parts.append(array if not array.flags.c_contiguous else byte_view(array))
                 done += len(out) + array.nbytes
                 out = bytearray()
@@ -154,9 +163,19 @@ def element_parts(element: Any) -> tuple[list[Any], int]:
                       for part in parts)
 
 
+def _memory_order(array: np.ndarray) -> tuple[int, ...] | None:
+    """The axis permutation after which ``array`` is C-contiguous, if it is not already
+    but one exists (``None`` otherwise: C-ordered, or truly strided)."""
+    if array.flags.c_contiguous or array.ndim < 2 or min(array.strides) < 0:
+        return None
+    order = tuple(int(i) for i in np.argsort([-s for s in array.strides], kind="stable"))
+    return order if array.transpose(order).flags.c_contiguous else None
+
+
 def byte_view(part: Any) -> Any:
     """The bytes of a part :func:`element_parts` gave: itself, or an array's data in C order
-    as a byte memoryview (copied only when the array is not C-contiguous).
+    as a byte memoryview (copied only when the array is not C-contiguous: a strided array
+    no axis permutation makes C-contiguous).
 
     Example:
         >>> bytes(byte_view(np.array([[1, 2], [3, 4]], np.uint8).T))
@@ -230,14 +249,20 @@ def decode_leaves(data: Any, at: int, count: int, where: str,
         for _ in range(count):
             kind = view[at]
             at += 1
-            if kind == 97 or kind == 65:  # b"a", b"A" (padded)
+            if kind in (97, 65, 84):  # b"a", b"A" (padded), b"T" (permuted, padded)
                 size = view[at]
                 dtype = _dtype(bytes(view[at + 1:at + 1 + size]))
                 at += 1 + size
                 ndim = view[at]
                 shape = struct.unpack_from(f"<{ndim}Q", view, at + 1)
                 at += 1 + 8 * ndim
-                if kind == 65:
+                order = None
+                if kind == 84:
+                    order = tuple(view[at:at + ndim])
+                    if sorted(order) != list(range(ndim)):
+                        raise ValueError(f"bad axis permutation {order}")
+                    at += ndim
+                if kind != 97:
                     at += 1 + view[at]
                 nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                 if at + nbytes > end:
@@ -246,9 +271,14 @@ def decode_leaves(data: Any, at: int, count: int, where: str,
                     array = np.zeros(shape, dtype=dtype)
                 else:
                     array = np.frombuffer(view, dtype=dtype, count=nbytes // dtype.itemsize,
-                                          offset=at).reshape(shape)
+                                          offset=at)
+                    if order is None:
+                        array = array.reshape(shape)
+                    else:  # the memory as written, seen with the array's own axes
+                        array = array.reshape([shape[i] for i in order]).transpose(
+                            np.argsort(order))
                     if copy or not array.flags.aligned:
-                        array = array.copy()
+                        array = array.copy(order="K")  # the same layout
                 leaves.append(array[()] if ndim == 0 else array)
                 at += nbytes
             elif kind == 111:  # b"o"

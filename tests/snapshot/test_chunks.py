@@ -123,16 +123,40 @@ def test_element_parts_reference_large_arrays_and_copy_small_ones():
     assert bytes(encoded) == b"".join(bytes(p) for p in parts)
 
 
-def test_large_arrays_not_in_c_order_are_copied_by_the_writer_not_the_caller(tmp_path):
-    transposed = np.arange(300 * 400, dtype=np.float32).reshape(300, 400).T
-    parts, size = element_parts((transposed, b"t"))
-    assert any(part is transposed for part in parts)  # as it is: no copy on this thread
+def test_transposed_arrays_are_written_and_read_as_they_lie_in_memory(tmp_path):
+    # The chess batches' boards are like this: channels outermost in memory.
+    board = np.arange(24 * 40 * 8 * 8, dtype=np.float32).reshape(24, 40, 8, 8)
+    board = board.transpose(1, 2, 3, 0)
+    assert not board.flags.c_contiguous
+    parts, _ = element_parts((board, b"t"))
+    [view] = [p for p in parts if isinstance(p, memoryview)]
+    assert np.shares_memory(np.frombuffer(view, np.uint8), board)  # no copy
+    for compression in ("NONE", "ZSTD"):
+        path = write_chunk(tmp_path, [(board, b"t")], compression)
+        [(got, tag)] = list(read_chunk(path)[1])
+        assert tag == b"t" and np.array_equal(got, board)
+        assert got.strides == board.strides and not got.flags.owndata  # same layout, a view
+
+
+def test_strided_arrays_are_copied_by_the_writer_not_the_caller(tmp_path):
+    strided = np.arange(300 * 800, dtype=np.float32).reshape(300, 800)[:, ::2]
+    parts, size = element_parts((strided, b"s"))
+    assert any(part is strided for part in parts)  # as it is: no copy on this thread
     assert size == sum(len(byte_view(p)) if not isinstance(p, np.ndarray) else p.nbytes
                        for p in parts)
     for compression in ("NONE", "ZSTD"):
-        path = write_chunk(tmp_path, [(transposed, b"t")], compression)
+        path = write_chunk(tmp_path, [(strided, b"s")], compression)
         [(got, tag)] = list(read_chunk(path)[1])
-        assert tag == b"t" and got.flags.c_contiguous and np.array_equal(got, transposed)
+        assert tag == b"s" and got.flags.c_contiguous and np.array_equal(got, strided)
+
+
+def test_small_elements_keep_the_layout_of_transposed_arrays_when_copied(tmp_path):
+    big_t = np.arange(200 * 100, dtype=np.int32).reshape(200, 100).T  # 80 KB, permuted
+    elements = [(big_t + i, b"%d" % i) for i in range(20)]  # 20 a frame: copied when read
+    path = write_chunk(tmp_path, elements, "NONE")
+    got = list(read_chunk(path)[1])
+    assert_elements_equal(got, elements)
+    assert all(g[0].flags.owndata and g[0].strides == big_t.strides for g in got)
 
 
 @pytest.mark.parametrize("array", [
