@@ -101,9 +101,9 @@ def element_parts(element: Any) -> tuple[list[Any], int]:
     the order their memory lies (a transposed array is written as it is, leaf kind ``T``),
     or, for arrays strided in no such order, the arrays (:func:`byte_view` copies them into
     C order on the writer's threads): encoding copies nothing big, and the writer
-    compresses or writes the views directly, on its threads. The element's arrays must not change while the parts are in
-    use. Arrays of :data:`ALIGN_BYTES` or more start at a multiple of :data:`ALIGN` within
-    the element.
+    compresses or writes the views directly, on its threads. The element's arrays must not
+    change while the parts are in use. Arrays of :data:`ALIGN_BYTES` or more start at a
+    multiple of :data:`ALIGN` within the element.
 
     Example:
         >>> parts, size = element_parts((np.zeros(100_000, np.uint8), b"hi"))

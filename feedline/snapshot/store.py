@@ -15,8 +15,8 @@ compressing on the writer's threads as soon as it is full -- zstd releases the G
 compression runs on every core while the pipeline produces the next elements. A crash at
 any moment leaves the committed rounds intact: the next writer of the same store deletes
 chunk files no round committed, loads the input state of the last committed round and goes
-on from there -- nothing is recomputed before it and nothing is lost. Memory stays bounded by the rounds in flight (three at
-most by default), whatever the dataset's size.
+on from there -- nothing is recomputed before it and nothing is lost. Memory stays bounded
+by the rounds in flight (three at most by default), whatever the dataset's size.
 """
 
 from __future__ import annotations
