@@ -11,12 +11,13 @@ A chunk file (format 2) is::
 
 A *frame* holds consecutive elements (:mod:`feedline.snapshot.codec`), compressed on its
 own. An element of :data:`OWN_FRAME_BYTES` or more has a frame to itself, and reading hands
-out its arrays as views into that frame's buffer (a ``bytearray``, so they are writable):
-nothing is copied after the read (uncompressed) or the decompression, and an element keeps
-alive no memory but its own. Smaller elements share frames of about :data:`FRAME_BYTES`
-and are copied out when read, so that a few of them held (say in a shuffle buffer) never pin
-a whole frame. Frames compress and decompress independently, on several threads at once
-(zstd, lz4 and the CRC release the GIL).
+out its arrays as views, never copies (writable, aligned): into the chunk file, mapped
+copy-on-write, when it is uncompressed (the page cache itself; the map lives as long as any
+view into it), or into the frame's own decompressed buffer (an element then keeps alive no
+memory but its own). Smaller elements share frames of about :data:`FRAME_BYTES` and are
+copied out when read, so that a few of them held (say in a shuffle buffer) never pin a
+frame. Frames compress and decompress independently, on several threads at once (zstd and
+lz4 release the GIL; the CRC32C runs at tens of GB/s).
 
 A chunk is written to a temporary name in its folder and renamed into place, so a chunk that
 exists is complete (a crash leaves at most a temporary file, never a partial chunk); every
@@ -419,7 +420,7 @@ def load_chunk(path: str) -> tuple[dict[str, Any], list[Frame]]:
     them safe; do not overwrite a snapshot's files in place while it is being read.
     Remote files (fsspec) are read in one call.
 
-    The heavy part (the CRCs, decompression, faulting pages in) releases the GIL or is
+    The heavy part (decompression, faulting pages in) releases the GIL, and the CRCs are
     short: readers run it on threads, chunks ahead of the one being handed out.
 
     Raises:

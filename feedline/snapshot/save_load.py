@@ -198,8 +198,8 @@ class StoreShardDataset(Dataset):
 
 
 class StoreShardIterator(DatasetIterator):
-    """Reads a shard's chunks in order, :data:`READ_AHEAD` chunks ahead on threads (mapping,
-    checking and decompressing release the GIL); the state is ``{chunk, element}``.
+    """Reads a shard's chunks in order, :data:`READ_AHEAD` chunks ahead on threads (mapping
+    and decompressing release the GIL); the state is ``{chunk, element}``.
 
     Large elements come out as views into their chunk's memory (see
     :mod:`feedline.snapshot.chunks`): reading an uncompressed snapshot copies nothing.
