@@ -424,12 +424,12 @@ class PipelineIterator:
         root = getattr(self, "_root", None)
         if root is not None:
             self._ctx.closing = True
+            if self._collector is not None:
+                self._collector.stop()  # its last sample reads the stages still open
             try:
                 root.close()
             finally:
                 self._ctx.close_kept()
-                if self._collector is not None:
-                    self._collector.stop()
 
     def __enter__(self) -> Self:
         return self

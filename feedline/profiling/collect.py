@@ -214,6 +214,7 @@ class _Stage:
         self.parallelism = 1
         self.executor = "inline"
         self.worker_cpu: dict[int, float] = {}  # thread ident: CPU seconds at last sample
+        self.busy: dict[int, float] = {}  # id(iterator): its tasks' seconds at last sample
         self.worker_idents: set[int] = set()
         self.lock = threading.Lock()
         self.node: Any = None  # the dataset node (the first built), for rewrites
@@ -371,6 +372,10 @@ class Collector:
         for stage in list(self._stages):
             iterators = stage.live_iterators()
             self._sample_bytes(stage)
+            for iterator in iterators:
+                busy = getattr(iterator, "busy_seconds", None)
+                if isinstance(busy, float):
+                    stage.busy[id(iterator)] = busy
             windows = [w for it in iterators for w in _read_aheads(it)]
             if not windows:
                 continue
@@ -409,13 +414,15 @@ class Collector:
 
     # ------------------------------------------------------------------ results
     def stop(self) -> None:
-        """End the sampler thread (after one last sample). Idempotent."""
+        """End the sampler thread, after one last sample (call it before the pipeline's
+        iterators close: the sample reads them). Idempotent."""
         if self._stop.is_set():
             return
         self._stop.set()
         sampler = self._sampler
         if sampler is not None and sampler is not threading.current_thread():
             sampler.join()
+        self.sample()
         self._ended_at = time.perf_counter()
 
     def statistics(self) -> PipelineStatistics:
@@ -443,6 +450,10 @@ class Collector:
             if asynchronous:
                 cpu_seconds = self_seconds = max(
                     0.0, sum(stage.worker_cpu.values()) - on_workers)
+                if stage.busy:
+                    # Its tasks' own timing: the workers' occupied time (sleeps, file
+                    # waits and the GIL included), never less than their CPU time.
+                    self_seconds = max(cpu_seconds, sum(stage.busy.values()))
             else:
                 cpu_seconds = max(0.0, next_cpu[stage.id] - sum(next_cpu[k] for k in same_thread))
                 self_seconds = cpu_seconds

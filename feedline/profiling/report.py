@@ -193,7 +193,11 @@ def _loads(statistics: PipelineStatistics, segment_of: dict[int, str], cores: in
     own work (``"step"``). ``own`` / ``threads`` / ``consumer_seconds`` override the
     measured values (to predict a rewrite)."""
     wall = statistics.seconds or 1e-9
-    own = own or {s.id: s.self_seconds for s in statistics.stages}
+    own = dict(own or {s.id: s.self_seconds for s in statistics.stages})
+    for stage in statistics.stages:
+        if _gil_bound_cores(statistics, stage) is not None:
+            # Its threads' occupied time is mostly waiting for the GIL: its work is its CPU.
+            own[stage.id] = min(own[stage.id], stage.cpu_seconds)
     work: dict[str, float] = {}
     for stage in statistics.stages:
         work[segment_of[stage.id]] = work.get(segment_of[stage.id], 0.0) + own[stage.id]

@@ -296,6 +296,9 @@ class ParallelMapIterator(DatasetIterator):
         # Tasks allowed to run at once (the tuner's setting; None: as many as the window).
         self._running_limit: int | None = None
         self._counters = TuningCounters()  # the tuner's, shared across epochs, when tuned
+        self.busy_seconds = 0.0
+        """Seconds its tasks took, summed (statistics: the workers' occupied time, which
+        counts waiting for files, sleeps and the GIL, unlike their CPU time)."""
         self._deterministic = deterministic
         self._executor_kind = executor_kind
         self._fn = map_func
@@ -450,6 +453,7 @@ class ParallelMapIterator(DatasetIterator):
                 raise error
             # The runner never raises; a dead worker does.
             outcomes, seconds, probe = future.result()
+            self.busy_seconds += seconds
             if self._choice is not None and self._choice.record(probe) == "process":
                 self._switch_to_processes()
             self._adapt_chunk_size(len(tag), seconds)
