@@ -153,6 +153,13 @@ class AutoProcessesIterator(DatasetIterator):
         if plan.policy == "output":
             self._stay(budget, None, "no stage boundary to shard the input at")
             return
+        source = plan.path[-1]
+        if plan.policy in ("data", "batch") and not source._CHEAP_TO_REREAD and not forced:
+            from feedline.core.random_access import describe_stage
+
+            self._stay(budget, None, f"sharding by {plan.policy} would make every worker read "
+                       f"all of {describe_stage(source)} (only in-memory sources are worth it)")
+            return
         if not plan.exact_order and self._ctx.deterministic(None):
             self._stay(budget, None, f"sharding by {plan.policy} would change the element "
                        "order (allow it with Options(deterministic=False))")

@@ -34,6 +34,10 @@ class Dataset(abc.ABC):
         [[0, 6], [12, 18]]
     """
 
+    _CHEAP_TO_REREAD = False
+    """Whether reading this source in full costs little (it is in memory): worker processes
+    that shard by element each read the whole source (autotune/processes.py)."""
+
     def __init__(self, inputs: Sequence[Dataset] = ()) -> None:
         self._inputs: tuple[Dataset, ...] = tuple(inputs)
 

@@ -107,6 +107,8 @@ class VectorizedRangeDataset(Dataset):
     the chunks that fall back, and its states are the ones written and read.
     """
 
+    _CHEAP_TO_REREAD = True  # a range computed in chunks: in memory
+
     def __init__(self, replaced: Dataset, source: RangeDataset,
                  plan: Sequence[tuple[bool, Callable[[Any], Any]]],
                  batch: tuple[int, bool] | None = None) -> None:

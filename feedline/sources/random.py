@@ -47,6 +47,8 @@ class RandomDataset(Dataset):
         dtype('int64')
     """
 
+    _CHEAP_TO_REREAD = True  # in memory: every worker process may read all of it
+
     # Drawn anew for every dataset object; a checkpoint holds the generator itself.
     _NOT_FINGERPRINTED = frozenset({"_fallback"})
 

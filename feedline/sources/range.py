@@ -17,6 +17,8 @@ from feedline.core.validation import as_int
 class RangeDataset(Dataset):
     """The node of ``Dataset.range(start, stop, step)``; elements are int64 scalars by default."""
 
+    _CHEAP_TO_REREAD = True  # in memory: every worker process may read all of it
+
     def __init__(self, *args: int, dtype: Any = None) -> None:
         super().__init__()
         if not 1 <= len(args) <= 3:

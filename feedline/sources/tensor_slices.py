@@ -33,6 +33,8 @@ def as_leaf_arrays(structure: Element) -> tuple[Element, list[np.ndarray]]:
 class TensorSlicesDataset(Dataset):
     """The node of ``Dataset.from_tensor_slices``."""
 
+    _CHEAP_TO_REREAD = True  # in memory: every worker process may read all of it
+
     def __init__(self, structure: Element) -> None:
         super().__init__()
         structure, leaves = as_leaf_arrays(structure)

@@ -13,6 +13,8 @@ from feedline.sources.tensor_slices import as_leaf_arrays
 class TensorsDataset(Dataset):
     """The node of ``Dataset.from_tensors``: its one element is the structure, leaves as arrays."""
 
+    _CHEAP_TO_REREAD = True  # in memory: every worker process may read all of it
+
     def __init__(self, structure: Element) -> None:
         super().__init__()
         structure, leaves = as_leaf_arrays(structure)

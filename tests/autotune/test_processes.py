@@ -173,3 +173,26 @@ def test_a_pipeline_that_does_not_pickle_stays_on_threads():
         assert [b.tolist() for b in it] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
         decision = _root(it).decision
     assert decision.mode == "threads" and "does not pickle" in decision.reason
+
+
+def test_sharding_by_element_over_a_stored_source_stays_on_threads(trial, tmp_path):
+    # One TFRecord file for two workers: each would read all of it and keep every other
+    # record, so the move cannot pay (a saved dataset read back is the same case).
+    path = str(tmp_path / "one.tfrecord")
+    fl.write_tfrecord(fl.Dataset.from_tensor_slices([b"%d" % i for i in range(40)]), path)
+    trial(busy=1.0)
+    ds = fl.TFRecordDataset(path).map(lambda r: int(r) * 2).batch(4).prefetch(fl.AUTOTUNE)
+    with iter(ds.with_options(AUTO)) as it:
+        assert [b.tolist() for b in it] == _expected()
+        decision = _root(it).decision
+    assert decision.mode == "threads"
+    assert "every worker read all of tfrecord" in decision.reason
+
+
+def test_a_saved_dataset_read_back_stays_on_threads(trial, tmp_path):
+    fl.Dataset.range(40).map(lambda x: x * 2).save(str(tmp_path / "saved"))
+    trial(busy=1.0)
+    ds = fl.Dataset.load(str(tmp_path / "saved")).batch(4).prefetch(fl.AUTOTUNE)
+    with iter(ds.with_options(AUTO)) as it:
+        assert [b.tolist() for b in it] == _expected()
+        assert _root(it).decision.mode == "threads"
