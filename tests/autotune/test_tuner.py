@@ -50,91 +50,87 @@ def _tick(tuner: Tuner, clock: list[float], stage: FakeStage, elements: int, wai
     tuner.tick()
 
 
-def _tuner_with(stage: FakeStage) -> Tuner:
-    tuner = Tuner(period=3600)  # its own thread never ticks: the test does
-    stage.counters = tuner.register(stage)
-    return tuner
+@pytest.fixture
+def tuner_with():
+    """A tuner tuning the given stage; its own thread never ticks (the test does), and it
+    is stopped after the test."""
+    tuners = []
+
+    def make(stage: FakeStage) -> Tuner:
+        tuner = Tuner(period=3600)
+        stage.counters = tuner.register(stage)
+        tuners.append(tuner)
+        return tuner
+
+    yield make
+    for tuner in tuners:
+        tuner.stop()
 
 
-def test_idle_workers_are_trimmed_to_the_cores_the_work_uses(clock):
+def test_idle_workers_are_trimmed_to_the_cores_the_work_uses(clock, tuner_with):
     stage = FakeStage(workers=8)
-    tuner = _tuner_with(stage)
-    try:
-        _tick(tuner, clock, stage, 1000, 900, 1.0)  # first look: only remembered
-        assert stage.tuned_workers == 8
-        _tick(tuner, clock, stage, 1000, 900, 1.5)
-        assert stage.tuned_workers == 2  # ceil(1.5 cores * 1.3)
-        (decision,) = tuner.decisions()
-        assert (decision.stage, decision.setting, decision.old, decision.new) == \
-            ("map(f)", "workers", 8, 2)
-        assert "1.5 cores at 1,000 elements/s: 8 workers were 19% busy" in decision.reason
-    finally:
-        tuner.stop()
+    tuner = tuner_with(stage)
+    _tick(tuner, clock, stage, 1000, 900, 1.0)  # first look: only remembered
+    assert stage.tuned_workers == 8
+    _tick(tuner, clock, stage, 1000, 900, 1.5)
+    assert stage.tuned_workers == 2  # ceil(1.5 cores * 1.3)
+    (decision,) = tuner.decisions()
+    assert (decision.stage, decision.setting, decision.old, decision.new) == \
+        ("map(f)", "workers", 8, 2)
+    assert "1.5 cores at 1,000 elements/s: 8 workers were 19% busy" in decision.reason
 
 
-def test_a_trim_that_starves_the_consumer_and_slows_the_stage_is_undone(clock):
+def test_a_trim_that_starves_the_consumer_and_slows_the_stage_is_undone(clock, tuner_with):
     stage = FakeStage(workers=4)
-    tuner = _tuner_with(stage)
-    try:
+    tuner = tuner_with(stage)
+    _tick(tuner, clock, stage, 1000, 100, 1.0)
+    _tick(tuner, clock, stage, 1000, 100, 1.0)
+    assert stage.tuned_workers == 2
+    _tick(tuner, clock, stage, 700, 600, 1.0)  # judged after TRIAL_TICKS looks
+    _tick(tuner, clock, stage, 700, 600, 1.0)
+    assert stage.tuned_workers == 4
+    assert "the rate fell (700 vs 1,000 elements/s)" in tuner.decisions()[-1].reason
+    for _ in range(PAUSE_TICKS - 1):  # left alone for a while, idle or not
         _tick(tuner, clock, stage, 1000, 100, 1.0)
-        _tick(tuner, clock, stage, 1000, 100, 1.0)
-        assert stage.tuned_workers == 2
-        _tick(tuner, clock, stage, 700, 600, 1.0)  # judged after TRIAL_TICKS looks
-        _tick(tuner, clock, stage, 700, 600, 1.0)
-        assert stage.tuned_workers == 4
-        assert "the rate fell (700 vs 1,000 elements/s)" in tuner.decisions()[-1].reason
-        for _ in range(PAUSE_TICKS - 1):  # left alone for a while, idle or not
-            _tick(tuner, clock, stage, 1000, 100, 1.0)
-        assert stage.tuned_workers == 4
-    finally:
-        tuner.stop()
+    assert stage.tuned_workers == 4
 
 
-def test_busy_workers_with_a_waiting_consumer_grow_while_it_helps(clock):
+def test_busy_workers_with_a_waiting_consumer_grow_while_it_helps(clock, tuner_with):
     stage = FakeStage(workers=4)
     stage.tuned_workers = 2
-    tuner = _tuner_with(stage)
-    try:
-        _tick(tuner, clock, stage, 1000, 500, 1.9)
-        _tick(tuner, clock, stage, 1000, 500, 1.9)
-        assert stage.tuned_workers == 3
-        _tick(tuner, clock, stage, 1400, 500, 2.8)
-        _tick(tuner, clock, stage, 1400, 500, 2.8)  # judged: rate 1,400 > 1,000 * 1.03
-        assert stage.tuned_workers == 3
-        _tick(tuner, clock, stage, 1400, 500, 2.9)  # still waited on, busy: one more
-        assert stage.tuned_workers == 4
-        _tick(tuner, clock, stage, 1400, 500, 3.0)
-        _tick(tuner, clock, stage, 1400, 500, 3.0)  # no gain: back to 3, then a pause
-        assert stage.tuned_workers == 3
-        assert [(d.old, d.new) for d in tuner.decisions()] == [(2, 3), (3, 4), (4, 3)]
-        assert "one more worker did not help" in tuner.decisions()[-1].reason
-    finally:
-        tuner.stop()
+    tuner = tuner_with(stage)
+    _tick(tuner, clock, stage, 1000, 500, 1.9)
+    _tick(tuner, clock, stage, 1000, 500, 1.9)
+    assert stage.tuned_workers == 3
+    _tick(tuner, clock, stage, 1400, 500, 2.8)
+    _tick(tuner, clock, stage, 1400, 500, 2.8)  # judged: rate 1,400 > 1,000 * 1.03
+    assert stage.tuned_workers == 3
+    _tick(tuner, clock, stage, 1400, 500, 2.9)  # still waited on, busy: one more
+    assert stage.tuned_workers == 4
+    _tick(tuner, clock, stage, 1400, 500, 3.0)
+    _tick(tuner, clock, stage, 1400, 500, 3.0)  # no gain: back to 3, then a pause
+    assert stage.tuned_workers == 3
+    assert [(d.old, d.new) for d in tuner.decisions()] == [(2, 3), (3, 4), (4, 3)]
+    assert "one more worker did not help" in tuner.decisions()[-1].reason
 
 
-def test_a_consumer_that_stopped_reading_changes_nothing(clock):
+def test_a_consumer_that_stopped_reading_changes_nothing(clock, tuner_with):
     stage = FakeStage(workers=4)
-    tuner = _tuner_with(stage)
-    try:
-        for _ in range(5):
-            _tick(tuner, clock, stage, 0, 0, 0.0)
-        assert stage.tuned_workers == 4 and tuner.decisions() == ()
-    finally:
-        tuner.stop()
+    tuner = tuner_with(stage)
+    for _ in range(5):
+        _tick(tuner, clock, stage, 0, 0, 0.0)
+    assert stage.tuned_workers == 4 and tuner.decisions() == ()
 
 
-def test_the_next_epochs_iterator_starts_from_the_setting_and_shares_counters(clock):
+def test_the_next_epochs_iterator_starts_from_the_setting_and_shares_counters(clock, tuner_with):
     first = FakeStage(workers=8)
-    tuner = _tuner_with(first)
-    try:
-        _tick(tuner, clock, first, 1000, 0, 1.0)
-        _tick(tuner, clock, first, 1000, 0, 1.0)
-        assert first.tuned_workers == 2
-        second = FakeStage(workers=8)
-        second.counters = tuner.register(second)
-        assert second.tuned_workers == 2 and second.counters is first.counters
-    finally:
-        tuner.stop()
+    tuner = tuner_with(first)
+    _tick(tuner, clock, first, 1000, 0, 1.0)
+    _tick(tuner, clock, first, 1000, 0, 1.0)
+    assert first.tuned_workers == 2
+    second = FakeStage(workers=8)
+    second.counters = tuner.register(second)
+    assert second.tuned_workers == 2 and second.counters is first.counters
 
 
 def _slow_source(count: int):
