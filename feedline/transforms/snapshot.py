@@ -18,8 +18,9 @@ differs).
   goes on computing from the checkpoint of the last one: nothing committed is computed again
   and a partial snapshot is never taken for a complete one.
 * **Two processes at once**: the first takes the writer's lock (``writer.lock``, holding its
-  host and pid) and writes; the other does not wait: it computes from its input without
-  writing. A lock whose process is gone (same host) is taken over.
+  host and pid) and writes; the other does not wait: it reads the rounds committed when it
+  started (committed chunk files never change), then computes the rest from the committed
+  input checkpoint, without writing. A lock whose process is gone (same host) is taken over.
 
 The iterator's checkpoint is a position: in a complete snapshot, the chunk and element; while
 writing, the input's state and the elements produced (a restore resumes the store at its last
@@ -43,6 +44,7 @@ from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.unary import UnaryDataset
 from feedline.snapshot.chunks import compression_of
 from feedline.snapshot.store import (
+    PROGRESS,
     StoreWriter,
     complete_manifest,
     filesystem,
@@ -202,15 +204,22 @@ class SnapshotIterator(DatasetIterator):
             return
         self._upstream = self._node._inputs[0]._make_iterator(self._ctx)
         self._produced = 0
-        if not take_lock(self._folder):
-            self._mode = "compute"
-            self._skip_to(position)
-            return
-        self._mode = "write"
         node = self._node
         identity = {"kind": "snapshot", "fingerprint": node.fingerprint(),
                     "pipeline": node.upstream.to_json(), "files": node.files,
                     "compression": node.compression, "sharded": node.shard_func is not None}
+        if not take_lock(self._folder):
+            # Another iteration writes: read the rounds it has committed (chunk files are
+            # never changed once committed), then compute the rest without writing.
+            self._mode = "compute"
+            progress = read_json(join(self._folder, PROGRESS))
+            if progress is not None and progress.get("identity") == identity and \
+                    progress.get("elements"):
+                self._upstream.load_state_dict(progress["input_state"])
+                self._committed = self._committed_reader(progress)
+            self._skip_to(position)
+            return
+        self._mode = "write"
         options = {} if node.round_bytes is None else {"round_bytes": node.round_bytes}
         try:
             self._writer = StoreWriter(self._folder, node.compression, identity,
@@ -263,23 +272,32 @@ class SnapshotIterator(DatasetIterator):
             self._produced += 1
             return element
         assert self._upstream is not None
+        element = self._next_committed()
+        if element is not _END:
+            return element
         if self._mode == "compute":
             element = next(self._upstream)
             self._produced += 1
             return element
         return self._next_written()
 
+    def _next_committed(self) -> Any:
+        """The next element of the rounds committed before this iteration started (a
+        crashed run's, or those of the iteration writing now), or ``_END``."""
+        committed = getattr(self, "_committed", None)
+        if committed is None:
+            return _END
+        element = next(committed, _END)
+        if element is not _END:
+            self._produced += 1
+            return element
+        committed.close()  # its read-ahead threads end with it
+        self._committed = None
+        return _END
+
     def _next_written(self) -> Any:
         writer = self._writer
         assert writer is not None and self._upstream is not None
-        committed = getattr(self, "_committed", None)
-        if committed is not None:
-            element = next(committed, _END)
-            if element is not _END:
-                self._produced += 1
-                return element
-            committed.close()  # its read-ahead threads end with it
-            self._committed = None
         try:
             element = next(self._upstream)
         except StopIteration:

@@ -109,6 +109,26 @@ def test_two_iterations_at_once_one_writes(tmp_path):
     assert info.status == "complete" and info.elements == 300
 
 
+def test_the_second_iteration_reads_what_the_writer_committed(tmp_path):
+    ds = pipelines.pipeline(tmp_path)
+    writer = iter(ds)
+    head = [next(writer) for _ in range(150)]  # several rounds committed, lock held
+    [info] = fl.snapshot_info(str(tmp_path))
+    committed = info.elements
+    assert info.status == "writing" and 0 < committed <= 150
+    pipelines.CALLS.clear()
+    with iter(ds) as other:
+        rest = list(other)
+    assert xs(rest) == list(range(300))
+    # The committed rounds were read back, not computed: the first call is the element
+    # after them.
+    assert pipelines.CALLS[0] == committed
+    writer_rest = list(writer)
+    writer.close()
+    assert xs(head + writer_rest) == list(range(300))
+    assert fl.snapshot_info(str(tmp_path))[0].status == "complete"
+
+
 def test_remove_partial_and_the_command(tmp_path, capsys):
     with iter(pipelines.pipeline(tmp_path)) as it:
         for _ in range(100):
