@@ -14,6 +14,8 @@ messages of a run the consumer has moved past are dropped)::
     ("item", token, item, is_error, value, snapshot)
     ("end", token)                   the shard is exhausted
     ("fatal", token, record, traceback)  the worker cannot run its shard
+    ("statistics", token, statistics, started_ns)  with statistics on: what the worker's
+                                     pipeline measured (every STATISTICS_SECONDS and at the end)
 
 and consumer to worker: ``("start", token, position, credits, epoch)``, ``("credit", n,
 released_buffers)`` (the shared buffers whose arrays the consumer has freed),
@@ -100,6 +102,10 @@ def worker_entry(fd: int, parent_pid: int) -> None:
         channel.close()
 
 
+STATISTICS_SECONDS = 0.5
+"""With statistics on, how often a worker sends what its pipeline measured."""
+
+
 class _WorkerLoop:
     """The loop of one worker: obey commands, produce while it has credits."""
 
@@ -120,6 +126,12 @@ class _WorkerLoop:
         # One context for the worker's life: per-epoch behaviour (reshuffling) counts the
         # epochs this worker runs, as one process running the whole pipeline would.
         self._ctx = IteratorContext(options=options)
+        if options.profiling.statistics or options.profiling.trace:
+            from feedline.profiling.collect import collector_for
+
+            # One collector for the worker's life: its stages add up over runs and epochs.
+            self._ctx.statistics = collector_for(options)
+        self._statistics_sent = time.monotonic()
         self._root: DatasetIterator | None = None
         self._reader: PositionReader | None = None
         self._token: Any = None
@@ -209,6 +221,7 @@ class _WorkerLoop:
         try:
             item, is_error, value, snapshot = self._reader.pull()
         except StopIteration:
+            self._send_statistics(force=True)
             self._channel.send(("end", token))
             self._stop()
             return
@@ -230,6 +243,17 @@ class _WorkerLoop:
                                 f"main process: {error}")
             self._channel.send(("item", token, item, True,
                                 (error_record(wrapped), traceback.format_exc()), snapshot))
+        self._send_statistics()
+
+    def _send_statistics(self, force: bool = False) -> None:
+        collector = self._ctx.statistics
+        if collector is None:
+            return
+        now = time.monotonic()
+        if force or now - self._statistics_sent >= STATISTICS_SECONDS:
+            self._statistics_sent = now
+            self._channel.send(("statistics", self._token, collector.statistics(),
+                                collector.started_ns))
 
 
 class WorkerPool:

@@ -24,6 +24,7 @@ spent on them; its consumer-side time is waiting, reported as ``wait_seconds``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -215,6 +216,8 @@ class _Stage:
         self.executor = "inline"
         self.worker_cpu: dict[int, float] = {}  # thread ident: CPU seconds at last sample
         self.busy: dict[int, float] = {}  # id(iterator): its tasks' seconds at last sample
+        self.processes = 0  # worker processes running the stages below (multiprocess)
+        self.process_statistics: list[tuple[PipelineStatistics, int]] = []
         self.worker_idents: set[int] = set()
         self.lock = threading.Lock()
         self.node: Any = None  # the dataset node (the first built), for rewrites
@@ -376,6 +379,10 @@ class Collector:
                 busy = getattr(iterator, "busy_seconds", None)
                 if isinstance(busy, float):
                     stage.busy[id(iterator)] = busy
+                from_workers = getattr(iterator, "worker_statistics", None)
+                if callable(from_workers):
+                    stage.processes = int(iterator.workers)
+                    stage.process_statistics = from_workers() or stage.process_statistics
             windows = [w for it in iterators for w in _read_aheads(it)]
             if not windows:
                 continue
@@ -413,6 +420,11 @@ class Collector:
                 stage.byte_samples += 1
 
     # ------------------------------------------------------------------ results
+    @property
+    def started_ns(self) -> int:
+        """When measuring started, on the probes' clock (``time.monotonic_ns``)."""
+        return self._started_ns
+
     def stop(self) -> None:
         """End the sampler thread, after one last sample (call it before the pipeline's
         iterators close: the sample reads them). Idempotent."""
@@ -442,7 +454,8 @@ class Collector:
         for stage, count, seconds_in_next in zip(stages, counts, next_seconds):
             kids = children.get(stage.id, [])
             own_threads = count["threads"]
-            asynchronous = bool(stage.worker_idents) or stage.buffer_size is not None
+            asynchronous = (bool(stage.worker_idents) or stage.buffer_size is not None
+                            or stage.processes > 0)
             same_thread = [k for k in kids if counts[k]["threads"] & own_threads]
             on_workers = sum(next_cpu[k] for k in kids
                              if counts[k]["threads"] & stage.worker_idents)
@@ -470,15 +483,49 @@ class Collector:
                 elements=elements, bytes=int(mean_bytes * elements),
                 self_seconds=self_seconds, input_seconds=input_seconds,
                 wait_seconds=seconds_in_next,
-                parallelism=stage.parallelism if asynchronous else 1,
+                parallelism=(stage.processes or stage.parallelism) if asynchronous else 1,
                 asynchronous=asynchronous, buffer_size=stage.buffer_size,
                 buffer_mean=float(np.mean(fill)) if fill else None,
-                executor=stage.executor if asynchronous else "inline",
+                executor=("processes" if stage.processes else stage.executor)
+                if asynchronous else "inline",
                 cpu_seconds=cpu_seconds))
+        spans = list(self._spans())
+        for stage in stages:
+            if stage.process_statistics:
+                self._add_worker_stages(records, spans, stage)
         consumer = self._consumer(counts, next_seconds, seconds)
+        spans.sort(key=lambda span: span.start)
         return PipelineStatistics(seconds=seconds, stages=tuple(records), consumer=consumer,
                                   timeline=self._timeline_renumbered(stages),
-                                  spans=self._spans())
+                                  spans=tuple(spans))
+
+    def _add_worker_stages(self, records: list[StageStatistics], spans: list[Span],
+                           stage: _Stage) -> None:
+        """The stages the worker processes of ``stage`` (``multiprocess``) ran, one record
+        per place in their pipeline (every worker runs the same shape on its shard), added
+        up over the workers, below ``stage``; their spans moved onto this clock."""
+        reports = stage.process_statistics
+        first = len(records)
+        shapes = min(len(report.stages) for report, _ in reports)
+        for position in range(shapes):
+            parts = [report.stages[position] for report, _ in reports]
+            head = parts[0]
+            parent = stage.id if head.parent is None else first + head.parent
+            records.append(dataclasses.replace(
+                head, id=first + position, parent=parent,
+                elements=sum(p.elements for p in parts), bytes=sum(p.bytes for p in parts),
+                self_seconds=sum(p.self_seconds for p in parts),
+                input_seconds=sum(p.input_seconds for p in parts),
+                wait_seconds=sum(p.wait_seconds for p in parts),
+                cpu_seconds=sum(p.cpu_seconds for p in parts),
+                # Each worker runs its own copy: the stage's parallelism, times the workers.
+                parallelism=sum(p.parallelism for p in parts),
+                executor="processes" if not head.asynchronous else head.executor))
+        for report, started_ns in reports:
+            shift = (started_ns - self._started_ns) / 1e9
+            spans.extend(dataclasses.replace(span, stage=first + span.stage,
+                                             start=span.start + shift)
+                         for span in report.spans if span.stage < shapes)
 
     def _measured_stages(self) -> list[_Stage]:
         """The stages that built iterators of their own (not ``with_options``, which hands
@@ -532,12 +579,10 @@ class Collector:
             if thread.ident is not None:
                 names.setdefault(thread.ident, thread.name)
         start_ns = self._started_ns
-        spans = [Span(stage.id, (start - start_ns) / 1e9, duration / 1e9,
-                      names.get(ident, f"thread {ident}"), os.getpid())
-                 for stage in self._measured_stages()
-                 for start, duration, ident in (stage.spans or ())]
-        spans.sort(key=lambda span: span.start)
-        return tuple(spans)
+        return tuple(Span(stage.id, (start - start_ns) / 1e9, duration / 1e9,
+                          names.get(ident, f"thread {ident}"), os.getpid())
+                     for stage in self._measured_stages()
+                     for start, duration, ident in (stage.spans or ()))
 
 
 def _operation(node: Any, iterator: Any) -> str:

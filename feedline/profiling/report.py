@@ -282,15 +282,16 @@ def analyse(statistics: PipelineStatistics, cores: int | None = None) -> Profile
 
 def _pulled_by_workers(statistics: PipelineStatistics) -> dict[int, str]:
     """The stages a read-ahead stage's workers pull (``"workers:<parent id>"``): prefetch,
-    interleave and snapshot reading pull their inputs on their workers; a parallel map or
-    batch pulls its input on its caller's thread."""
+    interleave and snapshot reading pull their inputs on their workers, ``multiprocess``
+    in its worker processes; a parallel map or batch pulls its input on its caller's
+    thread."""
     result = {}
     for stage in statistics.stages:
         if stage.parent is None:
             continue
         parent = statistics.stages[stage.parent]
         if parent.asynchronous and parent.operation in ("prefetch", "interleave",
-                                                         "snapshot", "load"):
+                                                         "snapshot", "load", "multiprocess"):
             result[stage.id] = f"workers:{parent.id}"
     return result
 
@@ -317,7 +318,8 @@ def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
         advice.append(Advice(
             "parallelize", worst.id,
             f"parallelize {worst.name}: it runs on its caller's thread and takes "
-            f"{_share(worst, segment_of, stages):.0%} of that thread's work",
+            f"{_share(worst, segment_of, stages):.0%} of that thread's work (threads pay if "
+            'it releases the GIL: NumPy, files, decoding; else add executor="process")',
             _parallel_rewrite(worst),
             _parallel_prediction(statistics, segment_of, loads, worst, cores)))
     gil_cores = _gil_bound_cores(statistics, worst)

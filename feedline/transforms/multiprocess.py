@@ -122,6 +122,8 @@ class MultiprocessIterator(DatasetIterator):
         self._num_workers = (options.autotune_parallelism() if node.num_workers == AUTOTUNE
                              else node.num_workers)
         self._pool: WorkerPool | None = None
+        # With statistics on: the latest (statistics, collector start) each worker sent.
+        self._worker_statistics: dict[int, tuple[Any, int]] = {}
         self._positions: list[State] = []  # restored, not yet sent to the workers
         self._running = False
         self._reset_merge(self._num_workers)
@@ -139,6 +141,17 @@ class MultiprocessIterator(DatasetIterator):
     @property
     def replay_exact(self) -> bool:
         return self._ordered
+
+    def worker_statistics(self) -> list[tuple[Any, int]]:
+        """What each worker's pipeline measured, as last sent (with statistics on): a
+        :class:`~feedline.profiling.records.PipelineStatistics` and the worker's clock at
+        its start (``time.monotonic_ns``), by worker."""
+        return [self._worker_statistics[i] for i in sorted(self._worker_statistics)]
+
+    @property
+    def workers(self) -> int:
+        """Worker processes of this stage."""
+        return self._num_workers
 
     @property
     def worker_pids(self) -> list[int | None]:
@@ -284,6 +297,9 @@ class MultiprocessIterator(DatasetIterator):
         if token is not None and token != self._tokens[index]:
             return False  # from a run this stage has moved past
         self._starting[index] = False
+        if kind == "statistics":
+            self._worker_statistics[index] = (message[2], message[3])
+            return False
         if kind == "started":
             self._trackers[index].add_snapshot((0, message[2]))
             return False

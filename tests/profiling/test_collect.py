@@ -222,3 +222,32 @@ def test_sampled_time_estimates_cover_every_call():
     assert stages["slow"].wait_seconds >= 30 * 0.002
     assert stages["slow"].self_seconds >= 30 * 0.002
     assert stages["slow"].cpu_seconds < stages["slow"].self_seconds
+
+
+def _pure_python(x):
+    total = 0
+    for i in range(2000):
+        total += i
+    return x
+
+
+def test_worker_processes_report_their_stages(probe_kind):
+    import psutil
+
+    ds = fl.Dataset.range(400).map(_pure_python, name="work").batch(16).multiprocess(2)
+    options = fl.Options(profiling=fl.ProfilingOptions(statistics=True, trace=True))
+    with iter(ds.with_options(options)) as it:
+        assert sum(len(b) for b in it) == 400
+        pids = set(it._root.worker_pids)
+        stats = it.statistics()
+    names = [(s.name, s.parent, s.elements) for s in stats.stages]
+    # Under the multiprocess stage: each worker's stages, added up over the 2 workers
+    # (each reads all of range and keeps its blocks of 16).
+    assert names == [("multiprocess", None, 25), ("batch", 0, 25), ("work", 1, 400),
+                     ("block_shard", 2, 400), ("range", 3, 800)]
+    assert stats.stages[0].executor == "processes" and stats.stages[0].parallelism == 2
+    assert stats.stages[2].self_seconds > 0
+    assert {span.process for span in stats.spans if span.stage == 2} == pids
+    gone = psutil.wait_procs([psutil.Process(pid) for pid in pids if psutil.pid_exists(pid)],
+                             timeout=10)[1]
+    assert not gone  # the workers ended with the pipeline
