@@ -10,8 +10,9 @@
    alternate (off, on, trace, off, …) so that load on a shared machine hits all three
    alike; the figure is the median of ``--rounds``. Goal: on costs <= 2%.
 2. **AUTOTUNE versus a sweep** of fixed settings on the chess and images pipelines
-   (``num_parallel_calls`` 1 … cores + 2 times ``prefetch`` 1, 2, 4): examples/s of each, the
-   best fixed one, and AUTOTUNE's share of it. Goal: >= 95%.
+   (``num_parallel_calls`` 1 … cores + 2 times ``prefetch`` 1, 2, 4): examples/s of each,
+   read for ``--sweep-seconds`` with the data repeated (median of rounds), the best fixed
+   one, and AUTOTUNE's share of it. Goal: >= 95%.
 3. **Convergence**: AUTOTUNE's chess throughput in 0.25 s windows over a longer run (the
    data repeated): the time until a window first reaches 95% of the run's median rate.
    Goal: within 3 s.
@@ -108,6 +109,19 @@ def rate(dataset: Any) -> float:
     return count / (time.perf_counter() - started)
 
 
+def timed_rate(dataset: Any, seconds: float) -> float:
+    """Rows per second of ``dataset`` repeated, read for ``seconds`` (steady state, warm-up
+    included: a tuner that takes long to settle pays for it here)."""
+    count = 0
+    started = time.perf_counter()
+    with iter(dataset.repeat()) as iterator:
+        for element in iterator:
+            count += _rows(element)
+            if time.perf_counter() - started >= seconds:
+                break
+    return count / (time.perf_counter() - started)
+
+
 def overhead_table(make: Callable[[], Any], rounds: int) -> dict[str, float]:
     rate(make().with_options(_options("off")))  # warm: page cache, imports
     results: dict[str, list[float]] = {"off": [], "on": [], "trace": []}
@@ -117,18 +131,18 @@ def overhead_table(make: Callable[[], Any], rounds: int) -> dict[str, float]:
     return {mode: stats_module.median(values) for mode, values in results.items()}
 
 
-def sweep(make: Callable[[int | None, int | None], Any], rounds: int, cores: int
-          ) -> dict[str, float]:
+def sweep(make: Callable[[int | None, int | None], Any], rounds: int, cores: int,
+          seconds: float) -> dict[str, float]:
     results: dict[str, list[float]] = {}
     settings: list[tuple[str, int | None, int | None]] = [("AUTOTUNE", None, None)]
     for parallel in range(1, cores + 3):
         for buffer in (1, 2, 4):
             settings.append((f"map {parallel}, prefetch {buffer}", parallel, buffer))
-    rate(make(None, None).with_options(_options("off")))  # warm
+    rate(make(None, None).with_options(_options("off")))  # warm: page cache, imports
     for _ in range(rounds):
         for label, parallel, buffer in settings:
             results.setdefault(label, []).append(
-                rate(make(parallel, buffer).with_options(_options("off"))))
+                timed_rate(make(parallel, buffer).with_options(_options("off")), seconds))
     return {label: stats_module.median(values) for label, values in results.items()}
 
 
@@ -195,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="elements of the per-element pipeline")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--converge-seconds", type=float, default=8.0)
+    parser.add_argument("--sweep-seconds", type=float, default=3.0,
+                        help="how long each setting of the sweep is read (data repeated)")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args(argv)
     cores = len(os.sched_getaffinity(0))
@@ -211,9 +227,10 @@ def main(argv: list[str] | None = None) -> int:
                 overhead_table(lambda: per_element(args.elements), args.rounds),
         },
         "sweep": {
-            "chess": sweep(lambda p, b: chess(files, p, b), max(1, args.rounds // 2), cores),
+            "chess": sweep(lambda p, b: chess(files, p, b), max(1, args.rounds // 2), cores,
+                           args.sweep_seconds),
             "images": sweep(lambda p, b: images(image_meta, p, b), max(1, args.rounds // 2),
-                            cores),
+                            cores, args.sweep_seconds),
         },
         "convergence": convergence(files, args.converge_seconds),
     }

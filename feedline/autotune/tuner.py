@@ -4,12 +4,13 @@ Every ``map(num_parallel_calls=AUTOTUNE)`` on threads registers with its pipelin
 :class:`Tuner` (one per pipeline, on a thread of its own, ``feedline-autotune``, started by
 the first registration and ended with the pipeline). Every :data:`PERIOD` seconds the tuner
 reads each stage's counters: elements handed out, how many of its consumer's ``next()``
-calls had to wait for a result, and the CPU time of its worker threads. Its model of a
-stage is Plumber's: the stage needs as many workers as the cores its work uses at the
-pipeline's current rate, plus headroom; more only help while its consumer waits for it.
+calls had to wait for a result, and the time its tasks took. Its model of a stage is
+Plumber's: the stage needs as many workers as its tasks keep busy at the pipeline's current
+rate, plus headroom; more only help while its consumer waits for it. A stage measuring
+where its function should run (threads or processes) is left alone meanwhile.
 
 * **Trim** (its workers are idle part of the time): the workers running at once go down
-  to the cores its work uses (times :data:`HEADROOM`), in one step. Fewer threads
+  to those its tasks keep busy (times :data:`HEADROOM`), in one step. Fewer threads
   leave cores, and the GIL, to the stages that limit the pipeline; on a few cores this is
   what beats "one thread per core" (benchmarks/profiling.py).
 * **Grow** (the consumer waits for the stage and its workers are busy): one more worker,
@@ -66,14 +67,15 @@ class TuningCounters:
         elements: Elements handed out.
         calls: ``next()`` calls.
         waits: Calls that had to wait for a result.
-        cpu_done: CPU seconds of worker threads that have ended.
+        busy: Seconds the stage's tasks took, summed over its workers (their occupied time:
+            computing, reading files, waiting for the GIL).
     """
 
-    __slots__ = ("elements", "calls", "waits", "cpu_done")
+    __slots__ = ("elements", "calls", "waits", "busy")
 
     def __init__(self) -> None:
         self.elements = self.calls = self.waits = 0
-        self.cpu_done = 0.0
+        self.busy = 0.0
 
 
 class TunableStage(Protocol):
@@ -82,8 +84,8 @@ class TunableStage(Protocol):
     name: str
 
     def tuning_counters(self) -> tuple[int, int, int, float]:
-        """(elements handed out, ``next()`` calls, calls that waited, worker CPU seconds),
-        over every iterator of the stage so far."""
+        """(elements handed out, ``next()`` calls, calls that waited, seconds its tasks
+        took), over every iterator of the stage so far."""
 
     @property
     def tuned_workers(self) -> int:
@@ -95,6 +97,10 @@ class TunableStage(Protocol):
     @property
     def max_workers(self) -> int:
         """The most workers the stage may have (its ``AUTOTUNE`` parallelism)."""
+
+    @property
+    def tuning_paused(self) -> bool:
+        """Whether the stage's figures mean nothing for now (it is measuring something)."""
 
     @property
     def tuning_done(self) -> bool:
@@ -133,7 +139,7 @@ class Tuner:
     def __init__(self, period: float = PERIOD) -> None:
         self._period = period
         self._controls: list[_Control] = []
-        self._known: dict[str, _Control] = {}  # by stage name: survives the stage's epochs
+        self._known: dict[object, _Control] = {}  # by stage key: survives the stage's epochs
         self._decisions: list[TuningDecision] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -141,16 +147,21 @@ class Tuner:
         self._started = time.perf_counter()
         self._ticks = 0
 
-    def register(self, stage: TunableStage) -> TuningCounters:
+    def register(self, stage: TunableStage, key: object = None) -> TuningCounters:
         """Tune ``stage`` from now on (the tuner's thread starts with the first stage).
 
+        Args:
+            stage: The stage's iterator.
+            key: What identifies the stage across its iterators (its dataset node;
+                default: its name).
+
         Returns:
-            The counters the stage keeps: shared with the stage's earlier iterators (a
-            stage of the same name in this pipeline: the previous epoch's), whose setting
-            the new one starts from.
+            The counters the stage keeps: shared with the stage's earlier iterators (the
+            previous epoch's), whose setting the new one starts from.
         """
+        key = stage.name if key is None else key
         with self._lock:
-            known = self._known.get(stage.name)
+            known = self._known.get(key)
             if known is not None:
                 # The same stage in a new epoch: carry on from where its tuning was.
                 stage.tuned_workers = known.setting
@@ -159,7 +170,7 @@ class Tuner:
                     self._controls.append(known)
                 control = known
             else:
-                control = self._known[stage.name] = _Control(stage)
+                control = self._known[key] = _Control(stage)
                 self._controls.append(control)
             if self._stop.is_set():
                 return control.counters
@@ -204,10 +215,13 @@ class Tuner:
             self._step(control, stage)
 
     def _step(self, control: _Control, stage: TunableStage) -> None:
+        if stage.tuning_paused:
+            control.last = None  # start afresh once its figures mean something again
+            return
         now = time.perf_counter()
-        elements, calls, waits, cpu = stage.tuning_counters()
+        elements, calls, waits, busy_seconds = stage.tuning_counters()
         last = control.last
-        control.last = (now, elements, calls, waits, cpu)
+        control.last = (now, elements, calls, waits, busy_seconds)
         if last is None:
             return
         seconds = now - last[0]
@@ -216,7 +230,7 @@ class Tuner:
             return  # the consumer is not reading: nothing to learn
         rate = (elements - last[1]) / seconds
         waited = waits_now / calls_now
-        cores = max(0.0, (cpu - last[4]) / seconds)
+        occupied = max(0.0, (busy_seconds - last[4]) / seconds)  # workers busy on average
         workers = stage.tuned_workers
         trial = control.trial
         if trial is not None:
@@ -235,8 +249,8 @@ class Tuner:
                           f"the rate fell ({rate:,.0f} vs {rate_before:,.0f} elements/s)")
                 control.paused_until = self._ticks + PAUSE_TICKS
             return
-        busy = cores / workers
-        needed = max(1, math.ceil(cores * HEADROOM))
+        busy = occupied / workers
+        needed = max(1, math.ceil(occupied * HEADROOM))
         if waited > WAITS_TO_GROW and busy > BUSY_TO_GROW and \
                 workers < stage.max_workers and self._ticks >= control.paused_until:
             control.trial = ("grow", workers, rate, self._ticks + TRIAL_TICKS)
@@ -246,7 +260,7 @@ class Tuner:
         elif needed < workers and self._ticks >= control.paused_until:
             control.trial = ("trim", workers, rate, self._ticks + TRIAL_TICKS)
             self._set(stage, control, needed,
-                      f"its work used {cores:.1f} cores at {rate:,.0f} elements/s: "
+                      f"its tasks kept {occupied:.1f} workers busy at {rate:,.0f} elements/s: "
                       f"{workers} workers were {busy:.0%} busy")
 
     def _set(self, stage: TunableStage, control: _Control, workers: int, reason: str) -> None:

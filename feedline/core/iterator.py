@@ -53,6 +53,8 @@ class IteratorContext:
             :meth:`feedline.core.dataset.Dataset.__init_subclass__`).
         tuner: The pipeline's :class:`feedline.autotune.tuner.Tuner`, made by the first
             stage that asks for it (:meth:`autotuner`).
+        remembered: What stages learned in earlier iterators of this pipeline run, for the
+            next (an ``AUTOTUNE`` map's choice of threads or processes), by key.
     """
 
     options: Options = field(default_factory=Options)
@@ -64,6 +66,7 @@ class IteratorContext:
     first_epoch: int = 0
     statistics: Any = field(default=None, repr=False)
     tuner: Any = field(default=None, repr=False)
+    remembered: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     def keep(self, node: object, resource: Any) -> None:
         """Keep ``resource`` for ``node``'s next iterator, shutting down what was kept for

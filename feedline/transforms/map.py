@@ -6,7 +6,6 @@ import collections
 import dataclasses
 import functools
 import pickle
-import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -80,7 +79,7 @@ class MapDataset(Dataset):
             ctx, upstream, fn, self.name,
             resolve_parallelism(self.num_parallel_calls, ctx),
             ctx.deterministic(self.deterministic), self.executor or "thread",
-            choose_executor=choose, tune=tune)
+            choose_executor=choose, tune=tune, stage_key=self)
 
 
     def _offers_random_access(self) -> bool:
@@ -271,6 +270,9 @@ class ParallelMapIterator(DatasetIterator):
     (``deterministic=False``). Elements in flight are computed again after a restore; an
     input error pulled but not raised yet is stored as a record.
 
+    ``stage_key`` identifies the stage across its iterators (its dataset node): what one
+    iterator learned (the executor choice, the tuner's setting) carries on to the next.
+
     With ``tune`` (an ``AUTOTUNE`` map on threads) the pipeline's tuner
     (:mod:`feedline.autotune.tuner`) sets how many of its workers run at once
     (:attr:`tuned_workers`) from its counters (:meth:`tuning_counters`).
@@ -287,7 +289,7 @@ class ParallelMapIterator(DatasetIterator):
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
                  map_func: Callable[..., Any], name: str, parallelism: int,
                  deterministic: bool, executor_kind: str, choose_executor: bool = False,
-                 tune: bool = False) -> None:
+                 tune: bool = False, stage_key: object = None) -> None:
         super().__init__(ctx, [upstream])
         self._upstream = upstream
         self._name = name
@@ -300,15 +302,30 @@ class ParallelMapIterator(DatasetIterator):
         """Seconds its tasks took, summed (statistics: the workers' occupied time, which
         counts waiting for files, sleeps and the GIL, unlike their CPU time)."""
         self._deterministic = deterministic
+        # One choice per stage and pipeline run, kept across its iterators (the epochs of a
+        # repeat): a short epoch would otherwise measure anew and never decide.
+        self._decided: ExecutorDecision | None = None
+        choice: ExecutorChoice | None = None
+        if choose_executor:
+            key = ("executor choice", stage_key if stage_key is not None else name)
+            choice = ctx.remembered.get(key)
+            if choice is None:
+                choice = ctx.remembered[key] = ExecutorChoice(
+                    name, parallelism, map_func, ctx.options.threading.close_timeout)
+            else:
+                choice.reset()  # the last iterator's tasks in flight were dropped
+            if choice.decision is not None:
+                self._decided, choice = choice.decision, None
+                choose_executor = False
+                executor_kind = self._decided.kind
         self._executor_kind = executor_kind
         self._fn = map_func
         self._runner = _ChunkRunner(map_func, executor_kind == "process")
         threading_options = ctx.options.threading
         close_timeout = threading_options.close_timeout
-        self._choice: ExecutorChoice | None = None
+        self._choice = choice
         make: Callable[[], Any]
-        if choose_executor:
-            self._choice = ExecutorChoice(name, parallelism, map_func, close_timeout)
+        if choice is not None:
             # Measuring runners: alone (with the transport cost), then together.
             self._solo_runner = _ChunkRunner(map_func, False, probe=True, transport=True)
             self._probe_runner = _ChunkRunner(map_func, False, probe=True)
@@ -329,7 +346,8 @@ class ParallelMapIterator(DatasetIterator):
         self._chunk_size = 1
         self._seconds_per_element: float | None = None
         if tune:
-            self._counters = ctx.autotuner().register(self)
+            self._counters = ctx.autotuner().register(
+                self, stage_key if stage_key is not None else name)
 
     @property
     def replay_exact(self) -> bool:
@@ -337,11 +355,10 @@ class ParallelMapIterator(DatasetIterator):
 
     # ------------------------------------------------------------------ tuning
     def tuning_counters(self) -> tuple[int, int, int, float]:
-        """(elements handed out, ``next()`` calls, calls that waited for a task, CPU
-        seconds of the worker threads): what the tuner reads."""
+        """(elements handed out, ``next()`` calls, calls that waited for a task, seconds its
+        tasks took): what the tuner reads."""
         counters = self._counters
-        return (counters.elements, counters.calls, counters.waits,
-                counters.cpu_done + _threads_cpu(self._window.threads()))
+        return counters.elements, counters.calls, counters.waits, counters.busy
 
     @property
     def tuned_workers(self) -> int:
@@ -358,8 +375,14 @@ class ParallelMapIterator(DatasetIterator):
 
     @property
     def tuning_done(self) -> bool:
-        """Closed, or moved to processes (whose CPU the tuner cannot see)."""
+        """Closed, or moved to processes (the tuner sets threads only)."""
         return self._closed or self._executor_kind == "process"
+
+    @property
+    def tuning_paused(self) -> bool:
+        """While the executor choice measures its first tasks (one at a time, then whole
+        windows), the workers' idleness is the measurement's, not the stage's."""
+        return self._choice is not None and self._choice.measuring
 
     @property
     def executor_kind(self) -> str:
@@ -369,8 +392,9 @@ class ParallelMapIterator(DatasetIterator):
     @property
     def executor_decision(self) -> ExecutorDecision | None:
         """The automatic choice and its measurement (``None`` while measuring, or when the
-        stage's executor was not chosen automatically)."""
-        return None if self._choice is None else self._choice.decision
+        stage's executor was not chosen automatically); made once per pipeline run, by the
+        stage's first iterator."""
+        return self._decided if self._choice is None else self._choice.decision
 
     def _runner_for_next_task(self) -> _ChunkRunner:
         choice = self._choice
@@ -454,6 +478,7 @@ class ParallelMapIterator(DatasetIterator):
             # The runner never raises; a dead worker does.
             outcomes, seconds, probe = future.result()
             self.busy_seconds += seconds
+            counters.busy += seconds
             if self._choice is not None and self._choice.record(probe) == "process":
                 self._switch_to_processes()
             self._adapt_chunk_size(len(tag), seconds)
@@ -483,23 +508,7 @@ class ParallelMapIterator(DatasetIterator):
 
     def _release(self) -> None:
         self._ready.clear()
-        # The workers' CPU stays in the shared counters: their clocks end with them.
-        self._counters.cpu_done += _threads_cpu(self._window.threads())
         self._window.shutdown()
-
-
-def _threads_cpu(threads: list[threading.Thread]) -> float:
-    """CPU seconds the live ``threads`` have used (an ended thread's clock is gone)."""
-    total = 0.0
-    for thread in threads:
-        ident = thread.ident
-        if ident is None or not thread.is_alive():
-            continue
-        try:
-            total += time.clock_gettime(time.pthread_getcpuclockid(ident))
-        except (OSError, ProcessLookupError):  # ended meanwhile
-            pass
-    return total
 
 
 def _describe_chunk(tag: Any) -> str:

@@ -21,18 +21,19 @@ class FakeStage:
         self.max_workers = workers
         self.tuned_workers = workers
         self.tuning_done = False
+        self.tuning_paused = False
         self.counters: TuningCounters = TuningCounters()
-        self.cpu = 0.0
 
     def tuning_counters(self) -> tuple[int, int, int, float]:
         c = self.counters
-        return c.elements, c.calls, c.waits, c.cpu_done + self.cpu
+        return c.elements, c.calls, c.waits, c.busy
 
-    def advance(self, elements: int, waits: int, cores: float, seconds: float = 1.0) -> None:
+    def advance(self, elements: int, waits: int, occupied: float, seconds: float = 1.0) -> None:
+        """One period: ``occupied`` workers busy on average."""
         self.counters.elements += elements
         self.counters.calls += elements
         self.counters.waits += waits
-        self.cpu += cores * seconds
+        self.counters.busy += occupied * seconds
 
 
 @pytest.fixture
@@ -44,9 +45,9 @@ def clock(monkeypatch):
 
 
 def _tick(tuner: Tuner, clock: list[float], stage: FakeStage, elements: int, waits: int,
-          cores: float) -> None:
+          occupied: float) -> None:
     clock[0] += 1.0
-    stage.advance(elements, waits, cores)
+    stage.advance(elements, waits, occupied)
     tuner.tick()
 
 
@@ -67,17 +68,18 @@ def tuner_with():
         tuner.stop()
 
 
-def test_idle_workers_are_trimmed_to_the_cores_the_work_uses(clock, tuner_with):
+def test_idle_workers_are_trimmed_to_those_the_tasks_keep_busy(clock, tuner_with):
     stage = FakeStage(workers=8)
     tuner = tuner_with(stage)
     _tick(tuner, clock, stage, 1000, 900, 1.0)  # first look: only remembered
     assert stage.tuned_workers == 8
     _tick(tuner, clock, stage, 1000, 900, 1.5)
-    assert stage.tuned_workers == 2  # ceil(1.5 cores * 1.3)
+    assert stage.tuned_workers == 2  # ceil(1.5 busy workers * 1.3)
     (decision,) = tuner.decisions()
     assert (decision.stage, decision.setting, decision.old, decision.new) == \
         ("map(f)", "workers", 8, 2)
-    assert "1.5 cores at 1,000 elements/s: 8 workers were 19% busy" in decision.reason
+    assert "kept 1.5 workers busy at 1,000 elements/s: 8 workers were 19% busy" in \
+        decision.reason
 
 
 def test_a_trim_that_starves_the_consumer_and_slows_the_stage_is_undone(clock, tuner_with):
@@ -112,6 +114,20 @@ def test_busy_workers_with_a_waiting_consumer_grow_while_it_helps(clock, tuner_w
     assert stage.tuned_workers == 3
     assert [(d.old, d.new) for d in tuner.decisions()] == [(2, 3), (3, 4), (4, 3)]
     assert "one more worker did not help" in tuner.decisions()[-1].reason
+
+
+def test_a_stage_measuring_its_executor_is_left_alone(clock, tuner_with):
+    stage = FakeStage(workers=8)
+    tuner = tuner_with(stage)
+    stage.tuning_paused = True
+    for _ in range(4):
+        _tick(tuner, clock, stage, 1000, 0, 0.5)
+    assert stage.tuned_workers == 8 and tuner.decisions() == ()
+    stage.tuning_paused = False
+    _tick(tuner, clock, stage, 1000, 0, 0.5)  # first look after: only remembered
+    assert stage.tuned_workers == 8
+    _tick(tuner, clock, stage, 1000, 0, 0.5)
+    assert stage.tuned_workers == 1
 
 
 def test_a_consumer_that_stopped_reading_changes_nothing(clock, tuner_with):
@@ -194,3 +210,22 @@ def test_prefetch_stays_within_a_small_ram_budget_with_big_elements():
             capacities.append(it._root.capacity)
     assert max(capacities) * megabyte <= 3 * megabyte
     assert max(capacities) == 3  # it did grow to the budget
+
+
+def test_an_autotune_map_chooses_its_executor_once_per_run_not_every_epoch(monkeypatch):
+    from feedline.execution import executor_choice
+    from feedline.transforms import map as map_module
+
+    made = []
+
+    class Counting(executor_choice.ExecutorChoice):
+        def __init__(self, *args, **kwargs):
+            made.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(map_module, "ExecutorChoice", Counting)
+    ds = fl.Dataset.range(300).map(lambda x: x + 1, num_parallel_calls=fl.AUTOTUNE).repeat(4)
+    options = fl.Options(autotune=fl.AutotuneOptions(processes=False))
+    with iter(ds.with_options(options)) as it:
+        assert [int(x) for x in it] == list(range(1, 301)) * 4
+    assert len(made) == 1  # one choice for the stage, measured over its epochs
