@@ -16,7 +16,12 @@ where its function should run (threads or processes) is left alone meanwhile.
 * **Grow** (the consumer waits for the stage and its workers are busy): one more worker,
   kept only if the stage's rate rises by :data:`GAIN`; otherwise undone, and the stage is
   left alone for a while.
+* **Explore** (neither: its workers are busy and the consumer does not wait much): one
+  worker fewer, kept unless the rate falls by more than :data:`GAIN` (busy workers may be
+  busy waiting for each other: the GIL, memory bandwidth); tried again every
+  :data:`EXPLORE_TICKS` looks, so the setting follows a workload that changes.
 * A trim that leaves the consumer waiting and the rate lower is undone.
+* Changes are judged on the rate over :data:`TRIAL_TICKS` looks after them.
 * Settings carry over to the stage's next iterator (each epoch of a ``repeat``).
 
 This adapts when the work changes mid-run (heavier elements use more cores: the consumer
@@ -51,8 +56,15 @@ WAITS_TO_GROW = 0.15
 PAUSE_TICKS = 12
 """Looks without changing a stage after a change of it was undone."""
 
-TRIAL_TICKS = 2
-"""Looks after a change before it is judged (half a second: rates are noisy)."""
+TRIAL_TICKS = 4
+"""Looks after a change before it is judged (a second: rates are noisy), on the rate since
+the change."""
+
+SETTLE_SECONDS = 0.75
+"""Seconds a setting runs before the tuner acts on what it measured."""
+
+EXPLORE_TICKS = 40
+"""Looks between two tries of one worker fewer (ten seconds)."""
 
 BUSY_TO_GROW = 0.6
 """Share of its workers' time a stage must be computing to get one more: idle workers
@@ -117,6 +129,8 @@ class _Control:
         self.last: tuple[float, int, int, int, float] | None = None
         self.trial: tuple[str, int, float, int] | None = None  # kind, previous, rate, due
         self.paused_until = 0
+        self.explore_at = 0
+        self.since: tuple[float, int] | None = None  # when the setting began, elements then
         self.setting = stage.tuned_workers
         self.counters = TuningCounters()
 
@@ -216,21 +230,24 @@ class Tuner:
 
     def _step(self, control: _Control, stage: TunableStage) -> None:
         if stage.tuning_paused:
-            control.last = None  # start afresh once its figures mean something again
+            control.last = control.since = None  # start afresh once it means something
             return
         now = time.perf_counter()
         elements, calls, waits, busy_seconds = stage.tuning_counters()
         last = control.last
         control.last = (now, elements, calls, waits, busy_seconds)
-        if last is None:
+        if last is None or control.since is None:
+            control.since = (now, elements)
             return
         seconds = now - last[0]
         calls_now, waits_now = calls - last[2], waits - last[3]
         if calls_now <= 0 or seconds <= 0:
             return  # the consumer is not reading: nothing to learn
-        rate = (elements - last[1]) / seconds
         waited = waits_now / calls_now
         occupied = max(0.0, (busy_seconds - last[4]) / seconds)  # workers busy on average
+        # The rate since the current setting began: one look is too short to judge by.
+        held = now - control.since[0]
+        rate = (elements - control.since[1]) / held if held > 0 else 0.0
         workers = stage.tuned_workers
         trial = control.trial
         if trial is not None:
@@ -248,20 +265,43 @@ class Tuner:
                           f"fewer workers left its consumer waiting {waited:.0%} of calls and "
                           f"the rate fell ({rate:,.0f} vs {rate_before:,.0f} elements/s)")
                 control.paused_until = self._ticks + PAUSE_TICKS
+            elif kind == "explore" and rate < rate_before / GAIN:
+                self._set(stage, control, previous,
+                          f"one worker fewer was slower ({rate:,.0f} vs {rate_before:,.0f} "
+                          "elements/s)")
+            elif kind == "explore":
+                self._note(control, f"one worker fewer ({workers}) was as fast "
+                                    f"({rate:,.0f} vs {rate_before:,.0f} elements/s): kept")
+            return
+        if self._ticks < control.paused_until or held < SETTLE_SECONDS:
             return
         busy = occupied / workers
         needed = max(1, math.ceil(occupied * HEADROOM))
-        if waited > WAITS_TO_GROW and busy > BUSY_TO_GROW and \
-                workers < stage.max_workers and self._ticks >= control.paused_until:
+        if waited > WAITS_TO_GROW and busy > BUSY_TO_GROW and workers < stage.max_workers:
             control.trial = ("grow", workers, rate, self._ticks + TRIAL_TICKS)
             self._set(stage, control, workers + 1,
                       f"its consumer waited for {waited:.0%} of calls while its {workers} "
                       f"workers were {busy:.0%} busy")
-        elif needed < workers and self._ticks >= control.paused_until:
+        elif needed < workers:
             control.trial = ("trim", workers, rate, self._ticks + TRIAL_TICKS)
             self._set(stage, control, needed,
                       f"its tasks kept {occupied:.1f} workers busy at {rate:,.0f} elements/s: "
                       f"{workers} workers were {busy:.0%} busy")
+        elif workers > 1 and self._ticks >= control.explore_at:
+            # Busy workers may be busy waiting for each other (the GIL, a lock, memory
+            # bandwidth): only trying tells. Fewer is kept unless clearly slower.
+            control.explore_at = self._ticks + EXPLORE_TICKS
+            control.trial = ("explore", workers, rate, self._ticks + TRIAL_TICKS)
+            self._set(stage, control, workers - 1,
+                      f"trying one worker fewer ({rate:,.0f} elements/s with {workers})")
+
+    def _note(self, control: _Control, reason: str) -> None:
+        stage = control.stage()
+        workers = stage.tuned_workers if stage is not None else control.setting
+        with self._lock:
+            self._decisions.append(TuningDecision(time.perf_counter() - self._started,
+                                                  control.name, "workers", workers, workers,
+                                                  reason))
 
     def _set(self, stage: TunableStage, control: _Control, workers: int, reason: str) -> None:
         old = stage.tuned_workers
@@ -269,6 +309,7 @@ class Tuner:
             return
         stage.tuned_workers = workers
         control.setting = workers
+        control.since = None  # the new setting's rate is measured from the next look
         with self._lock:
             self._decisions.append(TuningDecision(time.perf_counter() - self._started,
                                                   control.name, "workers", old, workers,

@@ -362,6 +362,13 @@ class ExecutorChoice:
         """A measured task was started."""
         self._in_flight += 1
 
+    def carry_on(self) -> None:
+        """Go on measuring in the stage's next iterator (the next epoch of a ``repeat``): the
+        tasks measured so far count, those in flight were dropped with the last iterator.
+        Starting over instead, an epoch shorter than the measurement would never decide,
+        and would run every task of every epoch under the measurement's limits."""
+        self._in_flight, self._closing = 0, False
+
     def reset(self) -> None:
         """Forget the measurement in progress (its tasks in flight were dropped)."""
         if self.decision is None:

@@ -413,8 +413,12 @@ class SequentialReader:
 
     def _fill(self) -> None:
         room = self.capacity - self._in_window
-        # Read in runs of at least half the capacity: fewer, longer tasks.
-        if self._end_asked or room <= 0 or (self._in_window and room < max(1, self.capacity // 2)):
+        # Read in runs: fewer, longer tasks for cheap items (up to half the capacity), but
+        # never wait for more than two groups' room: with costly items (batches) a reader
+        # idle until half a large buffer drained would starve its consumer in bursts
+        # (measured: prefetch(16) of chess batches 30% slower than prefetch(2)).
+        least = max(1, min(self.capacity // 2, 2 * self._group))
+        if self._end_asked or room <= 0 or (self._in_window and room < least):
             return
         if not self._tracker.has_snapshot:
             # Before the first task: the source is idle, its state is the start.

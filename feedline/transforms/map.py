@@ -313,7 +313,7 @@ class ParallelMapIterator(DatasetIterator):
                 choice = ctx.remembered[key] = ExecutorChoice(
                     name, parallelism, map_func, ctx.options.threading.close_timeout)
             else:
-                choice.reset()  # the last iterator's tasks in flight were dropped
+                choice.carry_on()
             if choice.decision is not None:
                 self._decided, choice = choice.decision, None
                 choose_executor = False

@@ -9,7 +9,7 @@ import pytest
 
 import feedline as fl
 from feedline.autotune import tuner as tuner_module
-from feedline.autotune.tuner import PAUSE_TICKS, Tuner, TuningCounters
+from feedline.autotune.tuner import EXPLORE_TICKS, PAUSE_TICKS, TRIAL_TICKS, Tuner, TuningCounters
 from feedline.testing.threads import no_leaked_threads
 
 
@@ -51,6 +51,12 @@ def _tick(tuner: Tuner, clock: list[float], stage: FakeStage, elements: int, wai
     tuner.tick()
 
 
+def _trial(tuner, clock, stage, elements, waits, occupied):
+    """The looks a change is judged on (the first after it starts its measurement)."""
+    for _ in range(TRIAL_TICKS):
+        _tick(tuner, clock, stage, elements, waits, occupied)
+
+
 @pytest.fixture
 def tuner_with():
     """A tuner tuning the given stage; its own thread never ticks (the test does), and it
@@ -88,8 +94,7 @@ def test_a_trim_that_starves_the_consumer_and_slows_the_stage_is_undone(clock, t
     _tick(tuner, clock, stage, 1000, 100, 1.0)
     _tick(tuner, clock, stage, 1000, 100, 1.0)
     assert stage.tuned_workers == 2
-    _tick(tuner, clock, stage, 700, 600, 1.0)  # judged after TRIAL_TICKS looks
-    _tick(tuner, clock, stage, 700, 600, 1.0)
+    _trial(tuner, clock, stage, 700, 600, 1.0)
     assert stage.tuned_workers == 4
     assert "the rate fell (700 vs 1,000 elements/s)" in tuner.decisions()[-1].reason
     for _ in range(PAUSE_TICKS - 1):  # left alone for a while, idle or not
@@ -104,13 +109,12 @@ def test_busy_workers_with_a_waiting_consumer_grow_while_it_helps(clock, tuner_w
     _tick(tuner, clock, stage, 1000, 500, 1.9)
     _tick(tuner, clock, stage, 1000, 500, 1.9)
     assert stage.tuned_workers == 3
-    _tick(tuner, clock, stage, 1400, 500, 2.8)
-    _tick(tuner, clock, stage, 1400, 500, 2.8)  # judged: rate 1,400 > 1,000 * 1.03
+    _trial(tuner, clock, stage, 1400, 500, 2.8)  # judged: rate 1,400 > 1,000 * 1.03
     assert stage.tuned_workers == 3
+    _tick(tuner, clock, stage, 1400, 500, 2.9)  # the new setting's first look
     _tick(tuner, clock, stage, 1400, 500, 2.9)  # still waited on, busy: one more
     assert stage.tuned_workers == 4
-    _tick(tuner, clock, stage, 1400, 500, 3.0)
-    _tick(tuner, clock, stage, 1400, 500, 3.0)  # no gain: back to 3, then a pause
+    _trial(tuner, clock, stage, 1400, 500, 3.0)  # no gain: back to 3, then a pause
     assert stage.tuned_workers == 3
     assert [(d.old, d.new) for d in tuner.decisions()] == [(2, 3), (3, 4), (4, 3)]
     assert "one more worker did not help" in tuner.decisions()[-1].reason
@@ -128,6 +132,28 @@ def test_a_stage_measuring_its_executor_is_left_alone(clock, tuner_with):
     assert stage.tuned_workers == 8
     _tick(tuner, clock, stage, 1000, 0, 0.5)
     assert stage.tuned_workers == 1
+
+
+def test_busy_workers_are_explored_one_fewer_and_kept_fewer_when_as_fast(clock, tuner_with):
+    stage = FakeStage(workers=3)
+    tuner = tuner_with(stage)
+    # Every worker busy, the consumer rarely waiting: only trying one fewer tells.
+    _tick(tuner, clock, stage, 1000, 50, 3.0)
+    _tick(tuner, clock, stage, 1000, 50, 3.0)
+    assert stage.tuned_workers == 2
+    assert "trying one worker fewer" in tuner.decisions()[-1].reason
+    _trial(tuner, clock, stage, 990, 50, 2.0)  # within 3%: fewer kept
+    assert stage.tuned_workers == 2
+    assert tuner.decisions()[-1].reason.startswith("one worker fewer (2) was as fast")
+    looks = 0
+    while stage.tuned_workers == 2:  # tried again later: one fewer now is slower
+        _tick(tuner, clock, stage, 990, 50, 2.0)
+        looks += 1
+        assert looks <= EXPLORE_TICKS
+    assert stage.tuned_workers == 1
+    _trial(tuner, clock, stage, 600, 50, 1.0)
+    assert stage.tuned_workers == 2
+    assert "one worker fewer was slower (600 vs 990" in tuner.decisions()[-1].reason
 
 
 def test_a_consumer_that_stopped_reading_changes_nothing(clock, tuner_with):
