@@ -6,9 +6,9 @@
    vectorized parse on a parallel map, prefetch) and a per-element pipeline (a shuffle, a
    Python ``map`` and ``filter`` per element, batch: the worst case, about 1 us of work per
    element through three probed stages), each read whole with statistics off, on, and on
-   with a trace. Runs
-   alternate (off, on, trace, off, …) so that load on a shared machine hits all three
-   alike; the figure is the median of ``--rounds``. Goal: on costs <= 2%.
+   with a trace, each for ``--sweep-seconds`` (the data repeated). Runs alternate (off,
+   on, trace, off, …) so that load on a shared machine hits all three alike; the figure
+   is the median of ``--rounds``. Goal: on costs <= 2%.
 2. **AUTOTUNE versus a sweep** of fixed settings on the chess and images pipelines
    (``num_parallel_calls`` 1 … cores + 2 times ``prefetch`` 1, 2, 4): examples/s of each,
    read for ``--sweep-seconds`` with the data repeated (median of rounds), the best fixed
@@ -122,12 +122,12 @@ def timed_rate(dataset: Any, seconds: float) -> float:
     return count / (time.perf_counter() - started)
 
 
-def overhead_table(make: Callable[[], Any], rounds: int) -> dict[str, float]:
+def overhead_table(make: Callable[[], Any], rounds: int, seconds: float) -> dict[str, float]:
     rate(make().with_options(_options("off")))  # warm: page cache, imports
     results: dict[str, list[float]] = {"off": [], "on": [], "trace": []}
     for _ in range(rounds):
         for mode in results:
-            results[mode].append(rate(make().with_options(_options(mode))))
+            results[mode].append(timed_rate(make().with_options(_options(mode)), seconds))
     return {mode: stats_module.median(values) for mode, values in results.items()}
 
 
@@ -222,9 +222,10 @@ def main(argv: list[str] | None = None) -> int:
         "date": time.strftime("%Y-%m-%d"),
         "overhead": {
             "chess (shuffle, batch, parallel parse, prefetch)":
-                overhead_table(lambda: chess(files), args.rounds),
+                overhead_table(lambda: chess(files), args.rounds, args.sweep_seconds),
             "per element (shuffle, map, filter, batch)":
-                overhead_table(lambda: per_element(args.elements), args.rounds),
+                overhead_table(lambda: per_element(args.elements), args.rounds,
+                               args.sweep_seconds),
         },
         "sweep": {
             "chess": sweep(lambda p, b: chess(files, p, b), max(1, args.rounds // 2), cores,

@@ -16,7 +16,7 @@ where its function should run (threads or processes) is left alone meanwhile.
 * **Grow** (the consumer waits for the stage and its workers are busy): one more worker,
   kept only if the stage's rate rises by :data:`GAIN`; otherwise undone, and the stage is
   left alone for a while.
-* **Explore** (neither: its workers are busy and the consumer does not wait much): one
+* **Explore** (its workers are busy, its consumer rarely waits for it): one
   worker fewer, kept unless the rate falls by more than :data:`GAIN` (busy workers may be
   busy waiting for each other: the GIL, memory bandwidth); tried again every
   :data:`EXPLORE_TICKS` looks, so the setting follows a workload that changes.
@@ -287,7 +287,7 @@ class Tuner:
             self._set(stage, control, needed,
                       f"its tasks kept {occupied:.1f} workers busy at {rate:,.0f} elements/s: "
                       f"{workers} workers were {busy:.0%} busy")
-        elif workers > 1 and self._ticks >= control.explore_at:
+        elif workers > 1 and waited < WAITS_TO_GROW and self._ticks >= control.explore_at:
             # Busy workers may be busy waiting for each other (the GIL, a lock, memory
             # bandwidth): only trying tells. Fewer is kept unless clearly slower.
             control.explore_at = self._ticks + EXPLORE_TICKS

@@ -314,6 +314,14 @@ def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
             f"the consumer waits for input only {statistics.consumer.wait_fraction:.0%} of "
             "its time: the pipeline keeps up, speed up the training step instead",
             "(no pipeline change)", 1.0))
+    if worst.operation in ("batch", "padded_batch") and not worst.asynchronous:
+        advice.append(Advice(
+            "parallelize", worst.id,
+            f"parallelize {worst.name}: stacking its elements into arrays runs on its "
+            f"caller's thread and takes {_share(worst, segment_of, stages):.0%} of that "
+            "thread's work (large elements: copies)",
+            f"{worst.operation}(batch_size, num_parallel_calls=fl.AUTOTUNE)",
+            _parallel_prediction(statistics, segment_of, loads, worst, cores)))
     if worst.operation in _MAPS and not worst.asynchronous:
         advice.append(Advice(
             "parallelize", worst.id,

@@ -137,7 +137,8 @@ def test_a_stage_measuring_its_executor_is_left_alone(clock, tuner_with):
 def test_busy_workers_are_explored_one_fewer_and_kept_fewer_when_as_fast(clock, tuner_with):
     stage = FakeStage(workers=3)
     tuner = tuner_with(stage)
-    # Every worker busy, the consumer rarely waiting: only trying one fewer tells.
+    # Every worker busy, the consumer rarely waiting (the stage is ahead of it): only
+    # trying one fewer tells whether all of them are needed.
     _tick(tuner, clock, stage, 1000, 50, 3.0)
     _tick(tuner, clock, stage, 1000, 50, 3.0)
     assert stage.tuned_workers == 2
@@ -154,6 +155,14 @@ def test_busy_workers_are_explored_one_fewer_and_kept_fewer_when_as_fast(clock, 
     _trial(tuner, clock, stage, 600, 50, 1.0)
     assert stage.tuned_workers == 2
     assert "one worker fewer was slower (600 vs 990" in tuner.decisions()[-1].reason
+
+
+def test_a_stage_its_consumer_waits_for_is_not_explored_down(clock, tuner_with):
+    stage = FakeStage(workers=2)
+    tuner = tuner_with(stage)
+    for _ in range(EXPLORE_TICKS + 5):  # at its maximum, busy, waited on: left as it is
+        _tick(tuner, clock, stage, 1000, 500, 2.0)
+    assert stage.tuned_workers == 2 and tuner.decisions() == ()
 
 
 def test_a_consumer_that_stopped_reading_changes_nothing(clock, tuner_with):

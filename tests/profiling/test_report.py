@@ -65,6 +65,24 @@ def test_gil_bound_threaded_map_gets_worker_processes():
     assert processes.predicted_speedup == pytest.approx(1.0 / (1.03 / 4))
 
 
+def test_a_batch_stacking_large_elements_is_parallelized():
+    stats = _statistics([_stage(0, None, "prefetch", "prefetch", 0.0, elements=50,
+                                asynchronous=True, executor="threads", buffer_size=2,
+                                buffer_mean=0.9),
+                         _stage(1, 0, "batch", "batch", 0.9, elements=50),
+                         _stage(2, 1, "map(decode)", "map", 0.6, elements=3200,
+                                asynchronous=True, parallelism=2, executor="threads",
+                                buffer_size=4, buffer_mean=0.9)], wait=0.9, between=0.1)
+    report = analyse(stats, cores=2)
+    assert report.bottleneck.name == "batch"
+    advice = report.advice[0]
+    assert (advice.kind, advice.rewrite) == (
+        "parallelize", "batch(batch_size, num_parallel_calls=fl.AUTOTUNE)")
+    # Stacking on 2 workers: the prefetch thread's 0.9 s of batch becomes 0.45 per worker,
+    # and the CPU (1.5 s over 2 cores, 0.75) then limits: 0.9 / 0.75.
+    assert advice.predicted_speedup == pytest.approx(1.2)
+
+
 def test_a_consumer_that_does_not_wait_is_told_the_pipeline_keeps_up():
     stats = _statistics([_stage(0, None, "range", "range", 0.01)], wait=0.01, between=0.99)
     report = analyse(stats, cores=2)
