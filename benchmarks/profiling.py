@@ -5,7 +5,7 @@
 1. **Statistics overhead**: the chess pipeline (TFRecord files, shuffle buffer, batch 512,
    vectorized parse on a parallel map, prefetch) and a per-element pipeline (a shuffle, a
    Python ``map`` and ``filter`` per element, batch: the worst case, about 1 us of work per
-   element through three probed stages), each read whole with statistics off, on, and on
+   element through three probed stages), each read with statistics off, on, and on
    with a trace, each for ``--sweep-seconds`` (the data repeated). Runs alternate (off,
    on, trace, off, …) so that load on a shared machine hits all three alike; the figure
    is the median of ``--rounds``. Goal: on costs <= 2%.
@@ -126,8 +126,8 @@ def overhead_table(make: Callable[[], Any], rounds: int, seconds: float) -> dict
     rate(make().with_options(_options("off")))  # warm: page cache, imports
     results: dict[str, list[float]] = {"off": [], "on": [], "trace": []}
     for _ in range(rounds):
-        for mode in results:
-            results[mode].append(timed_rate(make().with_options(_options(mode)), seconds))
+        for mode, values in results.items():
+            values.append(timed_rate(make().with_options(_options(mode)), seconds))
     return {mode: stats_module.median(values) for mode, values in results.items()}
 
 
@@ -180,24 +180,24 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {name} | {row['off']:,.0f} | {row['on']:,.0f} | "
                      f"**{row['on'] / row['off']:.3f}** | {row['trace']:,.0f} | "
                      f"{row['trace'] / row['off']:.3f} |")
-    lines += ["", "Goal: statistics on cost <= 2% (on / off >= 0.98); off costs one "
-              "attribute test per stage iterator built, none per element.", ""]
+    lines += ["", ("Goal: statistics on cost <= 2% (on / off >= 0.98); off costs one "
+                   "attribute test per stage iterator built, none per element."), ""]
     for name, table in result["sweep"].items():
         best_label = max((k for k in table if k != "AUTOTUNE"), key=lambda k: table[k])
         share = table["AUTOTUNE"] / table[best_label]
         lines += [f"## AUTOTUNE versus fixed settings: {name}", "",
-                  f"AUTOTUNE {table['AUTOTUNE']:,.0f} rows/s; best fixed ({best_label}) "
-                  f"{table[best_label]:,.0f}: **{share:.1%}** of it (goal >= 95%).", "",
+                  (f"AUTOTUNE {table['AUTOTUNE']:,.0f} rows/s; best fixed ({best_label}) "
+                   f"{table[best_label]:,.0f}: **{share:.1%}** of it (goal >= 95%)."), "",
                   "| setting | rows/s |", "|---|---|"]
         for label, value in table.items():
             lines.append(f"| {label} | {value:,.0f} |")
         lines.append("")
     conv = result["convergence"]
     reached = conv["reached_s"]
+    when = "never" if reached is None else f"{reached:.2f} s"
     lines += ["## Convergence (chess, AUTOTUNE)", "",
-              f"Median rate over {conv['windows']} windows of 0.25 s: {conv['steady']:,.0f} "
-              f"rows/s; first window at >= 95% of it: "
-              f"{'never' if reached is None else f'{reached:.2f} s'} (goal: within 3 s).", ""]
+              (f"Median rate over {conv['windows']} windows of 0.25 s: {conv['steady']:,.0f} "
+               f"rows/s; first window at >= 95% of it: {when} (goal: within 3 s)."), ""]
     return "\n".join(lines)
 
 

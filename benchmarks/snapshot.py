@@ -334,8 +334,8 @@ def report(args: Any, ours: dict[str, Any], theirs: dict[str, Any],
     n = ours["examples"]
     tf_name = "tf.data" if "unavailable" in theirs else (
         f"tf.data ({'uncompressed' if theirs['compression'] == 'NONE' else 'AUTO'})")
-    lines = [f"Chess pipeline, {n:,} examples (batch 512, parse, transform); reads are "
-             f"medians of {args.rounds}.", "",
+    lines = [(f"Chess pipeline, {n:,} examples (batch 512, parse, transform); reads are "
+              f"medians of {args.rounds}."), "",
              f"| | feedline | {tf_name} | feedline / tf.data |", "|---|---|---|---|"]
 
     def row(label: str, mine: float, key: str, scale: str = "rate", goal: str = "") -> None:
@@ -372,10 +372,10 @@ def report(args: Any, ours: dict[str, Any], theirs: dict[str, Any],
     lines += ["", "| what the machine allows (this run, medians) | MB/s |", "|---|---|",
               f"| disk write (256 MB, fsync) | {disk:,.0f} |",
               f"| page cache read | {machine['cache_read_mbs']:,.0f} |",
-              f"| zstd level 1 compression, one thread, on these batches | "
-              f"{machine['zstd_mbs']:,.0f} |",
-              f"| zstd decompression, one thread, on these batches | "
-              f"{machine['unzstd_mbs']:,.0f} |",
+              (f"| zstd level 1 compression, one thread, on these batches | "
+               f"{machine['zstd_mbs']:,.0f} |"),
+              (f"| zstd decompression, one thread, on these batches | "
+               f"{machine['unzstd_mbs']:,.0f} |"),
               (f"| **feedline saving computed batches, AUTO (zstd; uncompressed MB/s, ratio "
                f"{ratio:.1f}x)** | {auto_rate:,.0f} = **{auto_rate / allowed:.0%}** of "
                f"min(disk x ratio, {cores} x zstd) = {allowed:,.0f} (goal >= 70%: "
@@ -392,7 +392,7 @@ def report(args: Any, ours: dict[str, Any], theirs: dict[str, Any],
               (f"kill -9 at random moments during a snapshot write, then read: {exact} of "
               f"{trials} trials exact.")]
     if "unavailable" not in theirs:
-        lines += ["", "Read passes, seconds each: feedline uncompressed "
+        lines += ["", ("Read passes, seconds each: feedline uncompressed "
                   f"{', '.join(f'{t:.3f}' for t in none['reads_s'])}; feedline AUTO "
                   f"{', '.join(f'{t:.3f}' for t in auto['reads_s'])}; tf.data "
                   f"{', '.join(f'{t:.3f}' for t in theirs['reads_s'])}. CPU seconds of "
@@ -400,7 +400,7 @@ def report(args: Any, ours: dict[str, Any], theirs: dict[str, Any],
                   f"{statistics.median(none['cpu_s']):.3f}, AUTO "
                   f"{statistics.median(auto['cpu_s']):.3f} (zstd decompression of "
                   f"{none['bytes'] / 1e6:,.0f} MB at {machine['unzstd_mbs']:,.0f} MB/s alone "
-                  f"is {none['bytes'] / 1e6 / machine['unzstd_mbs']:.3f})."]
+                  f"is {none['bytes'] / 1e6 / machine['unzstd_mbs']:.3f}).")]
     if theirs.get("note"):
         lines += ["", (f"tf.data {theirs['version']}: `snapshot(compression=\"AUTO\")` failed "
                   f"on these batches ({theirs['note'].strip()}); its rows use "

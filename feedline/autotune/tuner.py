@@ -83,7 +83,7 @@ class TuningCounters:
             computing, reading files, waiting for the GIL).
     """
 
-    __slots__ = ("elements", "calls", "waits", "busy")
+    __slots__ = ("busy", "calls", "elements", "waits")
 
     def __init__(self) -> None:
         self.elements = self.calls = self.waits = 0

@@ -40,7 +40,6 @@ from feedline.profiling.records import (
     StageStatistics,
     TimelinePoint,
 )
-
 from feedline.transforms.prefetch import element_bytes
 
 if TYPE_CHECKING:

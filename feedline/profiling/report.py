@@ -533,10 +533,10 @@ def format_report(report: ProfileReport) -> str:
     statistics = report.statistics
     consumer = statistics.consumer
     lines = [
-        f"throughput: {report.throughput:,.1f} elements/s over {statistics.seconds:.2f} s "
-        f"({statistics.elements:,} elements, {report.cores} cores)",
-        f"input-bound: {'yes' if report.input_bound else 'no'} (the consumer waited "
-        f"{consumer.wait_fraction:.0%} of its time)",
+        (f"throughput: {report.throughput:,.1f} elements/s over {statistics.seconds:.2f} s "
+         f"({statistics.elements:,} elements, {report.cores} cores)"),
+        (f"input-bound: {'yes' if report.input_bound else 'no'} (the consumer waited "
+         f"{consumer.wait_fraction:.0%} of its time)"),
     ]
     if report.bottleneck is not None:
         b = report.bottleneck

@@ -364,10 +364,10 @@ def _aligned(offset: int) -> int:
 def _parse_header(path: str, text: bytes) -> dict[str, Any]:
     try:
         header = json.loads(text)
-        if not isinstance(header, dict):
-            raise ValueError("not an object")
     except ValueError as error:
         raise DataLossError(f"{path}: damaged chunk header: {error}", path=path) from None
+    if not isinstance(header, dict):
+        raise DataLossError(f"{path}: damaged chunk header: not an object", path=path)
     return header
 
 

@@ -197,10 +197,9 @@ def test_a_map_waiting_on_a_slow_input_is_trimmed_and_output_is_exact():
                                 name="double")
     options = fl.Options(profiling=fl.ProfilingOptions(statistics=True),
                          autotune=fl.AutotuneOptions(choose_executor=False))
-    with no_leaked_threads(timeout=10):
-        with iter(ds.with_options(options)) as it:
-            assert [int(x) for x in it] == [2 * i for i in range(3000)]
-            tuning = it.statistics().tuning
+    with no_leaked_threads(timeout=10), iter(ds.with_options(options)) as it:
+        assert [int(x) for x in it] == [2 * i for i in range(3000)]
+        tuning = it.statistics().tuning
     assert tuning, "the tuner changed nothing"
     # Its workers wait on the input: one is enough.
     assert tuning[0].stage == "double" and tuning[0].new == 1

@@ -66,12 +66,12 @@ def test_an_injected_slow_stage_is_named_as_the_bottleneck(workload, tmp_path):
     report = fl.profile(pipeline.with_options(options), seconds=1.0)
     assert report.bottleneck is not None, workload
     # Map fusion may run the injected map fused with the maps above it: that stage is it.
-    assert "injected" in report.bottleneck.name.split(" -> "), (workload, format(report))
+    assert "injected" in report.bottleneck.name.split(" -> "), (workload, _text(report))
     injected = report.statistics.stages[report.bottleneck.stage]
     assert injected.elements > 0 and injected.self_seconds >= injected.elements * 0.005
 
 
-def format(report):  # noqa: A001 - the report as text, for assertion messages
+def _text(report):
     from feedline.profiling.report import format_report
 
     return format_report(report)

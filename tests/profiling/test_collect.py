@@ -158,10 +158,8 @@ def test_probes_keep_checkpoints_identical_and_restorable(probe_kind):
         for _ in range(3):
             assert np.array_equal(next(plain), next(measured))
         state_plain, state_measured = plain.state_dict(), measured.state_dict()
-    assert json.dumps(state_plain["state"] if "state" in state_plain else state_plain,
-                      sort_keys=True, default=str) == \
-        json.dumps(state_measured["state"] if "state" in state_measured else state_measured,
-                   sort_keys=True, default=str)
+    assert json.dumps(state_plain, sort_keys=True, default=str) == \
+        json.dumps(state_measured, sort_keys=True, default=str)
     with iter(ds.with_options(STATS)) as restored:
         restored.load_state_dict(state_plain)
         rest = [b.tolist() for b in restored]

@@ -4,6 +4,7 @@ import json
 import mmap
 import os
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -191,7 +192,7 @@ def test_frames_close_at_the_frame_size():
 
 def test_the_header_lists_frames_with_their_checksums(tmp_path):
     path = write_chunk(tmp_path, [big(0), small(1)], "ZSTD")
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     assert data[:8] == b"FLCHUNK2"
     _, size, crc = struct.unpack_from("<8sII", data)
     header = json.loads(data[16:16 + size])
@@ -219,16 +220,16 @@ def frame_starts(data):
 
 
 def damage(path, offset):
-    data = bytearray(open(path, "rb").read())
+    data = bytearray(Path(path).read_bytes())
     data[offset] ^= 0xFF
-    open(path, "wb").write(bytes(data))
+    Path(path).write_bytes(bytes(data))
 
 
 @pytest.mark.parametrize("compression", ["NONE", "ZSTD"])
 def test_damage_anywhere_is_a_data_loss_error_naming_the_file(tmp_path, compression):
     elements = [big(0), big(1), small(2)]
     path = write_chunk(tmp_path, elements, compression)
-    starts = frame_starts(open(path, "rb").read())
+    starts = frame_starts(Path(path).read_bytes())
     (first, first_size), (last, last_size) = starts[0], starts[-1]
     for offset, message in [(3, "not a feedline chunk file"), (14, "header is damaged"),
                             (40, "header is damaged"), (first, "checksum does not match"),
@@ -241,10 +242,10 @@ def test_damage_anywhere_is_a_data_loss_error_naming_the_file(tmp_path, compress
             load_chunk(path)
         assert caught.value.path == path
     write_chunk(tmp_path, elements, compression)
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     for cut, message in [(data[:-10], "truncated"), (data + b"junk", "too long"),
                          (b"", "not a feedline chunk file")]:
-        open(path, "wb").write(cut)
+        Path(path).write_bytes(cut)
         with pytest.raises(fl.DataLossError, match=message):
             load_chunk(path)
 
