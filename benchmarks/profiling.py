@@ -27,6 +27,7 @@ import argparse
 import os
 import platform
 import statistics as stats_module
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -217,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     files = data.chess(args.records, 8, SEED)["files"]
     image_meta = {**data.images(args.images, SEED), "decoder": data.available_decoder()}
     result: dict[str, Any] = {
-        "command": "python -m benchmarks.profiling " + " ".join(argv or []),
+        "command": " ".join(["python -m benchmarks.profiling",
+                             *(sys.argv[1:] if argv is None else argv)]),
         "machine": f"{platform.machine()}, {cores} CPUs",
         "date": time.strftime("%Y-%m-%d"),
         "overhead": {
