@@ -157,12 +157,12 @@ class ProfilingOptions:
 
     Example:
         >>> ProfilingOptions(statistics=True).interval
-        0.05
+        0.1
     """
 
     statistics: bool = False
     trace: bool = False
-    interval: float = 0.05
+    interval: float = 0.1
 
     def __post_init__(self) -> None:
         if not self.interval > 0:

@@ -172,11 +172,13 @@ def _read_aheads(iterator: Any) -> list[Any]:
 
     for value in list(vars(iterator).values()) if hasattr(iterator, "__dict__") else ():
         if isinstance(value, (list, tuple)):
-            for item in value:
-                visit(item)
+            # Lists of readers (interleave's), never element buffers (shuffle's): those are
+            # long, and looking through them on every sample would cost the pipeline.
+            if value and isinstance(value[0], (ReadAhead, SequentialReader)):
+                for item in value:
+                    visit(item)
         elif isinstance(value, dict):
-            for item in list(value.values()):
-                visit(item)
+            continue
         else:
             visit(value)
     return found

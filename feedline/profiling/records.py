@@ -141,7 +141,7 @@ class PipelineStatistics:
     consumer: ConsumerStatistics
     """The loop that read the output."""
     timeline: tuple[TimelinePoint, ...] = ()
-    """Samples taken while it ran (every 50 ms by default)."""
+    """Samples taken while it ran (every 100 ms by default)."""
     spans: tuple[Span, ...] = ()
     """Timed calls kept for a trace (empty unless tracing was asked for)."""
     tuning: tuple[TuningDecision, ...] = ()
