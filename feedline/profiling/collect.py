@@ -204,9 +204,9 @@ class _Stage:
         self.name = name
         self.operation = name
         self.probes: list[Any] = []
-        self.retired = {"calls": 0, "untimed": 0, "stops": 0, "cpu_sampled": 0, "errors": 0, "sampled": 0, "sampled_ns": 0,
-                        "first_ns": 0, "sampled_cpu_ns": 0, "first_cpu_ns": 0,
-                        "estimated_ns": 0.0, "estimated_cpu_ns": 0.0}
+        # Counts of the stage's iterators that have closed, added up (see add()).
+        self.retired: dict[str, Any] = dict.fromkeys(_COUNTS, 0)
+        self.retired.update(estimated_ns=0.0, estimated_cpu_ns=0.0)
         self.retired_threads: set[int] = set()
         self.spans: list[tuple[int, int, int]] | None = None
         self.byte_samples = 0
@@ -247,8 +247,9 @@ class _Stage:
             total: dict[str, Any] = dict(self.retired)
             threads = set(self.retired_threads)
         for probe in probes:
-            _accumulate(total, probe._probe_counts())
-            threads.update(probe._probe_counts()["threads"])
+            counts = probe._probe_counts()
+            _accumulate(total, counts)
+            threads.update(counts["threads"])
         total["threads"] = threads
         return total
 
@@ -277,7 +278,7 @@ class Collector:
         [('batch', 100), ('map(str)', 1000), ('tensor_slices', 1000)]
     """
 
-    def __init__(self, trace: bool = False, interval: float = 0.05) -> None:
+    def __init__(self, trace: bool = False, interval: float = 0.1) -> None:
         self._trace = trace
         self._interval = interval
         self._stages: list[_Stage] = []
@@ -490,7 +491,7 @@ class Collector:
                 executor=("processes" if stage.processes else stage.executor)
                 if asynchronous else "inline",
                 cpu_seconds=cpu_seconds))
-        spans = list(self._spans())
+        spans = self._spans(stages)
         for stage in stages:
             if stage.process_statistics:
                 self._add_worker_stages(records, spans, stage)
@@ -544,6 +545,7 @@ class Collector:
                 parent = by_id[parent].parent
             view = _Stage.__new__(_Stage)
             view.__dict__.update(stage.__dict__)
+            view.original_id = stage.id
             view.id = new_id[stage.id]
             view.parent = None if parent is None else new_id[parent]
             result.append(view)
@@ -555,9 +557,7 @@ class Collector:
         return [stage.node for stage in self._measured_stages()]
 
     def _timeline_renumbered(self, stages: list[_Stage]) -> tuple[TimelinePoint, ...]:
-        new_id = {id(stage.probes): stage.id for stage in stages}
-        old_to_new = {old.id: new_id[id(old.probes)] for old in list(self._stages)
-                      if id(old.probes) in new_id}
+        old_to_new = {stage.original_id: stage.id for stage in stages}
         return tuple(TimelinePoint(point.seconds, point.elements,
                                    {old_to_new[k]: v for k, v in point.buffers.items()
                                     if k in old_to_new})
@@ -572,18 +572,17 @@ class Collector:
         return ConsumerStatistics(calls=calls, wait_seconds=wait,
                                   between_seconds=max(0.0, seconds - wait))
 
-    def _spans(self) -> tuple[Span, ...]:
+    def _spans(self, stages: list[_Stage]) -> list[Span]:
         if not self._trace:
-            return ()
+            return []
         names = dict(self._thread_names)
         for thread in threading.enumerate():
             if thread.ident is not None:
                 names.setdefault(thread.ident, thread.name)
         start_ns = self._started_ns
-        return tuple(Span(stage.id, (start - start_ns) / 1e9, duration / 1e9,
-                          names.get(ident, f"thread {ident}"), os.getpid())
-                     for stage in self._measured_stages()
-                     for start, duration, ident in (stage.spans or ()))
+        return [Span(stage.id, (start - start_ns) / 1e9, duration / 1e9,
+                     names.get(ident, f"thread {ident}"), os.getpid())
+                for stage in stages for start, duration, ident in (stage.spans or ())]
 
 
 def _operation(node: Any, iterator: Any) -> str:
@@ -600,11 +599,15 @@ def _operation(node: Any, iterator: Any) -> str:
                    for i, c in enumerate(name))
 
 
+_COUNTS = ("calls", "untimed", "stops", "errors", "sampled", "cpu_sampled", "sampled_ns",
+           "first_ns", "sampled_cpu_ns", "first_cpu_ns")
+"""The probe's counters that add up over a stage's iterators."""
+
+
 def _accumulate(total: dict[str, Any], counts: dict[str, Any]) -> None:
     """Add one probe's counts to ``total``, with its estimated time in ``next()``: its first
     call as measured, the others at the sampled calls' mean (less the clock's own cost)."""
-    for key in ("calls", "untimed", "stops", "errors", "sampled", "cpu_sampled", "sampled_ns", "first_ns",
-                "sampled_cpu_ns", "first_cpu_ns"):
+    for key in _COUNTS:
         total[key] += counts[key]
     for clock, first, sampled, taken, cost in (
             ("estimated_ns", "first_ns", "sampled_ns", "sampled", _CLOCK_NS),

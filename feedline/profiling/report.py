@@ -52,6 +52,10 @@ _LATER_EPOCHS = {"consumer": -1, "cache": 1, "snapshot": 1}
 """Sort order of advice kinds: whether the consumer is the limit comes first, changes that
 pay from the second epoch on (cache, snapshot) after those that pay at once."""
 
+_PULL_ON_WORKERS = ("prefetch", "interleave", "snapshot", "load", "multiprocess")
+"""Read-ahead stages whose workers (threads, or processes) pull their input: the stages
+below them run in those workers' segment."""
+
 _MAPS = ("map", "fused_inline")
 """Operations running user functions element by element (``fused_inline``: maps and filters
 that map fusion runs as one stage)."""
@@ -151,8 +155,7 @@ def measure_throughput(dataset: Dataset, seconds: float,
 
 
 # ---------------------------------------------------------------------- the model
-def _segments(stages: tuple[StageStatistics, ...],
-              pulled_by_workers: dict[int, str]) -> dict[int, str]:
+def _segments(stages: tuple[StageStatistics, ...]) -> dict[int, str]:
     """The segment each stage's own work runs in: ``"consumer"`` or ``"workers:<id>"``."""
     segment_of: dict[int, str] = {}
     for stage in stages:  # parents come before children (output first)
@@ -161,37 +164,30 @@ def _segments(stages: tuple[StageStatistics, ...],
         elif stage.parent is None:
             segment_of[stage.id] = "consumer"
         else:
-            parent = stages[stage.parent]
-            # A child of a read-ahead stage runs on that stage's workers when they pull it
-            # (prefetch, interleave), on the parent's caller's thread otherwise (a parallel
-            # map pulls its input where it is called).
-            if parent.asynchronous and pulled_by_workers.get(stage.id) == f"workers:{parent.id}":
-                segment_of[stage.id] = f"workers:{parent.id}"
-            else:
-                segment_of[stage.id] = _caller_segment(parent, stages, segment_of)
+            segment_of[stage.id] = _caller_segment(stages[stage.parent], stages, segment_of)
     return segment_of
 
 
 def _caller_segment(stage: StageStatistics, stages: tuple[StageStatistics, ...],
                     segment_of: dict[int, str]) -> str:
-    """The segment that calls ``stage``'s ``next()`` (for an asynchronous stage, not its
-    own workers)."""
+    """The segment that calls the ``next()`` of ``stage``'s input: its own when it is
+    synchronous, its workers' when it reads ahead on them (:data:`_PULL_ON_WORKERS`),
+    else (a parallel map or batch pulls its input where it is called) its caller's."""
     if not stage.asynchronous:
         return segment_of[stage.id]
+    if stage.operation in _PULL_ON_WORKERS:
+        return f"workers:{stage.id}"
     if stage.parent is None:
         return "consumer"
-    parent = stages[stage.parent]
-    if parent.asynchronous and parent.operation in ("prefetch", "interleave"):
-        return f"workers:{parent.id}"
-    return _caller_segment(parent, stages, segment_of)
+    return _caller_segment(stages[stage.parent], stages, segment_of)
 
 
 def _loads(statistics: PipelineStatistics, segment_of: dict[int, str], cores: int,
-           own: dict[int, float] | None = None, threads: dict[str, float] | None = None,
-           consumer_seconds: float | None = None) -> dict[str, float]:
+           own: dict[int, float] | None = None, threads: dict[str, float] | None = None
+           ) -> dict[str, float]:
     """Each segment's load (busy share of its threads), plus ``"cpu"`` and the consumer's
-    own work (``"step"``). ``own`` / ``threads`` / ``consumer_seconds`` override the
-    measured values (to predict a rewrite)."""
+    own work (``"step"``). ``own`` / ``threads`` override the measured values (to predict
+    a rewrite)."""
     wall = statistics.seconds or 1e-9
     own = dict(own or {s.id: s.self_seconds for s in statistics.stages})
     for stage in statistics.stages:
@@ -212,7 +208,7 @@ def _loads(statistics: PipelineStatistics, segment_of: dict[int, str], cores: in
     loads = {key: value / (sizes.get(key, 1) * wall) for key, value in work.items()}
     cpu = {s.id: min(s.cpu_seconds, own[s.id]) for s in statistics.stages}
     loads["cpu"] = sum(cpu.values()) / (cores * wall)
-    step = statistics.consumer.between_seconds if consumer_seconds is None else consumer_seconds
+    step = statistics.consumer.between_seconds
     loads["step"] = step / wall
     return loads
 
@@ -261,7 +257,7 @@ def analyse(statistics: PipelineStatistics, cores: int | None = None) -> Profile
     if not stages or statistics.seconds <= 0:
         return ProfileReport(statistics, input_bound, None, (), cores,
                              ("nothing was measured",))
-    segment_of = _segments(stages, _pulled_by_workers(statistics))
+    segment_of = _segments(stages)
     loads = _loads(statistics, segment_of, cores)
     pipeline_loads = {k: v for k, v in loads.items() if k not in ("step", "cpu")}
     critical = max(pipeline_loads, key=lambda key: pipeline_loads[key])
@@ -280,33 +276,16 @@ def analyse(statistics: PipelineStatistics, cores: int | None = None) -> Profile
     return ProfileReport(statistics, input_bound, bottleneck, tuple(advice), cores, tuple(notes))
 
 
-def _pulled_by_workers(statistics: PipelineStatistics) -> dict[int, str]:
-    """The stages a read-ahead stage's workers pull (``"workers:<parent id>"``): prefetch,
-    interleave and snapshot reading pull their inputs on their workers, ``multiprocess``
-    in its worker processes; a parallel map or batch pulls its input on its caller's
-    thread."""
-    result = {}
-    for stage in statistics.stages:
-        if stage.parent is None:
-            continue
-        parent = statistics.stages[stage.parent]
-        if parent.asynchronous and parent.operation in ("prefetch", "interleave",
-                                                         "snapshot", "load", "multiprocess"):
-            result[stage.id] = f"workers:{parent.id}"
-    return result
-
-
 def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
             loads: dict[str, float], worst: StageStatistics, cores: int,
             input_bound: bool) -> list[Advice]:
     stages = statistics.stages
     advice: list[Advice] = []
-    short = _short_name(worst)
+    short = worst.operation
 
-    def predict(own: dict[int, float] | None = None, threads: dict[str, float] | None = None,
-                consumer_seconds: float | None = None) -> float:
-        return _speedup(loads, _loads(statistics, segment_of, cores, own, threads,
-                                      consumer_seconds))
+    def predict(own: dict[int, float] | None = None,
+                threads: dict[str, float] | None = None) -> float:
+        return _speedup(loads, _loads(statistics, segment_of, cores, own, threads))
 
     if not input_bound and statistics.consumer.calls:
         advice.append(Advice(
@@ -408,10 +387,6 @@ def _share(stage: StageStatistics, segment_of: dict[int, str],
            stages: tuple[StageStatistics, ...]) -> float:
     total = sum(s.self_seconds for s in stages if segment_of[s.id] == segment_of[stage.id])
     return stage.self_seconds / total if total else 0.0
-
-
-def _short_name(stage: StageStatistics) -> str:
-    return stage.operation
 
 
 def _function(stage: StageStatistics) -> str:
