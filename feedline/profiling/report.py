@@ -85,7 +85,9 @@ def profile(dataset: Dataset, seconds: float = 5.0, consumer: Callable[[Any], No
         max_elements: Stop after this many elements.
 
     Returns:
-        A :class:`~feedline.profiling.records.ProfileReport`.
+        A :class:`~feedline.profiling.records.ProfileReport`. Elements whose computation
+        raised are skipped and counted in its notes (with the first error); an error of
+        ``consumer`` is raised.
 
     Example:
         >>> import time
@@ -100,9 +102,12 @@ def profile(dataset: Dataset, seconds: float = 5.0, consumer: Callable[[Any], No
     """
     if not seconds > 0:
         raise ValueError(f"profile(seconds) must be > 0, got {seconds!r}")
-    statistics, nodes = _measure_with_statistics(dataset, seconds, consumer, max_elements, trace)
+    statistics, nodes, errors = _measure_with_statistics(dataset, seconds, consumer,
+                                                         max_elements, trace)
     report = analyse(statistics)
     notes = list(report.notes)
+    if errors.note():
+        notes.append(errors.note())
     if statistics.elements == 0:
         notes.append("the pipeline handed out no element while measured")
     if verify and report.advice:
@@ -114,29 +119,55 @@ def profile(dataset: Dataset, seconds: float = 5.0, consumer: Callable[[Any], No
 def _measure_with_statistics(dataset: Dataset, seconds: float,
                              consumer: Callable[[Any], None] | None,
                              max_elements: int | None, trace: bool
-                             ) -> tuple[PipelineStatistics, list[Any]]:
+                             ) -> tuple[PipelineStatistics, list[Any], _Errors]:
     options = Options(profiling=ProfilingOptions(statistics=True, trace=trace))
     with iter(dataset.with_options(options)) as iterator:
-        _drain(iterator, seconds, consumer, max_elements)
+        _, _, errors = _drain(iterator, seconds, consumer, max_elements)
         collector = iterator._collector
         collector.stop()
-        return iterator.statistics(), collector.stage_nodes()
+        return iterator.statistics(), collector.stage_nodes(), errors
+
+
+@dataclass
+class _Errors:
+    """The pipeline's errors met while measuring: how many, and the first."""
+
+    count: int = 0
+    first: BaseException | None = None
+
+    def note(self) -> str | None:
+        if not self.count:
+            return None
+        return (f"{self.count} element(s) raised an error while measured, and were skipped "
+                f"(as ignore_errors() would); the first: {type(self.first).__name__}: "
+                f"{self.first}")
 
 
 def _drain(iterator: Any, seconds: float, consumer: Callable[[Any], None] | None,
-           max_elements: int | None) -> tuple[int, float]:
-    """Read until ``seconds`` passed, the end, or ``max_elements``; (elements, seconds)."""
+           max_elements: int | None) -> tuple[int, float, _Errors]:
+    """Read until ``seconds`` passed, the end, or ``max_elements``: (elements, seconds,
+    errors). An element whose computation raises is skipped and counted: the iterator goes
+    on with the next one (tf.data's semantics), so one bad record does not end a profile."""
     started = time.perf_counter()
     deadline = started + seconds
     count = 0
-    for element in iterator:
-        if consumer is not None:
-            consumer(element)
-        count += 1
+    errors = _Errors()
+    while True:
+        try:
+            element = next(iterator)
+        except StopIteration:
+            break
+        except Exception as error:  # noqa: BLE001 - counted, reported in the notes
+            errors.count += 1
+            errors.first = errors.first or error
+        else:
+            if consumer is not None:
+                consumer(element)
+            count += 1
         if (max_elements is not None and count >= max_elements) or \
                 time.perf_counter() >= deadline:
             break
-    return count, time.perf_counter() - started
+    return count, time.perf_counter() - started, errors
 
 
 def measure_throughput(dataset: Dataset, seconds: float,
@@ -150,7 +181,7 @@ def measure_throughput(dataset: Dataset, seconds: float,
         True
     """
     with iter(dataset) as iterator:
-        count, elapsed = _drain(iterator, seconds, consumer, max_elements)
+        count, elapsed, _ = _drain(iterator, seconds, consumer, max_elements)
     return count / elapsed if elapsed > 0 else 0.0
 
 

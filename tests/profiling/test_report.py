@@ -122,6 +122,30 @@ def test_profile_stops_at_max_elements_and_calls_the_consumer():
     assert len(seen) == 50 and report.statistics.elements == 50
 
 
+def _fails_on_5(x):
+    if int(x) == 5:
+        raise ValueError("element five is bad")
+    return x
+
+
+def test_elements_that_raise_are_skipped_counted_and_named():
+    ds = fl.Dataset.range(20).map(_fails_on_5).batch(4)
+    report = fl.profile(ds, seconds=5)
+    # tf.data's batch: the error takes the place of the batch it broke (element 4 is
+    # dropped with it), then batches go on after element 5: 5 batches and the error.
+    assert report.statistics.elements == 6
+    assert any(note.startswith("1 element(s) raised an error while measured")
+               and "ValueError: element five is bad" in note for note in report.notes)
+
+
+def test_an_error_of_the_consumer_is_raised():
+    def step(_):
+        raise RuntimeError("the training step broke")
+
+    with pytest.raises(RuntimeError, match="training step broke"):
+        fl.profile(fl.Dataset.range(10), seconds=5, consumer=step)
+
+
 def test_profile_rejects_a_non_positive_duration():
     with pytest.raises(ValueError, match="seconds"):
         fl.profile(fl.Dataset.range(3), seconds=0)
