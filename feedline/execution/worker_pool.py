@@ -38,6 +38,7 @@ import multiprocessing.connection
 import os
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Sequence
@@ -292,6 +293,10 @@ class WorkerPool:
         # worker still holds its socket open.
         self._exits: list[int | None] = [None] * num_workers
         self._shut = False
+        # Spawning and shutting down exclude each other: a consumer thread restarting a
+        # dead worker while another thread closes the pipeline must not start a process
+        # after the shutdown ended them all (it would be left running).
+        self._spawn_lock = threading.Lock()
         self._token_source = itertools.count(1)
         self.inbox: list[collections.deque[Any]] = [collections.deque()
                                                     for _ in range(num_workers)]
@@ -303,13 +308,16 @@ class WorkerPool:
         return next(self._token_source)
 
     def _spawn(self, index: int) -> None:
-        process = start_worker(_ENTRY)
-        channel = process.channel  # type: ignore[attr-defined]
-        self._processes[index], self._channels[index] = process, channel
-        # Readable when the process ends: a death is seen even if a child of the worker
-        # still holds its socket open.
-        self._exits[index] = exit_watch(process.pid)
-        channel.send((index, self.num_workers, self._payload, list(sys.path)))
+        with self._spawn_lock:
+            if self._shut:
+                raise RuntimeError(f"the worker processes of {self.name} are shut down")
+            process = start_worker(_ENTRY)
+            channel = process.channel  # type: ignore[attr-defined]
+            self._processes[index], self._channels[index] = process, channel
+            # Readable when the process ends: a death is seen even if a child of the worker
+            # still holds its socket open.
+            self._exits[index] = exit_watch(process.pid)
+            channel.send((index, self.num_workers, self._payload, list(sys.path)))
 
     def pids(self) -> list[int | None]:
         """Process ids of the workers started (``None`` for one not started)."""
@@ -395,9 +403,10 @@ class WorkerPool:
     def shutdown(self) -> None:
         """End every worker: close its connection (it exits at once), wait up to
         ``close_timeout`` seconds, then terminate, then kill. Idempotent."""
-        if self._shut:
-            return
-        self._shut = True
+        with self._spawn_lock:
+            if self._shut:
+                return
+            self._shut = True
         self._end(range(self.num_workers), self._close_timeout)
 
     def _end(self, indices: Sequence[int], timeout: float) -> None:

@@ -1040,3 +1040,17 @@ print([b.tolist() for b in ds.repeat(2).take(5)])
     assert lines[0] == "[[1, 2, 3], [4, 5, 6], [7, 8, 9], [10, 11, 12]]"
     assert lines[1] == "[[1, 2, 3], [4, 5, 6], [7, 8, 9], [10, 11, 12], [1, 2, 3]]"
     assert marker.read_text() == "ran\n"
+
+
+def test_a_shut_down_pool_restarts_no_worker():
+    # A consumer thread restarting a dead worker while another thread closes the pipeline:
+    # once the pool is shut down, a restart starts nothing (no process left running).
+    from feedline.execution.worker_pool import WorkerPool
+
+    pool = WorkerPool(fl.Dataset.range(10), fl.Options(), 2, "racing", 1.0)
+    pool.send(0, ("stop",))  # starts worker 0
+    assert pool.pids()[0] is not None
+    pool.shutdown()
+    with pytest.raises(RuntimeError, match="shut down"):
+        pool.restart(0)
+    assert pool.pids() == [None, None]
