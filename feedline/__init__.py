@@ -16,6 +16,7 @@ from feedline.core.errors import (
     DataLossError,
     FeedlineError,
     OutOfRangeError,
+    ServiceError,
     StopIterationError,
     StructureError,
     WorkerProcessError,
@@ -54,6 +55,7 @@ from feedline.formats.parquet import ParquetDataset
 from feedline.formats.text import TextLineDataset
 from feedline.formats.tfrecord import TFRecordDataset, TFRecordWriter, write_tfrecord
 from feedline.profiling.report import profile
+from feedline import service
 from feedline.snapshot.info import SnapshotInfo, snapshot_info
 
 __version__ = "0.1.0"
@@ -81,6 +83,7 @@ __all__ = [
     "ProfilingOptions",
     "RaggedValues",
     "RestoredError",
+    "ServiceError",
     "SnapshotInfo",
     "StepSchedule",
     "StopIterationError",
@@ -105,6 +108,7 @@ __all__ = [
     "parse_single_sequence_example",
     "profile",
     "save_state",
+    "service",
     "snapshot_info",
     "steps_per_epoch",
     "write_tfrecord",

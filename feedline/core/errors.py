@@ -63,3 +63,13 @@ class WorkerProcessError(FeedlineError, RuntimeError):
         super().__init__(message)
         self.worker = worker
         self.exitcode = exitcode
+
+
+class ServiceError(FeedlineError, RuntimeError):
+    """The distributed service (:mod:`feedline.service`) cannot go on: its cluster is gone,
+    a worker cannot run the pipeline at all, or a job's state is not what a client expects.
+
+    Errors of the pipeline itself (a failing user function, a corrupt record) are not this
+    error: they are raised as themselves, in their place, with the worker's traceback as a
+    note. A worker that dies is not either: its work is redone elsewhere.
+    """

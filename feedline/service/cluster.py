@@ -1,0 +1,164 @@
+"""Where a service runs: a :class:`LocalCluster` on this machine, or a Ray cluster's address.
+
+A ``LocalCluster`` starts Ray on this machine (unless the process already runs it), a
+dispatcher actor and its workers; it is what the demo and the tests use, and the simplest
+way to use every core of one machine from several trainer processes. Given an address
+(``"auto"``, ``"ray://head:10001"``), :func:`connect` joins that Ray cluster and uses the
+dispatcher named :data:`~feedline.service.ray_support.DISPATCHER_NAME`, starting it (and
+one worker per CPU of the cluster, up to four per CPU when autoscaling) if no consumer has
+yet.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from feedline.core.validation import schedulable_cpus
+from feedline.service.dispatcher import DispatcherCore, ServiceConfig
+from feedline.service.ray_support import DISPATCHER_NAME, NAMESPACE, import_ray
+
+DISPATCHER_CONCURRENCY = 32
+"""Calls the dispatcher serves at once."""
+
+
+def _start_dispatcher(config: ServiceConfig, name: str, detached: bool) -> Any:
+    ray = import_ray()
+    actor = ray.remote(DispatcherCore)
+    options: dict[str, Any] = {"name": name, "namespace": NAMESPACE, "max_restarts": -1,
+                               "max_task_retries": -1, "num_cpus": 0,
+                               "max_concurrency": DISPATCHER_CONCURRENCY,
+                               "get_if_exists": True}
+    if detached:
+        options["lifetime"] = "detached"
+    handle = actor.options(**options).remote(config)
+    ray.get(handle.ping.remote())  # the workers are up
+    return handle
+
+
+class LocalCluster:
+    """A service on this machine: Ray (started here unless running), a dispatcher and
+    ``num_workers`` worker actors.
+
+    Args:
+        num_workers: Workers at the start.
+        min_workers: Fewest workers the autoscaler keeps (default ``num_workers``).
+        max_workers: Most workers the autoscaler starts (default ``num_workers``: no
+            autoscaling unless a range is given).
+        worker_cpus: CPUs Ray reserves per worker.
+        autoscale_interval: Seconds between autoscaling decisions.
+        journal_dir: Where the dispatcher keeps its journal (default: a temporary
+            directory, removed by :meth:`shutdown`).
+        log_to_driver: Whether the workers' output (``print`` in a map function) shows here.
+        ray_cpus: CPUs the Ray this cluster starts offers (default: this machine's, or
+            enough for ``max_workers``); ignored when Ray already runs.
+
+    Example:
+        >>> import feedline as fl
+        >>> with fl.service.LocalCluster(num_workers=2) as cluster:  # doctest: +SKIP
+        ...     ds = fl.Dataset.range(6).apply(
+        ...         fl.service.distribute("distributed_epoch", cluster))
+        ...     sorted(int(x) for x in ds)
+        [0, 1, 2, 3, 4, 5]
+    """
+
+    def __init__(self, num_workers: int = 2, *, min_workers: int | None = None,
+                 max_workers: int | None = None, worker_cpus: float = 1.0,
+                 autoscale_interval: float = 1.0, journal_dir: str | None = None,
+                 log_to_driver: bool = True, ray_cpus: int | None = None) -> None:
+        ray = import_ray()
+        min_workers = num_workers if min_workers is None else min_workers
+        max_workers = num_workers if max_workers is None else max_workers
+        self.name = f"feedline-{uuid.uuid4().hex[:8]}"
+        self._own_journal = journal_dir is None
+        self.journal_dir = journal_dir or tempfile.mkdtemp(prefix="feedline-service-")
+        config = ServiceConfig(
+            self.name, num_workers, min_workers, max_workers, self.journal_dir, worker_cpus,
+            autoscale=min_workers < max_workers, autoscale_interval=autoscale_interval)
+        self._started_ray = not ray.is_initialized()
+        if self._started_ray:
+            cpus = ray_cpus or max(schedulable_cpus(), math.ceil(max_workers * worker_cpus))
+            # Workers import what the pipeline's functions need from the same paths as here
+            # (as feedline's worker processes do).
+            path = os.pathsep.join(p for p in sys.path if p)
+            ray.init(num_cpus=cpus, include_dashboard=False, namespace=NAMESPACE,
+                     log_to_driver=log_to_driver, configure_logging=False,
+                     runtime_env={"env_vars": {"PYTHONPATH": path}})
+        try:
+            self.dispatcher = _start_dispatcher(config, f"{self.name}-dispatcher",
+                                                detached=False)
+        except BaseException:
+            self._end_ray()
+            raise
+        self._shut = False
+
+    def workers(self) -> list[str]:
+        """The names of the workers taking new work."""
+        return import_ray().get(self.dispatcher.workers.remote())
+
+    def worker(self, name: str) -> Any:
+        """The actor handle of worker ``name``."""
+        return import_ray().get_actor(name, namespace=NAMESPACE)
+
+    def statistics(self) -> dict[str, Any]:
+        """The dispatcher's view: workers, autoscaling decisions (with reasons), jobs."""
+        return import_ray().get(self.dispatcher.statistics.remote())
+
+    def shutdown(self) -> None:
+        """End the workers and the dispatcher (and Ray, if this cluster started it).
+        Idempotent."""
+        if self._shut:
+            return
+        self._shut = True
+        ray = import_ray()
+        try:
+            ray.get(self.dispatcher.stop.remote(), timeout=30)
+        finally:
+            ray.kill(self.dispatcher, no_restart=True)
+            self._end_ray()
+
+    def _end_ray(self) -> None:
+        if self._started_ray:
+            import_ray().shutdown()
+        if self._own_journal:
+            shutil.rmtree(self.journal_dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return f"LocalCluster({self.name!r})"
+
+
+def connect(service: LocalCluster | str) -> Any:
+    """The dispatcher actor of ``service``: a :class:`LocalCluster`, or a Ray address whose
+    feedline dispatcher is used (and started, with one worker per CPU, if absent).
+
+    Raises:
+        TypeError: ``service`` is neither.
+    """
+    if isinstance(service, LocalCluster):
+        return service.dispatcher
+    if not isinstance(service, str):
+        raise TypeError("service must be a feedline.service.LocalCluster or a Ray address "
+                        f"('auto', 'ray://host:port'), got {type(service).__name__}")
+    ray = import_ray()
+    if not ray.is_initialized():
+        ray.init(address=service, namespace=NAMESPACE)
+    try:
+        return ray.get_actor(DISPATCHER_NAME, namespace=NAMESPACE)
+    except ValueError:
+        pass  # none yet: the first consumer starts it
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    journal = Path(tempfile.gettempdir()) / "feedline-service" / DISPATCHER_NAME
+    config = ServiceConfig(DISPATCHER_NAME, cpus, cpus, 4 * cpus, str(journal))
+    return _start_dispatcher(config, DISPATCHER_NAME, detached=True)

@@ -1,0 +1,194 @@
+"""The dispatcher's bookkeeping of jobs and splits, kept apart from Ray so it can be tested alone.
+
+Every change is an event; :class:`JobTable` applies events to itself the same way whether
+they are new (then they are journaled first) or replayed from the journal after a restart,
+so a restarted dispatcher is exactly where the old one was.
+
+Exactly once in ``distributed_epoch``: a split is *pending*, *assigned* to one consumer (who
+has it run on some worker and reads it), or *done* (that consumer read all of it). A
+consumer that stops early gives its unfinished splits back with how many items of each it
+handed to its user; they are pending again and resume from there. A worker dying does not
+concern the table at all: the consumer that owns the split has it run again elsewhere from
+the items it already received. A consumer asking twice with the same request number (its
+first answer was lost to a dispatcher restart) gets the same answer again.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any
+
+from feedline.core.errors import ServiceError
+from feedline.service.journal import Journal
+
+
+@dataclasses.dataclass
+class Job:
+    """One job: a pipeline, how it is processed, and (``distributed_epoch``) its splits."""
+
+    job_id: int
+    key: str
+    mode: str
+    num_splits: int
+    num_consumers: int | None
+    workers: list[str]
+    pending: collections.deque[int] = dataclasses.field(default_factory=collections.deque)
+    resume: dict[int, int] = dataclasses.field(default_factory=dict)
+    assigned: dict[int, str] = dataclasses.field(default_factory=dict)
+    done: set[int] = dataclasses.field(default_factory=set)
+    replies: dict[str, tuple[int, Any]] = dataclasses.field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        """A summary for statistics."""
+        return {"job_id": self.job_id, "key": self.key, "mode": self.mode,
+                "num_splits": self.num_splits, "pending": len(self.pending),
+                "assigned": len(self.assigned), "done": len(self.done)}
+
+
+class JobTable:
+    """Jobs by id and by key; journaled when given a journal.
+
+    Example:
+        >>> table = JobTable()
+        >>> job = table.create("epoch-0", "distributed_epoch", 3, None, ["w0"], None)
+        >>> [table.next_split(job, "trainer", request) for request in range(4)]
+        [[0, 0], [1, 0], [2, 0], None]
+        >>> table.release(job, "trainer", {1: 5})
+        >>> table.next_split(job, "trainer", 4)
+        [1, 5]
+    """
+
+    def __init__(self, journal: Journal | None = None) -> None:
+        self._journal = journal
+        self.jobs: dict[int, Job] = {}
+        self.by_key: dict[str, int] = {}
+        self.workers: list[str] = []
+        """The service's workers, in the order they were added."""
+        if journal is not None:
+            for event in journal.replay():
+                self._apply(event)
+
+    # ------------------------------------------------------------------ the operations
+    def create(self, key: str, mode: str, num_splits: int, num_consumers: int | None,
+               workers: list[str], position: dict[str, Any] | None) -> int:
+        """The id of the job ``key``, created (from ``position``, when restoring) if new.
+
+        ``position`` is ``{"done": [splits], "partial": {split: items}}``.
+        """
+        existing = self.by_key.get(key)
+        if existing is not None:
+            job = self.jobs[existing]
+            if (job.mode, job.num_splits, job.num_consumers) != (mode, num_splits,
+                                                                  num_consumers):
+                raise ServiceError(
+                    f"job {key!r} exists with processing_mode={job.mode!r}, "
+                    f"{job.num_splits} splits, num_consumers={job.num_consumers}; this "
+                    f"consumer asks for {mode!r}, {num_splits} splits, "
+                    f"num_consumers={num_consumers}: consumers sharing a job_name must run "
+                    "the same pipeline the same way")
+            return existing
+        job_id = max(self.jobs, default=-1) + 1
+        self._record({"op": "create", "job": job_id, "key": key, "mode": mode,
+                      "num_splits": num_splits, "num_consumers": num_consumers,
+                      "workers": list(workers), "position": position})
+        return job_id
+
+    def next_split(self, job_id: int, consumer: str, request: int) -> list[int] | None:
+        """``[split, items to skip]`` for ``consumer`` to read next, or ``None``: no split
+        is left to hand out."""
+        job = self._job(job_id)
+        answered = job.replies.get(consumer)
+        if answered is not None and answered[0] == request:
+            return answered[1]
+        if not job.pending:
+            self._record({"op": "none", "job": job_id, "consumer": consumer,
+                          "request": request})
+            return None
+        split = job.pending[0]
+        self._record({"op": "assign", "job": job_id, "consumer": consumer,
+                      "request": request, "split": split})
+        return [split, job.resume.get(split, 0)]
+
+    def split_done(self, job_id: int, split: int) -> None:
+        """The consumer that owned ``split`` has read all of it."""
+        job = self._job(job_id)
+        if split not in job.done:
+            self._record({"op": "done", "job": job_id, "split": split})
+
+    def release(self, job_id: int, consumer: str, partial: dict[int, int]) -> None:
+        """``consumer`` stops: its unfinished splits are pending again, each resuming after
+        the items ``partial`` says it handed out (0 when not listed)."""
+        job = self._job(job_id)
+        owned = [split for split, owner in job.assigned.items() if owner == consumer]
+        if owned:
+            self._record({"op": "release", "job": job_id, "consumer": consumer,
+                          "partial": {str(split): int(partial.get(split, 0))
+                                      for split in owned}})
+
+    def set_workers(self, workers: list[str]) -> None:
+        """The service's workers are now ``workers`` (the autoscaler changed them)."""
+        if workers != self.workers:
+            self._record({"op": "workers", "workers": list(workers)})
+
+    def forget(self, job_id: int) -> None:
+        """Drop a job that no consumer reads any more."""
+        if job_id in self.jobs:
+            self._record({"op": "forget", "job": job_id})
+
+    # ------------------------------------------------------------------ events
+    def _job(self, job_id: int) -> Job:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise ServiceError(f"the dispatcher has no job {job_id} (it ended, or the "
+                               "dispatcher's journal was lost)")
+        return job
+
+    def _record(self, event: dict[str, Any]) -> None:
+        if self._journal is not None:
+            self._journal.append(event)
+        self._apply(event)
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        op = event["op"]
+        if op == "workers":
+            self.workers = list(event["workers"])
+            return
+        if op == "create":
+            job = Job(event["job"], event["key"], event["mode"], event["num_splits"],
+                      event["num_consumers"], list(event["workers"]))
+            position = event["position"] or {}
+            job.done = {int(split) for split in position.get("done", ())}
+            job.resume = {int(split): int(items)
+                          for split, items in position.get("partial", {}).items()}
+            # Partly read splits first: their consumers' checkpoints are furthest along.
+            order = sorted(range(job.num_splits), key=lambda s: (s not in job.resume, s))
+            job.pending.extend(split for split in order if split not in job.done)
+            self.jobs[job.job_id] = job
+            self.by_key[job.key] = job.job_id
+            return
+        job = self.jobs[event["job"]]
+        if op == "assign":
+            split = event["split"]
+            job.pending.remove(split)
+            job.assigned[split] = event["consumer"]
+            job.replies[event["consumer"]] = (event["request"], [split, job.resume.get(split, 0)])
+        elif op == "none":
+            job.replies[event["consumer"]] = (event["request"], None)
+        elif op == "done":
+            if event["split"] in job.pending:
+                job.pending.remove(event["split"])
+            job.assigned.pop(event["split"], None)
+            job.resume.pop(event["split"], None)
+            job.done.add(event["split"])
+        elif op == "release":
+            for split_key, items in event["partial"].items():
+                split = int(split_key)
+                job.assigned.pop(split, None)
+                job.resume[split] = items
+                job.pending.appendleft(split)
+        elif op == "forget":
+            del self.jobs[job.job_id]
+            self.by_key.pop(job.key, None)
+        else:
+            raise ServiceError(f"unknown journal event {op!r}")

@@ -1,0 +1,363 @@
+"""A service worker: a Ray actor that runs parts of jobs' pipelines and holds their output
+until consumers fetch it.
+
+Each *task* (one split, or a whole pipeline for ``parallel_epochs``) runs on its own thread
+("feedline-service-task"), producing into a bounded buffer: a task is at most ``capacity``
+items ahead of its consumers (backpressure; memory on a worker is bounded by its tasks'
+buffers). Consumers take items with :meth:`WorkerCore.fetch` (several per call: one Ray call
+costs about half a millisecond) or, for coordinated reads, one per round with
+:meth:`WorkerCore.fetch_round`. Items are ``("value", element)`` or, when the pipeline
+raised for an element, ``("error", record, traceback)``: the consumer raises it in its
+place and goes on, as a local pipeline does. A task whose pipeline cannot be built (it does
+not unpickle here, a file is missing) is *fatal*: every fetch says so.
+
+The actor is threaded (Ray's ``max_concurrency``): fetches block without holding up other
+consumers. Ray restarts a killed worker (``max_restarts``) with no tasks; a consumer that
+finds its task gone (``"unknown"``) or its call failed starts it again, on any worker, from
+the items it already received.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import pickle
+import threading
+import time
+import traceback
+from typing import Any
+
+from feedline.core.dataset import Dataset
+from feedline.core.error_records import error_record
+from feedline.core.iterator import PipelineIterator
+from feedline.core.options import Options
+from feedline.service.splits import Part, describe, part_dataset
+
+MAX_CONCURRENCY = 64
+"""Calls one worker serves at once (blocking fetches of many consumers)."""
+
+CACHED_JOBS = 16
+"""Unpickled job pipelines a worker keeps (the most recently used)."""
+
+
+class _Buffer:
+    """A task's output: a bounded queue whose producer can finish, fail or be stopped."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._items: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._cond = threading.Condition()
+        self.finished = False
+        self.fatal: tuple[dict[str, Any], str] | None = None
+        self.stopped = False
+
+    def put(self, item: tuple[Any, ...]) -> bool:
+        """Add ``item``, waiting for room; ``False`` if the task was stopped."""
+        with self._cond:
+            self._cond.wait_for(lambda: len(self._items) < self._capacity or self.stopped)
+            if self.stopped:
+                return False
+            self._items.append(item)
+            self._cond.notify_all()
+            return True
+
+    def end(self, fatal: tuple[dict[str, Any], str] | None = None) -> None:
+        with self._cond:
+            self.finished = True
+            self.fatal = fatal
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self.stopped = True
+            self._cond.notify_all()
+
+    def take(self, max_items: int, wait: float) -> tuple[list[tuple[Any, ...]], bool]:
+        """Up to ``max_items`` items, waiting at most ``wait`` seconds for the first; and
+        whether the task has ended with nothing left."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._items or self.finished or self.stopped, wait)
+            taken = [self._items.popleft() for _ in range(min(max_items, len(self._items)))]
+            if taken:
+                self._cond.notify_all()
+            return taken, self.finished and not self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class _Rounds:
+    """Coordinated reads: items grouped into rounds of ``num_consumers``, one each; a round
+    is dropped once every consumer took its item. At most ``capacity`` rounds are held."""
+
+    def __init__(self, num_consumers: int, capacity: int, first_round: int) -> None:
+        self._num_consumers = num_consumers
+        self._capacity = capacity
+        self._rounds: collections.deque[list[Any]] = collections.deque()
+        self._taken: collections.deque[set[int]] = collections.deque()
+        self._base = first_round
+        self._filling: list[Any] = []
+        self._cond = threading.Condition()
+        self.finished = False
+        self.fatal: tuple[dict[str, Any], str] | None = None
+        self.stopped = False
+
+    def put(self, item: tuple[Any, ...]) -> bool:
+        self._filling.append(item)
+        if len(self._filling) < self._num_consumers:
+            return True
+        with self._cond:
+            self._cond.wait_for(lambda: len(self._rounds) < self._capacity or self.stopped)
+            if self.stopped:
+                return False
+            self._rounds.append(self._filling)
+            self._taken.append(set())
+            self._filling = []
+            self._cond.notify_all()
+            return True
+
+    def end(self, fatal: tuple[dict[str, Any], str] | None = None) -> None:
+        with self._cond:  # an incomplete last round is dropped: every consumer or none
+            self.finished = True
+            self.fatal = fatal
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self.stopped = True
+            self._cond.notify_all()
+
+    def take(self, round_index: int, consumer: int, wait: float) -> tuple[str, Any]:
+        """``("item", item)``, ``("end", None)``, ``("wait", None)`` (not produced yet) or
+        ``("gone", first round held)``."""
+        with self._cond:
+            ready = lambda: (round_index < self._base + len(self._rounds)  # noqa: E731
+                             or self.finished or self.stopped)
+            self._cond.wait_for(ready, wait)
+            if round_index < self._base:
+                return "gone", self._base
+            position = round_index - self._base
+            if position >= len(self._rounds):
+                return ("end", None) if self.finished or self.stopped else ("wait", None)
+            self._taken[position].add(consumer)
+            item = self._rounds[position][consumer]
+            while self._taken and len(self._taken[0]) == self._num_consumers:
+                self._rounds.popleft()
+                self._taken.popleft()
+                self._base += 1
+                self._cond.notify_all()
+            return "item", item
+
+    def __len__(self) -> int:
+        return len(self._rounds) * self._num_consumers
+
+
+class _Task:
+    """One part of one job, running on its own thread."""
+
+    def __init__(self, key: str, graph: Dataset, part: Part, output: _Buffer | _Rounds,
+                 worker: str) -> None:
+        self.key = key
+        self.part = part
+        self.output = output
+        self.produced = 0
+        self.busy_seconds = 0.0
+        self._graph = graph
+        self._worker = worker
+        self._thread = threading.Thread(target=self._run, name="feedline-service-task",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            iterator = PipelineIterator(part_dataset(self._graph, self.part))
+        except Exception as error:
+            self.output.end(fatal=(error_record(error), traceback.format_exc()))
+            return
+        with iterator:
+            self._produce(iterator)
+
+    def _produce(self, iterator: PipelineIterator) -> None:
+        skip = self.part.offset
+        while True:
+            started = time.perf_counter()
+            try:
+                item: tuple[Any, ...] = ("value", next(iterator))
+            except StopIteration:
+                self.output.end()
+                return
+            except Exception as error:
+                item = ("error", error_record(error),
+                        f"in service worker {self._worker}, {describe(self.part)}:\n"
+                        + traceback.format_exc())
+            self.busy_seconds += time.perf_counter() - started
+            if skip:  # delivered before a restart: computed again to keep positions
+                skip -= 1
+                continue
+            self.produced += 1
+            if not self.output.put(item):
+                return
+
+    def stop(self, timeout: float) -> bool:
+        """Stop producing; whether the thread ended within ``timeout`` seconds (a pipeline
+        stuck in a user function cannot be interrupted from outside)."""
+        self.output.stop()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+
+class WorkerCore:
+    """The worker actor's methods (the actor class is ``ray.remote(WorkerCore)``).
+
+    Args:
+        name: The worker's name (its Ray actor name), in messages.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._tasks: dict[str, _Task] = {}
+        self._ended: set[str] = set()
+        self._graphs: collections.OrderedDict[int, Dataset] = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+
+    def ping(self) -> str:
+        """The worker's name, once it is up."""
+        return self.name
+
+    def node(self) -> str:
+        """The Ray node this worker runs on (consumers elsewhere get compressed items)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+    def start(self, key: str, job_id: int, payload: list[Any], part: Part,
+              capacity: int, num_consumers: int | None = None) -> None:
+        """Start task ``key`` (nothing if it runs already): ``part`` of job ``job_id``,
+        whose pickled ``(pipeline, options)`` is the object ``payload[0]`` (a Ray object
+        reference, fetched only the first time this worker sees the job)."""
+        with self._lock:
+            if key in self._tasks:
+                return
+            self._ended.discard(key)
+            graph = self._graph(job_id, payload)
+            output: _Buffer | _Rounds
+            if num_consumers:
+                output = _Rounds(num_consumers, capacity, part.offset // num_consumers)
+            else:
+                output = _Buffer(capacity)
+            self._tasks[key] = _Task(key, graph, part, output, self.name)
+
+    def _graph(self, job_id: int, payload: list[Any]) -> Dataset:
+        graph = self._graphs.get(job_id)
+        if graph is None:
+            import cloudpickle
+            import ray
+
+            pipeline, options = cloudpickle.loads(ray.get(payload[0]))
+            graph = pipeline.with_options(options) if options is not None else pipeline
+            self._graphs[job_id] = graph
+            while len(self._graphs) > CACHED_JOBS:
+                self._graphs.popitem(last=False)
+        self._graphs.move_to_end(job_id)
+        return graph
+
+    def fetch(self, key: str, max_items: int, wait: float,
+              compress: bool = False) -> tuple[str, Any, bool]:
+        """``("items", items, ended)``: up to ``max_items`` items of task ``key`` (waiting
+        at most ``wait`` seconds for the first), ``ended`` once it has no more;
+        ``("fatal", (record, traceback), True)``; or ``("unknown", None, False)``: this worker
+        does not run that task (it restarted)."""
+        with self._lock:
+            task = self._tasks.get(key)
+            if task is None:
+                ended = key in self._ended
+                return ("items", [], True) if ended else ("unknown", None, False)
+        output = task.output
+        assert isinstance(output, _Buffer)
+        items, ended = output.take(max_items, wait)
+        if ended and output.fatal is not None:
+            return "fatal", output.fatal, True
+        if ended:
+            self._retire(key)
+        if compress and items:
+            return "items", _compress(items), ended
+        return "items", items, ended
+
+    def fetch_round(self, key: str, round_index: int, consumer: int,
+                    wait: float) -> tuple[str, Any]:
+        """Coordinated reads: consumer ``consumer``'s item of (this task's) round
+        ``round_index``: ``("item", item)``, ``("end", None)``, ``("wait", None)``,
+        ``("gone", first round held)``, ``("fatal", (record, traceback))`` or
+        ``("unknown", None)``."""
+        with self._lock:
+            task = self._tasks.get(key)
+        if task is None:
+            return "unknown", None
+        output = task.output
+        assert isinstance(output, _Rounds)
+        status, value = output.take(round_index, consumer, wait)
+        if status == "end" and output.fatal is not None:
+            return "fatal", output.fatal
+        return status, value
+
+    def cancel(self, key: str) -> None:
+        """Stop task ``key`` and drop what it buffered."""
+        with self._lock:
+            task = self._tasks.pop(key, None)
+        if task is not None:
+            task.stop(timeout=0)
+
+    def _retire(self, key: str) -> None:
+        with self._lock:
+            if self._tasks.pop(key, None) is not None:
+                self._ended.add(key)
+
+    def status(self) -> dict[str, Any]:
+        """What this worker runs: tasks, items produced and buffered, seconds spent
+        producing (the autoscaler's measure of a worker's capacity)."""
+        with self._lock:
+            tasks = list(self._tasks.values())
+        return {"name": self.name, "pid": os.getpid(), "tasks": len(tasks),
+                "produced": sum(task.produced for task in tasks),
+                "busy_seconds": sum(task.busy_seconds for task in tasks),
+                "buffered": sum(len(task.output) for task in tasks),
+                "threads": sum(1 for thread in threading.enumerate()
+                               if thread.name == "feedline-service-task"),
+                "uptime": time.monotonic() - self._started}
+
+    def shutdown(self, timeout: float = 5.0) -> int:
+        """Stop every task; the number of task threads still running after ``timeout``."""
+        with self._lock:
+            tasks = list(self._tasks.values())
+            self._tasks.clear()
+        deadline = time.monotonic() + timeout
+        return sum(not task.stop(max(0.0, deadline - time.monotonic())) for task in tasks)
+
+
+def _compress(items: list[tuple[Any, ...]]) -> bytes:
+    import zstandard
+
+    return zstandard.ZstdCompressor(level=1).compress(pickle.dumps(items, protocol=5))
+
+
+def decompress(payload: bytes) -> list[tuple[Any, ...]]:
+    """The items a worker compressed (``compress=True``)."""
+    import zstandard
+
+    return pickle.loads(zstandard.ZstdDecompressor().decompress(payload))
+
+
+def pickle_pipeline(dataset: Dataset, options: Options | None, where: str) -> bytes:
+    """``(dataset, options)`` pickled for workers (cloudpickle: lambdas and closures work).
+
+    Raises:
+        TypeError: It does not pickle (the message says why).
+    """
+    import cloudpickle
+
+    try:
+        return cloudpickle.dumps((dataset, options))
+    except Exception as error:
+        raise TypeError(f"{where}: the pipeline cannot be sent to service workers, it does "
+                        f"not pickle: {error}") from error

@@ -1,0 +1,172 @@
+"""The dispatcher's bookkeeping (jobs, splits, journal) and split planning, without Ray."""
+
+import json
+import sys
+
+import pytest
+
+import feedline as fl
+from feedline.core.errors import ServiceError
+from feedline.service.jobs import JobTable
+from feedline.service.journal import JOURNAL_FILE, Journal
+from feedline.service.ray_support import import_ray
+from feedline.service.splits import Part, count_splits, part_dataset
+
+
+def _create(table, splits=4, key="job"):
+    return table.create(key, "distributed_epoch", splits, None, ["w0", "w1"], None)
+
+
+def test_splits_are_handed_out_once_each_then_none():
+    table = JobTable()
+    job = _create(table)
+    answers = [table.next_split(job, "a", 1), table.next_split(job, "b", 1),
+               table.next_split(job, "a", 2), table.next_split(job, "b", 2),
+               table.next_split(job, "a", 3)]
+    assert answers == [[0, 0], [1, 0], [2, 0], [3, 0], None]
+
+
+def test_a_repeated_request_gets_the_same_answer():
+    table = JobTable()
+    job = _create(table)
+    assert table.next_split(job, "a", 7) == [0, 0]
+    assert table.next_split(job, "a", 7) == [0, 0]  # the first answer was lost
+    assert table.next_split(job, "a", 8) == [1, 0]
+
+
+def test_released_splits_resume_after_what_was_handed_out():
+    table = JobTable()
+    job = _create(table, splits=3)
+    for request in range(3):
+        table.next_split(job, "a", request)
+    table.split_done(job, 0)
+    table.release(job, "a", {1: 5})  # split 2 not listed: nothing of it was handed out
+    assert table.next_split(job, "b", 0) == [2, 0]
+    assert table.next_split(job, "b", 1) == [1, 5]
+    assert table.next_split(job, "b", 2) is None
+    assert table.jobs[job].done == {0}
+
+
+def test_a_split_done_after_its_release_is_not_handed_out_again():
+    table = JobTable()
+    job = _create(table, splits=1)
+    table.next_split(job, "a", 0)
+    table.release(job, "a", {})
+    table.split_done(job, 0)
+    assert table.next_split(job, "b", 0) is None
+
+
+def test_a_restored_position_skips_done_splits_and_resumes_partial_ones_first():
+    table = JobTable()
+    job = table.create("job", "distributed_epoch", 4, None, ["w0"],
+                       {"done": [0], "partial": {"3": 2}})
+    answers = [table.next_split(job, "a", request) for request in range(4)]
+    assert answers == [[3, 2], [1, 0], [2, 0], None]
+
+
+def test_consumers_sharing_a_job_must_agree_on_how_it_runs():
+    table = JobTable()
+    _create(table, splits=4)
+    assert _create(table, splits=4) == 0
+    with pytest.raises(ServiceError, match="4 splits.*5 splits"):
+        _create(table, splits=5)
+
+
+def test_the_journal_brings_a_new_table_to_the_same_state(tmp_path):
+    table = JobTable(Journal(tmp_path))
+    job = _create(table, splits=4)
+    table.set_workers(["w0", "w1", "w2"])
+    table.next_split(job, "a", 1)
+    table.next_split(job, "a", 2)
+    table.split_done(job, 0)
+    table.release(job, "a", {1: 3})
+    again = JobTable(Journal(tmp_path))
+    assert again.workers == ["w0", "w1", "w2"]
+    assert again.jobs[job].done == {0}
+    assert again.next_split(job, "a", 2) == [1, 0]  # request 2 was answered before
+    assert again.next_split(job, "b", 1) == [1, 3]
+    assert [again.next_split(job, "b", r) for r in (2, 3, 4)] == [[2, 0], [3, 0], None]
+
+
+def test_a_last_line_cut_short_by_a_crash_is_ignored(tmp_path):
+    journal = Journal(tmp_path)
+    journal.append({"op": "workers", "workers": ["w0"]})
+    with open(tmp_path / JOURNAL_FILE, "ab") as file:
+        file.write(b'{"op": "work')
+    assert list(Journal(tmp_path).replay()) == [{"op": "workers", "workers": ["w0"]}]
+
+
+def test_a_damaged_line_inside_the_journal_is_an_error_naming_it(tmp_path):
+    (tmp_path / JOURNAL_FILE).write_text('{"op": "workers", "workers": []}\nnot json\n'
+                                         + json.dumps({"op": "workers", "workers": []}) + "\n")
+    with pytest.raises(ServiceError, match=r"journal.jsonl: line 2 is not a journal event"):
+        JobTable(Journal(tmp_path))
+
+
+def test_blobs_are_stored_beside_the_journal(tmp_path):
+    journal = Journal(tmp_path)
+    journal.write_blob("payload", b"\x00abc")
+    assert journal.read_blob("payload") == b"\x00abc"
+
+
+def test_splits_of_a_pass_together_give_every_element_once():
+    ds = fl.Dataset.range(23).map(lambda x: x * 3)
+    splits = count_splits(ds, None, 2)
+    assert splits == 8
+    elements = [int(x) for split in range(splits)
+                for x in part_dataset(ds, Part(splits, split))]
+    assert sorted(elements) == [x * 3 for x in range(23)]
+
+
+def test_splits_of_a_batched_pipeline_are_whole_global_batches():
+    ds = fl.Dataset.range(10).map(lambda x: x + 1).batch(4)
+    assert count_splits(ds, None, 4) == 3  # no more splits than batches
+    batches = [b.tolist() for split in range(3) for b in part_dataset(ds, Part(3, split))]
+    assert sorted(batches) == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10]]
+
+
+def test_a_pipeline_reading_files_has_one_split_per_file(tmp_path):
+    paths = []
+    for index in range(3):
+        path = str(tmp_path / f"part-{index}.tfrecord")
+        fl.write_tfrecord(fl.Dataset.from_tensor_slices([f"{index}-{n}".encode()
+                                                         for n in range(2)]), path)
+        paths.append(path)
+    ds = fl.TFRecordDataset(paths)
+    assert count_splits(ds, None, 8) == 3
+    assert [r.decode() for r in part_dataset(ds, Part(3, 2))] == ["2-0", "2-1"]
+    with pytest.raises(ValueError, match="num_splits=4 but the pipeline reads only 3 files"):
+        count_splits(ds, 4, 8)
+
+
+def test_a_pipeline_that_cannot_be_split_is_refused_with_the_way_out():
+    with pytest.raises(ValueError, match="after distribute\\(\\), or use processing_mode="
+                                         "'parallel_epochs'"):
+        count_splits(fl.Dataset.range(10).take(5), None, 2)
+    with pytest.raises(ValueError, match="num_splits must be a positive int"):
+        count_splits(fl.Dataset.range(10), 0, 2)
+
+
+def test_a_missing_ray_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ImportError, match=r"pip install 'feedline\[service\]'"):
+        import_ray()
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (("epochs", "auto"), "processing_mode must be one of"),
+    (("parallel_epochs", "auto", "job", 0, None), "need both consumer_index and num_consumers"),
+    (("distributed_epoch", "auto", "job", 0, 2), "need processing_mode='parallel_epochs'"),
+    (("parallel_epochs", "auto", None, 0, 2), "need a job_name"),
+    (("parallel_epochs", "auto", "job", 2, 2), r"consumer_index must be in \[0, 2\)"),
+])
+def test_distribute_refuses_bad_arguments(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        fl.service.distribute(*arguments)
+
+
+def test_distribute_refuses_a_service_that_is_not_one():
+    with pytest.raises(TypeError, match="service must be a feedline.service.LocalCluster"):
+        fl.service.distribute("parallel_epochs", 3)
+    with pytest.raises(ValueError, match="compression must be"):
+        fl.service.distribute("parallel_epochs", "auto", compression="snappy")

@@ -1,0 +1,251 @@
+"""The service on a local Ray cluster (loopback only): both processing modes, failures of
+workers and of the dispatcher, shared jobs, coordinated reads, checkpoints, autoscaling."""
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import feedline as fl
+from feedline.service.client import WORKER_BUFFER
+
+ray = pytest.importorskip("ray")
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    # Ray offers 8 logical CPUs so that the autoscaling test's own cluster fits beside this
+    # one (workers reserve a CPU each); the machine has what it has.
+    with fl.service.LocalCluster(num_workers=2, ray_cpus=8, log_to_driver=False) as local:
+        yield local
+    assert not ray.is_initialized()  # the cluster that started Ray ended it
+
+
+def _ints(dataset):
+    return sorted(int(x) for x in dataset)
+
+
+def _slow_square(x):
+    time.sleep(0.002)
+    return x * x
+
+
+def _worker_status(cluster, name):
+    return ray.get(cluster.worker(name).status.remote())
+
+
+def _wait_until(condition, seconds=30.0):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.05)
+
+
+def test_distributed_epoch_gives_every_element_once(cluster):
+    offset = 7  # a closure: Python functions run on the workers
+    ds = fl.Dataset.range(100).map(lambda x: x + offset).apply(
+        fl.service.distribute("distributed_epoch", cluster))
+    assert ds.cardinality() == 100
+    assert _ints(ds) == list(range(7, 107))
+
+
+def test_distributed_epoch_keeps_global_batches_whole(cluster):
+    ds = fl.Dataset.range(50).batch(8).apply(
+        fl.service.distribute("distributed_epoch", cluster, compression="zstd"))
+    batches = sorted(batch.tolist() for batch in ds)
+    assert batches == [list(range(start, min(start + 8, 50))) for start in range(0, 50, 8)]
+
+
+def test_parallel_epochs_runs_the_whole_pipeline_on_every_worker(cluster):
+    ds = fl.Dataset.range(20).map(lambda x: {"x": x, "y": np.full(3, x)}).apply(
+        fl.service.distribute("parallel_epochs", cluster))
+    elements = list(ds)
+    assert sorted(int(e["x"]) for e in elements) == sorted(list(range(20)) * 2)
+    assert all(e["y"].tolist() == [e["x"]] * 3 for e in elements)
+
+
+def test_each_pass_is_a_job_of_its_own(cluster):
+    ds = fl.Dataset.range(10).apply(fl.service.distribute("distributed_epoch", cluster))
+    assert [_ints(ds), _ints(ds)] == [list(range(10))] * 2
+
+
+def test_an_error_of_the_pipeline_is_raised_in_its_place_and_iteration_goes_on(cluster):
+    def check(x):
+        if x == 13:
+            raise ValueError(f"bad element {x}")
+        return x
+
+    iterator = iter(fl.Dataset.range(30).map(check).apply(
+        fl.service.distribute("distributed_epoch", cluster)))
+    values, errors = [], []
+    while True:
+        try:
+            values.append(int(next(iterator)))
+        except StopIteration:
+            break
+        except ValueError as error:
+            errors.append(error)
+    assert sorted(values) == [x for x in range(30) if x != 13]
+    assert len(errors) == 1 and "bad element 13" in str(errors[0])
+    assert any("in service worker" in note and "check" in note
+               for note in errors[0].__notes__)
+
+
+class _Unpicklable:
+    """Pickles here, but refuses to unpickle on a worker."""
+
+    def __reduce__(self):
+        return (_refuse, ())
+
+
+def _refuse():
+    raise RuntimeError("cannot be rebuilt on this worker")
+
+
+def test_a_pipeline_that_cannot_run_on_workers_is_a_service_error(cluster):
+    poison = _Unpicklable()
+    ds = fl.Dataset.range(5).map(lambda x: (x, poison) and x).apply(
+        fl.service.distribute("distributed_epoch", cluster))
+    iterator = iter(ds)
+    with pytest.raises(fl.ServiceError, match="cannot be rebuilt on this worker"):
+        next(iterator)
+    with pytest.raises(fl.ServiceError):  # it stays failed: never a hang, never half data
+        next(iterator)
+
+
+def test_a_worker_killed_mid_epoch_loses_and_duplicates_nothing(cluster):
+    ds = fl.Dataset.range(400).map(_slow_square).apply(
+        fl.service.distribute("distributed_epoch", cluster, num_splits=8))
+    iterator = iter(ds)
+    seen = [int(next(iterator)) for _ in range(60)]
+    victim = cluster.workers()[0]
+    pid = _worker_status(cluster, victim)["pid"]
+    os.kill(pid, signal.SIGKILL)
+    seen += [int(x) for x in iterator]
+    assert sorted(seen) == [x * x for x in range(400)]
+    _wait_until(lambda: _worker_status(cluster, victim)["pid"] != pid)  # Ray restarted it
+
+
+def test_a_dispatcher_restart_loses_and_duplicates_nothing(cluster):
+    ds = fl.Dataset.range(300).map(_slow_square).apply(
+        fl.service.distribute("distributed_epoch", cluster, num_splits=10,
+                              max_outstanding_requests=2))
+    iterator = iter(ds)
+    seen = [int(next(iterator)) for _ in range(40)]
+    ray.kill(cluster.dispatcher, no_restart=False)  # Ray restarts it; it replays its journal
+    seen += [int(x) for x in iterator]
+    assert sorted(seen) == [x * x for x in range(300)]
+    assert cluster.statistics()["restarted"] is True
+    assert cluster.workers() == [f"{cluster.name}-worker-0", f"{cluster.name}-worker-1"]
+
+
+def test_consumers_sharing_a_job_get_each_element_once_between_them(cluster):
+    ds = fl.Dataset.range(200).map(_slow_square).apply(
+        fl.service.distribute("distributed_epoch", cluster, job_name="shared"))
+    first, second = iter(ds), iter(ds)
+    taken: list[list[int]] = [[], []]
+
+    def read(index, iterator):
+        taken[index] = [int(x) for x in iterator]
+
+    threads = [threading.Thread(target=read, args=(i, it)) for i, it in enumerate([first,
+                                                                                  second])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads)
+    assert sorted(taken[0] + taken[1]) == [x * x for x in range(200)]
+
+
+def test_coordinated_reads_give_each_round_from_one_worker(cluster):
+    def consumer(index):
+        return iter(fl.Dataset.range(12).apply(fl.service.distribute(
+            "parallel_epochs", cluster, job_name="coordinated", consumer_index=index,
+            num_consumers=2)))
+
+    consumers = [consumer(0), consumer(1)]
+    rounds = []
+    while True:  # trainers in lock-step
+        try:
+            rounds.append([int(next(c)) for c in consumers])
+        except StopIteration:
+            break
+    # Round r is worker r % 2's local round r // 2: its elements 2*(r//2) and 2*(r//2)+1.
+    assert rounds == [[2 * (r // 2), 2 * (r // 2) + 1] for r in range(12)]
+
+
+def test_a_checkpoint_replays_exactly_what_followed_it(cluster):
+    ds = fl.Dataset.range(120).map(_slow_square).apply(
+        fl.service.distribute("distributed_epoch", cluster, num_splits=6))
+    iterator = iter(ds)
+    before = [int(next(iterator)) for _ in range(35)]
+    state = iterator.state_dict()  # the model checkpoint of "step 35"
+    [next(iterator) for _ in range(50)]  # training went on, then crashed
+    iterator.close()
+    restored = iter(ds)
+    restored.load_state_dict(state)
+    after = [int(x) for x in restored]
+    assert sorted(before + after) == [x * x for x in range(120)]
+
+
+def test_a_parallel_epochs_checkpoint_resumes_every_workers_pass(cluster):
+    ds = fl.Dataset.range(30).apply(fl.service.distribute("parallel_epochs", cluster))
+    iterator = iter(ds)
+    before = [int(next(iterator)) for _ in range(17)]
+    state = iterator.state_dict()
+    iterator.close()
+    restored = iter(ds)
+    restored.load_state_dict(state)
+    after = [int(x) for x in restored]
+    assert sorted(before + after) == sorted(list(range(30)) * 2)
+
+
+def test_workers_hold_a_bounded_number_of_items_ahead(cluster):
+    ds = fl.Dataset.range(10**9).apply(fl.service.distribute(
+        "parallel_epochs", cluster, max_outstanding_requests=1))
+    iterator = iter(ds)
+    next(iterator)
+    names = cluster.workers()
+
+    def settled():
+        statuses = [_worker_status(cluster, name) for name in names]
+        return all(s["buffered"] == WORKER_BUFFER for s in statuses)
+
+    _wait_until(settled)
+    for name in names:
+        status = _worker_status(cluster, name)
+        # What the consumer fetched (one fetch of at most 64 in flight per task, plus
+        # the one it took) and what the worker holds: never the whole infinite pass.
+        assert status["produced"] <= 2 * 64 + WORKER_BUFFER
+    iterator.close()
+    _wait_until(lambda: all(_worker_status(cluster, n)["threads"] == 0 for n in names))
+
+
+@pytest.mark.slow
+def test_the_autoscaler_adds_workers_when_consumers_wait_and_retires_them_after(cluster):
+    with fl.service.LocalCluster(num_workers=1, min_workers=1, max_workers=2,
+                                 autoscale_interval=0.25) as scaling:
+        ds = fl.Dataset.range(10**9).map(lambda x: time.sleep(0.005) or x).apply(
+            fl.service.distribute("distributed_epoch", scaling, num_splits=64))
+        iterator = iter(ds)
+        deadline = time.monotonic() + 60
+        while len(scaling.workers()) < 2:  # consuming as fast as it can: it waits
+            assert time.monotonic() < deadline
+            for _ in range(20):
+                next(iterator)
+        added = [d for d in scaling.statistics()["decisions"] if d["action"] == "add"]
+        assert added and "consumers waited" in added[0]["reason"]
+        while len(scaling.workers()) > 1:  # now a slow consumer: workers are idle
+            assert time.monotonic() < deadline + 60
+            next(iterator)
+            time.sleep(0.05)
+        decisions = [d["action"] for d in scaling.statistics()["decisions"]]
+        assert "retire" in decisions
+        iterator.close()
+    assert ray.is_initialized()  # Ray belongs to the module's cluster, which goes on
