@@ -8,6 +8,7 @@ Example:
 """
 
 
+from feedline import service
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.error_records import RestoredError
@@ -55,7 +56,6 @@ from feedline.formats.parquet import ParquetDataset
 from feedline.formats.text import TextLineDataset
 from feedline.formats.tfrecord import TFRecordDataset, TFRecordWriter, write_tfrecord
 from feedline.profiling.report import profile
-from feedline import service
 from feedline.snapshot.info import SnapshotInfo, snapshot_info
 
 __version__ = "0.1.0"

@@ -557,7 +557,7 @@ class DistributedIterator(DatasetIterator):
             try:
                 self._ray.get(self._dispatcher.release.remote(
                     self._job_id, self._consumer, partial), timeout=30)
-            except Exception:  # the service is gone: nothing to give back to
+            except Exception:  # noqa: BLE001, S110 - the service is gone: nothing to give back
                 pass
         shared = self._settings.job_name is not None and self._settings.mode == \
             "parallel_epochs"

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from feedline.core.validation import schedulable_cpus
 from feedline.service.dispatcher import DispatcherCore, ServiceConfig
@@ -129,7 +129,7 @@ class LocalCluster:
         if self._own_journal:
             shutil.rmtree(self.journal_dir, ignore_errors=True)
 
-    def __enter__(self) -> LocalCluster:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

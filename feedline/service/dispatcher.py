@@ -167,7 +167,7 @@ class DispatcherCore:
         while not self._stop.wait(self._config.autoscale_interval):
             try:
                 self.autoscale_once()
-            except Exception as error:  # a failed tick must not end the service
+            except Exception as error:  # noqa: BLE001 - a failed tick must not end the service
                 self._decide("none", f"autoscaler tick failed: {error!r}")
 
     def autoscale_once(self) -> None:
@@ -220,7 +220,7 @@ class DispatcherCore:
         try:
             statuses = ray.get([handle.status.remote() for handle in handles],
                                timeout=self._config.autoscale_interval)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a worker restarting: no measure this tick
             return None
         produced = busy = 0.0
         for status in statuses:
@@ -259,7 +259,7 @@ class DispatcherCore:
             handle = self._handles[name]
             try:
                 idle = ray.get(handle.status.remote(), timeout=5)["tasks"] == 0
-            except Exception:
+            except Exception:  # noqa: BLE001 - dead already: nothing left to wait for
                 idle = True
             if idle or time.monotonic() - since > RETIRE_GRACE:
                 ray.kill(handle, no_restart=True)
@@ -297,8 +297,8 @@ class DispatcherCore:
         for handle in handles.values():
             try:
                 ray.get(handle.shutdown.remote(timeout=2.0), timeout=5)
-            except Exception:
-                pass  # the kill below ends it anyway
+            except Exception:  # noqa: BLE001, S110 - the kill below ends it anyway
+                pass
             ray.kill(handle, no_restart=True)
         self._journal.close()
         return sorted(handles)

@@ -54,6 +54,7 @@ class JobTable:
         >>> job = table.create("epoch-0", "distributed_epoch", 3, None, ["w0"], None)
         >>> [table.next_split(job, "trainer", request) for request in range(4)]
         [[0, 0], [1, 0], [2, 0], None]
+        >>> table.split_done(job, 0); table.split_done(job, 2)
         >>> table.release(job, "trainer", {1: 5})
         >>> table.next_split(job, "trainer", 4)
         [1, 5]

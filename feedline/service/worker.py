@@ -131,7 +131,7 @@ class _Rounds:
         """``("item", item)``, ``("end", None)``, ``("wait", None)`` (not produced yet) or
         ``("gone", first round held)``."""
         with self._cond:
-            ready = lambda: (round_index < self._base + len(self._rounds)  # noqa: E731
+            ready = lambda: (round_index < self._base + len(self._rounds)
                              or self.finished or self.stopped)
             self._cond.wait_for(ready, wait)
             if round_index < self._base:
@@ -171,7 +171,7 @@ class _Task:
     def _run(self) -> None:
         try:
             iterator = PipelineIterator(part_dataset(self._graph, self.part))
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - any failure to build is the task's end
             self.output.end(fatal=(error_record(error), traceback.format_exc()))
             return
         with iterator:
@@ -186,7 +186,7 @@ class _Task:
             except StopIteration:
                 self.output.end()
                 return
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - raised in its place on the consumer
                 item = ("error", error_record(error),
                         f"in service worker {self._worker}, {describe(self.part)}:\n"
                         + traceback.format_exc())
