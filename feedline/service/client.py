@@ -411,7 +411,13 @@ class DistributedIterator(DatasetIterator):
             waiting = {t.request: t for t in self._tasks.values() if t.request is not None}
             if not waiting:
                 raise StopIteration
-            ready, _ = self._ray.wait(list(waiting), num_returns=1)
+            timeout = self._ctx.options.threading.element_timeout
+            ready, _ = self._ray.wait(list(waiting), num_returns=1, timeout=timeout)
+            if not ready:  # the requests stay in flight: the element keeps its place
+                raise TimeoutError(
+                    f"distribute: no element from the service's workers "
+                    f"({', '.join(sorted({t.worker for t in waiting.values()}))}) within "
+                    f"element_timeout={timeout} s")
             self._receive(waiting[ready[0]])
         return self._buffer.popleft()
 

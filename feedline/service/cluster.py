@@ -23,6 +23,7 @@ from typing import Any, Self
 from feedline.core.validation import schedulable_cpus
 from feedline.service.dispatcher import DispatcherCore, ServiceConfig
 from feedline.service.ray_support import DISPATCHER_NAME, NAMESPACE, import_ray
+from feedline.service.worker import ABANDONED_TASK_SECONDS
 
 DISPATCHER_CONCURRENCY = 32
 """Calls the dispatcher serves at once."""
@@ -58,6 +59,8 @@ class LocalCluster:
         log_to_driver: Whether the workers' output (``print`` in a map function) shows here.
         ray_cpus: CPUs the Ray this cluster starts offers (default: this machine's, or
             enough for ``max_workers``); ignored when Ray already runs.
+        abandoned_task_timeout: Seconds a worker's task may go unread before the worker
+            ends it (its consumer died without closing; one that reads again restarts it).
 
     Example:
         >>> import feedline as fl
@@ -71,7 +74,8 @@ class LocalCluster:
     def __init__(self, num_workers: int = 2, *, min_workers: int | None = None,
                  max_workers: int | None = None, worker_cpus: float = 1.0,
                  autoscale_interval: float = 1.0, journal_dir: str | None = None,
-                 log_to_driver: bool = True, ray_cpus: int | None = None) -> None:
+                 log_to_driver: bool = True, ray_cpus: int | None = None,
+                 abandoned_task_timeout: float = ABANDONED_TASK_SECONDS) -> None:
         ray = import_ray()
         min_workers = num_workers if min_workers is None else min_workers
         max_workers = num_workers if max_workers is None else max_workers
@@ -80,7 +84,8 @@ class LocalCluster:
         self.journal_dir = journal_dir or tempfile.mkdtemp(prefix="feedline-service-")
         config = ServiceConfig(
             self.name, num_workers, min_workers, max_workers, self.journal_dir, worker_cpus,
-            autoscale=min_workers < max_workers, autoscale_interval=autoscale_interval)
+            autoscale=min_workers < max_workers, autoscale_interval=autoscale_interval,
+            abandoned_task_timeout=abandoned_task_timeout)
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
             cpus = ray_cpus or max(schedulable_cpus(), math.ceil(max_workers * worker_cpus))

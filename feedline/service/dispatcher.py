@@ -35,7 +35,7 @@ from typing import Any
 from feedline.service.jobs import JobTable
 from feedline.service.journal import Journal
 from feedline.service.ray_support import NAMESPACE, import_ray
-from feedline.service.worker import MAX_CONCURRENCY, WorkerCore
+from feedline.service.worker import ABANDONED_TASK_SECONDS, MAX_CONCURRENCY, WorkerCore
 
 SCALE_UP_WAIT = 0.05
 """Share of their time consumers may wait for input before workers are added."""
@@ -62,6 +62,8 @@ class ServiceConfig:
         worker_cpus: CPUs Ray reserves for each worker.
         autoscale: Whether the autoscaler runs.
         autoscale_interval: Seconds between its decisions.
+        abandoned_task_timeout: Seconds a worker's task may go unread before it is ended
+            (its consumer died without closing).
     """
 
     name: str
@@ -72,6 +74,7 @@ class ServiceConfig:
     worker_cpus: float = 1.0
     autoscale: bool = True
     autoscale_interval: float = 1.0
+    abandoned_task_timeout: float = ABANDONED_TASK_SECONDS
 
     def __post_init__(self) -> None:
         if not 0 < self.min_workers <= self.num_workers <= self.max_workers:
@@ -89,7 +92,7 @@ def start_worker(config: ServiceConfig, name: str) -> Any:
     return actor.options(
         name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
         max_restarts=-1, num_cpus=config.worker_cpus,
-        max_concurrency=MAX_CONCURRENCY).remote(name)
+        max_concurrency=MAX_CONCURRENCY).remote(name, config.abandoned_task_timeout)
 
 
 class DispatcherCore:

@@ -36,6 +36,11 @@ from feedline.service.splits import Part, describe, part_dataset
 MAX_CONCURRENCY = 64
 """Calls one worker serves at once (blocking fetches of many consumers)."""
 
+ABANDONED_TASK_SECONDS = 600.0
+"""Default seconds a task may go unread before the worker ends it: its consumer crashed or
+was killed without closing. A consumer that was only slow and reads again finds it gone and
+starts it again from what it received, losing nothing."""
+
 CACHED_JOBS = 16
 """Unpickled job pipelines a worker keeps (the most recently used)."""
 
@@ -162,6 +167,7 @@ class _Task:
         self.output = output
         self.produced = 0
         self.busy_seconds = 0.0
+        self.last_read = time.monotonic()
         self._graph = graph
         self._worker = worker
         self._thread = threading.Thread(target=self._run, name="feedline-service-task",
@@ -211,10 +217,12 @@ class WorkerCore:
 
     Args:
         name: The worker's name (its Ray actor name), in messages.
+        abandoned_after: Seconds a task may go unread before it is ended.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, abandoned_after: float = ABANDONED_TASK_SECONDS) -> None:
         self.name = name
+        self._abandoned_after = abandoned_after
         self._tasks: dict[str, _Task] = {}
         self._ended: set[str] = set()
         self._graphs: collections.OrderedDict[int, Dataset] = collections.OrderedDict()
@@ -236,6 +244,7 @@ class WorkerCore:
         """Start task ``key`` (nothing if it runs already): ``part`` of job ``job_id``,
         whose pickled ``(pipeline, options)`` is the object ``payload[0]`` (a Ray object
         reference, fetched only the first time this worker sees the job)."""
+        self._end_abandoned()
         with self._lock:
             if key in self._tasks:
                 return
@@ -270,6 +279,8 @@ class WorkerCore:
         does not run that task (it restarted)."""
         with self._lock:
             task = self._tasks.get(key)
+            if task is not None:
+                task.last_read = time.monotonic()
             if task is None:
                 ended = key in self._ended
                 return ("items", [], True) if ended else ("unknown", None, False)
@@ -294,6 +305,7 @@ class WorkerCore:
             task = self._tasks.get(key)
         if task is None:
             return "unknown", None
+        task.last_read = time.monotonic()
         output = task.output
         assert isinstance(output, _Rounds)
         status, value = output.take(round_index, consumer, wait)
@@ -308,6 +320,15 @@ class WorkerCore:
         if task is not None:
             task.stop(timeout=0)
 
+    def _end_abandoned(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            abandoned = [key for key, task in self._tasks.items()
+                         if now - task.last_read > self._abandoned_after]
+            tasks = [self._tasks.pop(key) for key in abandoned]
+        for task in tasks:
+            task.stop(timeout=0)
+
     def _retire(self, key: str) -> None:
         with self._lock:
             if self._tasks.pop(key, None) is not None:
@@ -316,6 +337,7 @@ class WorkerCore:
     def status(self) -> dict[str, Any]:
         """What this worker runs: tasks, items produced and buffered, seconds spent
         producing (the autoscaler's measure of a worker's capacity)."""
+        self._end_abandoned()
         with self._lock:
             tasks = list(self._tasks.values())
         return {"name": self.name, "pid": os.getpid(), "tasks": len(tasks),

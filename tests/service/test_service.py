@@ -249,3 +249,35 @@ def test_the_autoscaler_adds_workers_when_consumers_wait_and_retires_them_after(
         assert "retire" in decisions
         iterator.close()
     assert ray.is_initialized()  # Ray belongs to the module's cluster, which goes on
+
+
+def test_an_element_timeout_raises_and_the_element_keeps_its_place(cluster):
+    options = fl.Options(threading=fl.ThreadingOptions(element_timeout=0.3))
+    ds = fl.Dataset.range(2).map(lambda x: time.sleep(1.5) or x).apply(
+        fl.service.distribute("distributed_epoch", cluster, num_splits=1)).with_options(options)
+    iterator = iter(ds)
+    with pytest.raises(TimeoutError, match="no element from the service's workers"):
+        next(iterator)
+    taken = []
+    while len(taken) < 2:
+        try:
+            taken.append(int(next(iterator)))
+        except TimeoutError:
+            continue
+    assert taken == [0, 1]
+    with pytest.raises(StopIteration):
+        next(iterator)
+
+
+@pytest.mark.slow
+def test_a_task_left_unread_is_ended_and_its_consumer_restarts_it_losing_nothing(cluster):
+    with fl.service.LocalCluster(num_workers=1, abandoned_task_timeout=0.5) as short:
+        ds = fl.Dataset.range(200).apply(
+            fl.service.distribute("distributed_epoch", short, num_splits=1))
+        iterator = iter(ds)
+        seen = [int(next(iterator)) for _ in range(3)]
+        name = short.workers()[0]
+        # The consumer stalls (as one that crashed): the worker ends its task.
+        _wait_until(lambda: ray.get(short.worker(name).status.remote())["tasks"] == 0)
+        seen += [int(x) for x in iterator]
+        assert sorted(seen) == list(range(200))
