@@ -25,8 +25,17 @@ tf.data)
 
 Order is arrival order (not deterministic), as in tf.data service. Several consumers that
 name the same ``job_name`` share the job: in ``distributed_epoch`` each element reaches one
-of them. Each pass over the dataset (each ``iter()``) is a job of its own; consumers
-sharing a name share the pass of the same number.
+of them. Each pass over the dataset (each ``iter()`` of it in this process, counted as
+tf.data counts repetitions) is a job of its own; consumers sharing a name share the pass of
+the same number.
+
+**Random stages** given no seed get one per job (kept in checkpoints), so that a split run
+again after a worker died draws the same order and skipping what was delivered skips
+exactly that. Exactly once needs each split to produce the same items when run again: a
+pipeline with ``deterministic=False`` stages may repeat some and lose others after a worker
+death. In a shared ``parallel_epochs`` job each consumer knows only its share of a worker's
+pass: a worker death repeats what other consumers took of it (tf.data's at-least-once);
+a task all consumers left unread (``abandoned_task_timeout``) resumes where it was.
 
 **Checkpoints** (``state_dict()``) hold the job's position as this consumer sees it: which
 splits it consumed entirely and how many items of each partly consumed one it handed out
@@ -39,8 +48,10 @@ round join one job again.
 
 **Errors**: an error of the pipeline on a worker (a user function, a corrupt record) is
 raised here in its place, with the worker's traceback as a note, and the next ``next()``
-goes on. A pipeline that cannot run on workers at all (it does not unpickle there, a file is
-missing) raises :class:`~feedline.ServiceError`, which ends the iteration.
+goes on (a missing file too, as locally). A pipeline that cannot run on workers at all (it
+does not unpickle there, a function raises ``SystemExit``), an element Ray cannot send back,
+or a service that was shut down raise :class:`~feedline.ServiceError`, which ends the
+iteration.
 """
 
 from __future__ import annotations
@@ -48,11 +59,15 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
+import random
 import socket
+import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -172,8 +187,28 @@ class DistributedDataset(UnaryDataset):
             return self.input_dataset.cardinality()
         return UNKNOWN
 
+    @property
+    def element_spec(self) -> Any:
+        # From the input, computed here if need be: never a job just to look at an element
+        # (it would also count as a pass, see _next_pass).
+        return self.input_dataset.element_spec
+
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return DistributedIterator(ctx, self)
+
+
+_PASSES: weakref.WeakKeyDictionary[DistributedDataset, itertools.count[int]] = \
+    weakref.WeakKeyDictionary()
+_PASSES_LOCK = threading.Lock()
+
+
+def _next_pass(node: DistributedDataset) -> int:
+    """The number of this pass over ``node`` in this process (0, 1, ...; tf.data's
+    repetition count): trainers that each build the pipeline and iterate it name the same
+    job for the same pass, and a second pass never joins the finished first one."""
+    with _PASSES_LOCK:
+        counter = _PASSES.setdefault(node, itertools.count())
+        return next(counter)
 
 
 @dataclasses.dataclass
@@ -199,7 +234,7 @@ class DistributedIterator(DatasetIterator):
         super().__init__(ctx)
         self._node = node
         self._settings = node.settings
-        self._iteration = ctx.start_iteration(node)
+        self._iteration = _next_pass(node)
         self._consumer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._started = False
         self._restored: State | None = None
@@ -209,6 +244,8 @@ class DistributedIterator(DatasetIterator):
         self._consumed: dict[int | str, int] = collections.Counter()
         self._finished: set[int | str] = set()
         self._round = 0
+        self._num_splits = 0
+        self._seed: int | None = None
         self._tasks: dict[int | str, _Task] = {}
         self._buffer: collections.deque[tuple[int | str, tuple[Any, ...]]] = \
             collections.deque()
@@ -224,17 +261,24 @@ class DistributedIterator(DatasetIterator):
         settings = self._settings
         self._ray = ray
         self._dispatcher = connect(self._node.service)
-        workers = ray.get(self._dispatcher.workers.remote())
         graph = self._node.input_dataset
-        num_splits = 0
-        if settings.mode == "distributed_epoch":
-            max_workers = max(len(workers), 1)
+        num_splits = self._num_splits  # a restored state's: its split numbers mean those
+        if settings.mode == "distributed_epoch" and not num_splits:
+            max_workers = self._ask(self._dispatcher.max_workers)
             num_splits = count_splits(graph, settings.num_splits, max_workers)
-        payload = pickle_pipeline(graph, self._ctx.options, "distribute()")
+        options = self._ctx.options
+        if self._seed is None:
+            # Random stages given no seed get one per job: a split run again after a
+            # worker died, or a pass restored from a checkpoint, draws the same order, so
+            # skipping what was delivered skips exactly those elements.
+            self._seed = options.seed if options.seed is not None else \
+                random.SystemRandom().randrange(2**63)
+        options = dataclasses.replace(options, seed=self._seed)
+        payload = pickle_pipeline(graph, options, "distribute()")
         self._payload = [ray.put(payload)]
         key = self._job_key()
-        reply = ray.get(self._dispatcher.register.remote(
-            key, settings.mode, num_splits, settings.num_consumers, self._job_position()))
+        reply = self._ask(self._dispatcher.register, key, settings.mode, num_splits,
+                          settings.num_consumers, self._job_position())
         self._job_id = reply["job_id"]
         self._num_splits = reply["num_splits"]
         self._workers: list[str] = reply["workers"]
@@ -270,6 +314,15 @@ class DistributedIterator(DatasetIterator):
                 "partial": {str(s): n for s, n in self._consumed.items()
                             if s not in self._finished and n}}
 
+    def _ask(self, method: Any, *args: Any) -> Any:
+        """Call the dispatcher; a dispatcher gone for good is a :class:`ServiceError`
+        (Ray retries calls across its restarts)."""
+        try:
+            return self._ray.get(method.remote(*args))
+        except actor_errors() as error:
+            raise ServiceError(f"the service's dispatcher is gone ({type(error).__name__}): "
+                               "was the service shut down?") from error
+
     # ------------------------------------------------------------------ workers and tasks
     def _handle(self, worker: str) -> Any:
         handle = self._handles.get(worker)
@@ -303,7 +356,7 @@ class DistributedIterator(DatasetIterator):
                     handle = self._handle(worker)
                     self._ray.get(handle.start.remote(
                         task.key, self._job_id, self._payload, part, WORKER_BUFFER,
-                        self._settings.num_consumers))
+                        self._settings.num_consumers, self._consumer, self._iteration))
                     compress = self._compress_for(worker, handle)
                 except (*errors, ValueError):  # dead, restarting, or gone (retired)
                     self._handles.pop(worker, None)
@@ -324,8 +377,7 @@ class DistributedIterator(DatasetIterator):
                 raise ServiceError(
                     f"no service worker took {task.key} for {WORKER_TIMEOUT:.0f} s "
                     f"(workers: {', '.join(self._workers) or 'none'})")
-            self._workers = self._ray.get(self._dispatcher.workers.remote(), timeout=30) \
-                or self._workers
+            self._workers = self._ask(self._dispatcher.workers) or self._workers
             # Workers restarting (Ray brings them back within seconds): wait for one.
             pings = []
             for worker in self._workers:
@@ -336,7 +388,7 @@ class DistributedIterator(DatasetIterator):
             if pings:
                 self._ray.wait(pings, num_returns=1, timeout=1.0)
             else:
-                self._ray.get(self._dispatcher.ping.remote(), timeout=30)
+                self._ask(self._dispatcher.ping)
 
     def _fetch(self, task: _Task) -> None:
         if self._settings.num_consumers:
@@ -352,8 +404,8 @@ class DistributedIterator(DatasetIterator):
     def _start_split(self) -> bool:
         """Ask for the next split and run it; ``False`` when none is left."""
         self._requests += 1
-        reply = self._ray.get(self._dispatcher.next_split.remote(
-            self._job_id, self._consumer, self._requests))
+        reply = self._ask(self._dispatcher.next_split, self._job_id, self._consumer,
+                          self._requests)
         self._workers = reply["workers"] or self._workers
         if reply["split"] is None:
             self._no_more_splits = True
@@ -391,11 +443,18 @@ class DistributedIterator(DatasetIterator):
             self._consumed[source] += 1
             if source in self._received_all and self._consumed[source] >= \
                     self._tasks_received(source):
-                self._finished.add(source)
-                self._tasks.pop(source, None)
+                self._finish(source)
         if item[0] == "error":
             raise restore_error(item[1], note=item[2])
         return item[1]
+
+    def _finish(self, source: int | str) -> None:
+        """Every item of ``source`` was handed out: only now is a split done (one whose
+        items still wait here goes back to the job if this consumer stops)."""
+        self._finished.add(source)
+        self._tasks.pop(source, None)
+        if self._settings.mode == "distributed_epoch":
+            self._ask(self._dispatcher.split_done, self._job_id, source)
 
     def _tasks_received(self, source: int | str) -> int:
         task = self._tasks.get(source)
@@ -428,6 +487,14 @@ class DistributedIterator(DatasetIterator):
         except actor_errors():
             self._run_task(task, avoid=task.worker)  # the worker died: again, elsewhere
             return
+        except self._ray.exceptions.RayTaskError as error:
+            # The reply could not be made (an element Ray cannot serialize): this consumer
+            # cannot go on without losing elements, so it stops here, loudly.
+            self._failure = ServiceError(
+                f"service worker {task.worker} could not send items of {task.key}: "
+                f"{error}")
+            self._release()
+            raise self._failure from error
         if status == "unknown":  # the worker restarted and lost the task
             self._run_task(task, avoid=task.worker)
             return
@@ -442,19 +509,14 @@ class DistributedIterator(DatasetIterator):
             self._fetch(task)
             return
         self._received_all.add(task.source)
-        if self._settings.mode == "distributed_epoch":
-            # Answered before anything else is asked (a threaded actor may run one
-            # consumer's calls out of order): a release must never see it unfinished.
-            self._ray.get(self._dispatcher.split_done.remote(self._job_id, task.source))
         if self._consumed.get(task.source, 0) >= task.part.offset + task.received:
-            self._finished.add(task.source)  # nothing of it left to hand out
-            self._tasks.pop(task.source, None)
+            self._finish(task.source)  # nothing of it left to hand out
 
     def _fail(self, task: _Task, record: Any, trace: str) -> None:
         cause = restore_error(record, note=trace)
         self._failure = ServiceError(
             f"service worker {task.worker} cannot run {task.key} of the pipeline: "
-            f"{type(cause).__name__}: {cause}")
+            f"{cause.original_type}: {cause}")
         self._failure.__cause__ = cause
         self._release()
         raise self._failure
@@ -464,6 +526,8 @@ class DistributedIterator(DatasetIterator):
         assert settings.num_consumers is not None and settings.consumer_index is not None
         workers = self._workers
         count = len(workers)
+        timeout = self._ctx.options.threading.element_timeout
+        began = time.monotonic()
         while True:
             round_index = self._round
             worker = workers[round_index % count]
@@ -495,6 +559,11 @@ class DistributedIterator(DatasetIterator):
                 task.part = Part(0, 0, (round_index // count) * settings.num_consumers)
                 task.received = 0
                 self._run_task(task)
+            if timeout is not None and time.monotonic() - began > timeout:
+                raise TimeoutError(
+                    f"distribute: round {round_index} not ready on worker {worker} within "
+                    f"element_timeout={timeout} s (in coordinated reads every consumer "
+                    "must keep reading)")
 
     # ------------------------------------------------------------------ autoscaling input
     def _maybe_report(self) -> None:
@@ -526,7 +595,7 @@ class DistributedIterator(DatasetIterator):
         return {"iteration": self._iteration,
                 "consumed": sorted([str(s), n] for s, n in self._consumed.items() if n),
                 "finished": sorted(str(s) for s in self._finished),
-                "round": self._round}
+                "round": self._round, "num_splits": self._num_splits, "seed": self._seed}
 
     def _set_state(self, state: State) -> None:
         self._release()
@@ -543,6 +612,10 @@ class DistributedIterator(DatasetIterator):
             self._consumed[source(name)] = count
         self._finished = {source(name) for name in state["finished"]}
         self._round = int(state["round"])
+        self._num_splits = int(state["num_splits"])
+        self._seed = state["seed"]
+        if self._seed is not None and not isinstance(self._seed, int):
+            raise CheckpointError(f"distribute: bad seed {self._seed!r}")
         self._restored = state
         self._started = False
 
@@ -565,10 +638,11 @@ class DistributedIterator(DatasetIterator):
                     self._job_id, self._consumer, partial), timeout=30)
             except Exception:  # noqa: BLE001, S110 - the service is gone: nothing to give back
                 pass
-        shared = self._settings.job_name is not None and self._settings.mode == \
-            "parallel_epochs"
         for task in tasks:
-            if task.handle is not None and not shared:
-                task.handle.cancel.remote(task.key)
+            if task.handle is not None and self._ray.is_initialized():
+                try:  # a task several consumers read ends with the last of them
+                    task.handle.cancel.remote(task.key, self._consumer)
+                except Exception:  # noqa: BLE001, S110 - its worker is gone already
+                    pass
         self._tasks.clear()
         self._buffer.clear()

@@ -127,6 +127,10 @@ class DispatcherCore:
         ray.get([handle.ping.remote() for handle in self._handles.values()])
         return self.restarted
 
+    def max_workers(self) -> int:
+        """The most workers this service runs (a pass is split for that many)."""
+        return self._config.max_workers
+
     def workers(self) -> list[str]:
         """The names of the workers that take new work."""
         with self._lock:

@@ -4,10 +4,10 @@ One JSON object per line, appended and flushed to the OS before the decision is 
 (``fsync`` too, so that a machine crash keeps it as well). A dispatcher that restarts (Ray
 restarts its actor) replays the lines in order and is back where it was. A last line cut
 short by the crash is ignored; a damaged line anywhere else is an error naming the file and
-the line: silently skipping it could hand out a split twice.
+the line: silently skipping it could hand out a split twice. The cut line is removed from
+the file before anything is appended after it.
 
-Job payloads (the pickled pipeline, possibly megabytes) are kept beside the journal in their
-own files, written to a temporary name and renamed, never inside a line.
+Job payloads (the pickled pipeline) are not journaled: consumers hand them to workers.
 """
 
 from __future__ import annotations
@@ -49,14 +49,18 @@ class Journal:
         """The events appended so far, oldest first."""
         if not self._path.exists():
             return
-        lines = self._path.read_bytes().split(b"\n")
+        data = self._path.read_bytes()
+        lines = data.split(b"\n")
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 event = json.loads(line)
             except ValueError as error:
-                if number == len(lines):  # the last line, cut short by a crash
+                if number == len(lines):  # the last line, cut short by a crash: drop it,
+                    # or the next event would be appended to it and damage both
+                    with open(self._path, "r+b") as file:
+                        file.truncate(data.rfind(b"\n") + 1)
                     return
                 raise ServiceError(f"{self._path}: line {number} is not a journal event "
                                    f"({error}); the dispatcher cannot recover its state") from None
@@ -71,20 +75,6 @@ class Journal:
             self._file.write(line)
             self._file.flush()
             os.fsync(self._file.fileno())
-
-    def write_blob(self, name: str, data: bytes) -> None:
-        """Store ``data`` as ``name`` beside the journal (atomically)."""
-        target = self.directory / name
-        temporary = target.with_suffix(".tmp")
-        with open(temporary, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, target)
-
-    def read_blob(self, name: str) -> bytes:
-        """What :meth:`write_blob` stored as ``name``."""
-        return (self.directory / name).read_bytes()
 
     def close(self) -> None:
         """Close the file (appending again reopens it)."""

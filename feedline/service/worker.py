@@ -20,6 +20,7 @@ the items it already received.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import pickle
 import threading
@@ -40,6 +41,9 @@ ABANDONED_TASK_SECONDS = 600.0
 """Default seconds a task may go unread before the worker ends it: its consumer crashed or
 was killed without closing. A consumer that was only slow and reads again finds it gone and
 starts it again from what it received, losing nothing."""
+
+REMEMBERED_TASKS = 10_000
+"""Ended tasks a worker remembers (late fetches of them then read as ended)."""
 
 CACHED_JOBS = 16
 """Unpickled job pipelines a worker keeps (the most recently used)."""
@@ -161,27 +165,28 @@ class _Task:
     """One part of one job, running on its own thread."""
 
     def __init__(self, key: str, graph: Dataset, part: Part, output: _Buffer | _Rounds,
-                 worker: str) -> None:
+                 worker: str, epoch: int) -> None:
         self.key = key
         self.part = part
+        self.consumers: set[str] = set()
         self.output = output
         self.produced = 0
         self.busy_seconds = 0.0
         self.last_read = time.monotonic()
         self._graph = graph
         self._worker = worker
+        self._epoch = epoch
         self._thread = threading.Thread(target=self._run, name="feedline-service-task",
                                         daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
-            iterator = PipelineIterator(part_dataset(self._graph, self.part))
-        except Exception as error:  # noqa: BLE001 - any failure to build is the task's end
+            with PipelineIterator(part_dataset(self._graph, self.part), self._epoch) as iterator:
+                self._produce(iterator)
+        except BaseException as error:  # noqa: BLE001 - building failed, or SystemExit & co.
+            # Never leave consumers waiting on a task that is gone: they get the error.
             self.output.end(fatal=(error_record(error), traceback.format_exc()))
-            return
-        with iterator:
-            self._produce(iterator)
 
     def _produce(self, iterator: PipelineIterator) -> None:
         skip = self.part.offset
@@ -200,9 +205,14 @@ class _Task:
             if skip:  # delivered before a restart: computed again to keep positions
                 skip -= 1
                 continue
-            self.produced += 1
             if not self.output.put(item):
                 return
+            self.produced += 1  # once in the buffer: delivered = produced - buffered
+
+    @property
+    def delivered(self) -> int:
+        """Items of the part handed to consumers (those skipped at the start included)."""
+        return self.part.offset + self.produced - len(self.output)
 
     def stop(self, timeout: float) -> bool:
         """Stop producing; whether the thread ended within ``timeout`` seconds (a pipeline
@@ -224,7 +234,10 @@ class WorkerCore:
         self.name = name
         self._abandoned_after = abandoned_after
         self._tasks: dict[str, _Task] = {}
-        self._ended: set[str] = set()
+        # Tasks read to their end, and tasks abandoned with the items they had delivered
+        # (where a consumer starting one again resumes): the newest only.
+        self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._abandoned: collections.OrderedDict[str, int] = collections.OrderedDict()
         self._graphs: collections.OrderedDict[int, Dataset] = collections.OrderedDict()
         self._lock = threading.Lock()
         self._started = time.monotonic()
@@ -240,28 +253,37 @@ class WorkerCore:
         return ray.get_runtime_context().get_node_id()
 
     def start(self, key: str, job_id: int, payload: list[Any], part: Part,
-              capacity: int, num_consumers: int | None = None) -> None:
-        """Start task ``key`` (nothing if it runs already): ``part`` of job ``job_id``,
-        whose pickled ``(pipeline, options)`` is the object ``payload[0]`` (a Ray object
-        reference, fetched only the first time this worker sees the job)."""
+              capacity: int, num_consumers: int | None = None, consumer: str = "",
+              epoch: int = 0) -> None:
+        """Start task ``key`` for ``consumer`` (or join it, if it runs already): ``part``
+        of job ``job_id``, whose pickled ``(pipeline, options)`` is the object
+        ``payload[0]`` (a Ray object reference, fetched only the first time this worker
+        sees the job), as pass ``epoch`` (seeded shuffles reshuffle per pass)."""
         self._end_abandoned()
         with self._lock:
-            if key in self._tasks:
+            task = self._tasks.get(key)
+            if task is not None:
+                task.consumers.add(consumer)
                 return
-            self._ended.discard(key)
+            self._ended.pop(key, None)
+            abandoned_at = self._abandoned.pop(key, None)
+            if abandoned_at is not None and abandoned_at > part.offset:
+                # Shared by several consumers, each of which knows only its own share.
+                part = dataclasses.replace(part, offset=abandoned_at)
             graph = self._graph(job_id, payload)
             output: _Buffer | _Rounds
             if num_consumers:
                 output = _Rounds(num_consumers, capacity, part.offset // num_consumers)
             else:
                 output = _Buffer(capacity)
-            self._tasks[key] = _Task(key, graph, part, output, self.name)
+            task = self._tasks[key] = _Task(key, graph, part, output, self.name, epoch)
+            task.consumers.add(consumer)
 
     def _graph(self, job_id: int, payload: list[Any]) -> Dataset:
         graph = self._graphs.get(job_id)
         if graph is None:
-            import cloudpickle
             import ray
+            from ray import cloudpickle  # Ray's copy: classes made in __main__ stay the same
 
             pipeline, options = cloudpickle.loads(ray.get(payload[0]))
             graph = pipeline.with_options(options) if options is not None else pipeline
@@ -288,6 +310,8 @@ class WorkerCore:
         assert isinstance(output, _Buffer)
         items, ended = output.take(max_items, wait)
         if ended and output.fatal is not None:
+            if items:  # what came before the failure first; the next fetch says it
+                return "items", items, False
             return "fatal", output.fatal, True
         if ended:
             self._retire(key)
@@ -313,12 +337,18 @@ class WorkerCore:
             return "fatal", output.fatal
         return status, value
 
-    def cancel(self, key: str) -> None:
-        """Stop task ``key`` and drop what it buffered."""
+    def cancel(self, key: str, consumer: str = "") -> None:
+        """``consumer`` no longer reads task ``key``: the task stops (dropping what it
+        buffered) once no consumer reads it."""
         with self._lock:
-            task = self._tasks.pop(key, None)
-        if task is not None:
-            task.stop(timeout=0)
+            task = self._tasks.get(key)
+            if task is None:
+                return
+            task.consumers.discard(consumer)
+            if task.consumers:
+                return
+            del self._tasks[key]
+        task.stop(timeout=0)
 
     def _end_abandoned(self) -> None:
         now = time.monotonic()
@@ -326,13 +356,17 @@ class WorkerCore:
             abandoned = [key for key, task in self._tasks.items()
                          if now - task.last_read > self._abandoned_after]
             tasks = [self._tasks.pop(key) for key in abandoned]
+            for task in tasks:
+                if isinstance(task.output, _Buffer):  # rounds restart at the asked round
+                    _remember(self._abandoned, task.key, task.delivered)
         for task in tasks:
             task.stop(timeout=0)
+
 
     def _retire(self, key: str) -> None:
         with self._lock:
             if self._tasks.pop(key, None) is not None:
-                self._ended.add(key)
+                _remember(self._ended, key, None)
 
     def status(self) -> dict[str, Any]:
         """What this worker runs: tasks, items produced and buffered, seconds spent
@@ -357,6 +391,13 @@ class WorkerCore:
         return sum(not task.stop(max(0.0, deadline - time.monotonic())) for task in tasks)
 
 
+def _remember(memory: collections.OrderedDict[str, Any], key: str, value: Any) -> None:
+    memory[key] = value
+    memory.move_to_end(key)
+    while len(memory) > REMEMBERED_TASKS:
+        memory.popitem(last=False)
+
+
 def _compress(items: list[tuple[Any, ...]]) -> bytes:
     import zstandard
 
@@ -373,10 +414,13 @@ def decompress(payload: bytes) -> list[tuple[Any, ...]]:
 def pickle_pipeline(dataset: Dataset, options: Options | None, where: str) -> bytes:
     """``(dataset, options)`` pickled for workers (cloudpickle: lambdas and closures work).
 
+    Ray's own copy of cloudpickle, the one that carries elements back: a class defined in
+    ``__main__`` (a namedtuple) then comes back as the same class, not a copy.
+
     Raises:
         TypeError: It does not pickle (the message says why).
     """
-    import cloudpickle
+    from ray import cloudpickle
 
     try:
         return cloudpickle.dumps((dataset, options))

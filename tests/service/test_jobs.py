@@ -94,6 +94,10 @@ def test_a_last_line_cut_short_by_a_crash_is_ignored(tmp_path):
     with open(tmp_path / JOURNAL_FILE, "ab") as file:
         file.write(b'{"op": "work')
     assert list(Journal(tmp_path).replay()) == [{"op": "workers", "workers": ["w0"]}]
+    again = Journal(tmp_path)  # the next dispatcher appends after the last whole line
+    list(again.replay())
+    again.append({"op": "workers", "workers": ["w1"]})
+    assert [e["workers"] for e in Journal(tmp_path).replay()] == [["w0"], ["w1"]]
 
 
 def test_a_damaged_line_inside_the_journal_is_an_error_naming_it(tmp_path):
@@ -101,12 +105,6 @@ def test_a_damaged_line_inside_the_journal_is_an_error_naming_it(tmp_path):
                                          + json.dumps({"op": "workers", "workers": []}) + "\n")
     with pytest.raises(ServiceError, match=r"journal.jsonl: line 2 is not a journal event"):
         JobTable(Journal(tmp_path))
-
-
-def test_blobs_are_stored_beside_the_journal(tmp_path):
-    journal = Journal(tmp_path)
-    journal.write_blob("payload", b"\x00abc")
-    assert journal.read_blob("payload") == b"\x00abc"
 
 
 def test_splits_of_a_pass_together_give_every_element_once():

@@ -144,10 +144,14 @@ def test_a_dispatcher_restart_loses_and_duplicates_nothing(cluster):
     assert cluster.workers() == [f"{cluster.name}-worker-0", f"{cluster.name}-worker-1"]
 
 
+def _shared(cluster, name, **settings):
+    # Each trainer builds its own pipeline; passes are counted per pipeline object.
+    return fl.Dataset.range(200).map(_slow_square).apply(
+        fl.service.distribute("distributed_epoch", cluster, job_name=name, **settings))
+
+
 def test_consumers_sharing_a_job_get_each_element_once_between_them(cluster):
-    ds = fl.Dataset.range(200).map(_slow_square).apply(
-        fl.service.distribute("distributed_epoch", cluster, job_name="shared"))
-    first, second = iter(ds), iter(ds)
+    first, second = iter(_shared(cluster, "shared")), iter(_shared(cluster, "shared"))
     taken: list[list[int]] = [[], []]
 
     def read(index, iterator):
@@ -281,3 +285,97 @@ def test_a_task_left_unread_is_ended_and_its_consumer_restarts_it_losing_nothing
         _wait_until(lambda: ray.get(short.worker(name).status.remote())["tasks"] == 0)
         seen += [int(x) for x in iterator]
         assert sorted(seen) == list(range(200))
+
+
+def test_a_consumer_leaving_a_shared_job_gives_back_what_it_did_not_hand_out(cluster):
+    for attempt in range(3):
+        leaving = iter(_shared(cluster, f"leaving-{attempt}", num_splits=40))
+        taken = [int(next(leaving)) for _ in range(7 + attempt * 5)]
+        leaving.close()  # splits it received in full but handed out in part go back
+        taken += [int(x) for x in _shared(cluster, f"leaving-{attempt}", num_splits=40)]
+        assert sorted(taken) == [x * x for x in range(200)]
+
+
+def test_every_pass_of_a_named_job_gives_every_element(cluster):
+    ds = _shared(cluster, "passes")
+    assert [sorted(int(x) for x in ds) for _ in range(2)] == [[x * x for x in range(200)]] * 2
+
+
+def test_a_seeded_shuffle_reshuffles_each_pass_as_locally(cluster):
+    local = fl.Dataset.range(10).shuffle(10, seed=3)
+    served = local.apply(fl.service.distribute("distributed_epoch", cluster, num_splits=1))
+    assert [int(x) for x in served.repeat(2)] == [int(x) for x in local.repeat(2)]
+
+
+def test_an_unseeded_shuffle_loses_nothing_when_a_worker_dies(cluster):
+    ds = fl.Dataset.range(300).shuffle(50).map(_slow_square).apply(
+        fl.service.distribute("distributed_epoch", cluster, num_splits=4))
+    iterator = iter(ds)
+    seen = [int(next(iterator)) for _ in range(30)]
+    os.kill(_worker_status(cluster, cluster.workers()[1])["pid"], signal.SIGKILL)
+    seen += [int(x) for x in iterator]
+    assert sorted(seen) == [x * x for x in range(300)]
+
+
+def test_a_checkpoint_restores_on_a_cluster_of_another_size(cluster):
+    def pipeline(service):
+        return fl.Dataset.range(120).apply(fl.service.distribute("distributed_epoch", service))
+
+    iterator = iter(pipeline(cluster))
+    before = [int(next(iterator)) for _ in range(30)]
+    state = iterator.state_dict()
+    iterator.close()
+    with fl.service.LocalCluster(num_workers=3) as bigger:  # splits stay the saved ones
+        restored = iter(pipeline(bigger))
+        restored.load_state_dict(state)
+        after = [int(x) for x in restored]
+    assert sorted(before + after) == list(range(120))
+
+
+def _exit_at_three(x):
+    if x == 3:
+        raise SystemExit("the user function exits")
+    return x
+
+
+def test_a_function_raising_system_exit_ends_the_iteration_with_a_service_error(cluster):
+    iterator = iter(fl.Dataset.range(10).map(_exit_at_three).apply(
+        fl.service.distribute("distributed_epoch", cluster, num_splits=1)))
+    taken = []
+    with pytest.raises(fl.ServiceError, match="SystemExit: the user function exits"):
+        taken.extend(int(x) for x in iterator)
+    assert taken == [0, 1, 2]
+
+
+class _Unsendable:
+    def __reduce__(self):
+        raise TypeError("this element cannot be pickled")
+
+
+def test_an_element_ray_cannot_send_is_a_service_error_not_a_silent_loss(cluster):
+    def make(x):
+        return np.array([_Unsendable() if x == 5 else x], dtype=object)
+
+    iterator = iter(fl.Dataset.range(40).map(make).apply(
+        fl.service.distribute("distributed_epoch", cluster, num_splits=2)))
+    with pytest.raises(fl.ServiceError, match="could not send items"):
+        for _ in iterator:
+            pass
+    with pytest.raises(fl.ServiceError):
+        next(iterator)
+
+
+def test_a_shared_pass_ends_on_workers_when_its_last_consumer_closes(cluster):
+    def consumer():
+        return iter(fl.Dataset.range(10**9).apply(
+            fl.service.distribute("parallel_epochs", cluster, job_name="closing")))
+
+    first, second = consumer(), consumer()
+    next(first)
+    next(second)
+    names = cluster.workers()
+    first.close()
+    assert all(_worker_status(cluster, n)["tasks"] == 1 for n in names)  # second reads on
+    next(second)
+    second.close()
+    _wait_until(lambda: all(_worker_status(cluster, n)["threads"] == 0 for n in names))
