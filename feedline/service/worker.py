@@ -49,16 +49,37 @@ CACHED_JOBS = 16
 """Unpickled job pipelines a worker keeps (the most recently used)."""
 
 
-class _Buffer:
-    """A task's output: a bounded queue whose producer can finish, fail or be stopped."""
+class _Output:
+    """What a task's producer and its consumers share: the producer can finish, fail, or
+    be stopped."""
 
-    def __init__(self, capacity: int) -> None:
-        self._capacity = capacity
-        self._items: collections.deque[tuple[Any, ...]] = collections.deque()
+    def __init__(self) -> None:
         self._cond = threading.Condition()
         self.finished = False
         self.fatal: tuple[dict[str, Any], str] | None = None
         self.stopped = False
+
+    def end(self, fatal: tuple[dict[str, Any], str] | None = None) -> None:
+        """No more items (``fatal``: because the pipeline cannot run)."""
+        with self._cond:
+            self.finished = True
+            self.fatal = fatal
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        """The task is cancelled: the producer stops at its next item."""
+        with self._cond:
+            self.stopped = True
+            self._cond.notify_all()
+
+
+class _Buffer(_Output):
+    """A task's output: a bounded queue."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self._capacity = capacity
+        self._items: collections.deque[tuple[Any, ...]] = collections.deque()
 
     def put(self, item: tuple[Any, ...]) -> bool:
         """Add ``item``, waiting for room; ``False`` if the task was stopped."""
@@ -69,17 +90,6 @@ class _Buffer:
             self._items.append(item)
             self._cond.notify_all()
             return True
-
-    def end(self, fatal: tuple[dict[str, Any], str] | None = None) -> None:
-        with self._cond:
-            self.finished = True
-            self.fatal = fatal
-            self._cond.notify_all()
-
-    def stop(self) -> None:
-        with self._cond:
-            self.stopped = True
-            self._cond.notify_all()
 
     def take(self, max_items: int, wait: float) -> tuple[list[tuple[Any, ...]], bool]:
         """Up to ``max_items`` items, waiting at most ``wait`` seconds for the first; and
@@ -95,21 +105,19 @@ class _Buffer:
         return len(self._items)
 
 
-class _Rounds:
+class _Rounds(_Output):
     """Coordinated reads: items grouped into rounds of ``num_consumers``, one each; a round
-    is dropped once every consumer took its item. At most ``capacity`` rounds are held."""
+    is dropped once every consumer took its item. At most ``capacity`` rounds are held; an
+    incomplete last round is dropped (every consumer gets a round, or none does)."""
 
     def __init__(self, num_consumers: int, capacity: int, first_round: int) -> None:
+        super().__init__()
         self._num_consumers = num_consumers
         self._capacity = capacity
         self._rounds: collections.deque[list[Any]] = collections.deque()
         self._taken: collections.deque[set[int]] = collections.deque()
         self._base = first_round
         self._filling: list[Any] = []
-        self._cond = threading.Condition()
-        self.finished = False
-        self.fatal: tuple[dict[str, Any], str] | None = None
-        self.stopped = False
 
     def put(self, item: tuple[Any, ...]) -> bool:
         self._filling.append(item)
@@ -124,17 +132,6 @@ class _Rounds:
             self._filling = []
             self._cond.notify_all()
             return True
-
-    def end(self, fatal: tuple[dict[str, Any], str] | None = None) -> None:
-        with self._cond:  # an incomplete last round is dropped: every consumer or none
-            self.finished = True
-            self.fatal = fatal
-            self._cond.notify_all()
-
-    def stop(self) -> None:
-        with self._cond:
-            self.stopped = True
-            self._cond.notify_all()
 
     def take(self, round_index: int, consumer: int, wait: float) -> tuple[str, Any]:
         """``("item", item)``, ``("end", None)``, ``("wait", None)`` (not produced yet) or

@@ -128,7 +128,13 @@ def test_a_worker_killed_mid_epoch_loses_and_duplicates_nothing(cluster):
     os.kill(pid, signal.SIGKILL)
     seen += [int(x) for x in iterator]
     assert sorted(seen) == [x * x for x in range(400)]
-    _wait_until(lambda: _worker_status(cluster, victim)["pid"] != pid)  # Ray restarted it
+    def restarted():
+        try:
+            return _worker_status(cluster, victim)["pid"] != pid
+        except ray.exceptions.RayActorError:  # still restarting
+            return False
+
+    _wait_until(restarted)  # Ray restarted it
 
 
 def test_a_dispatcher_restart_loses_and_duplicates_nothing(cluster):
