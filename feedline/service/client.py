@@ -85,8 +85,13 @@ from feedline.service.worker import decompress, pickle_pipeline
 MODES = ("parallel_epochs", "distributed_epoch")
 FETCH_WAIT = 1.0
 """Seconds a worker holds a fetch open waiting for an item (then the consumer asks again)."""
-WORKER_BUFFER = 8
-"""Items a task may have ready on its worker ahead of its consumers."""
+WORKER_BUFFER = 64
+"""Items a task may have ready on its worker ahead of its consumers (and so the most one
+fetch brings: a Ray call costs about half a millisecond, so small items travel in bulk)."""
+WORKER_BUFFER_BYTES = 64 * 2**20
+"""Bytes a task may have ready on its worker (at least one item, whatever its size)."""
+WORKER_ROUNDS = 8
+"""Rounds a coordinated-reads task may have ready on its worker."""
 REPORT_SECONDS = 0.5
 """How often a consumer tells the dispatcher how long it waited (for autoscaling)."""
 WORKER_TIMEOUT = 60.0
@@ -197,6 +202,23 @@ class DistributedDataset(UnaryDataset):
         return DistributedIterator(ctx, self)
 
 
+_PAYLOADS: weakref.WeakKeyDictionary[DistributedDataset, tuple[str, list[Any]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _payload(node: DistributedDataset, ray: Any) -> list[Any]:
+    """The pipeline upstream of ``node``, pickled into Ray's object store once per Ray
+    session (not once per pass: in-memory sources can weigh megabytes), in a list so that
+    Ray hands workers the reference and they fetch it only the first time."""
+    session = ray.get_runtime_context().get_job_id()
+    with _PASSES_LOCK:
+        known = _PAYLOADS.get(node)
+        if known is None or known[0] != session:
+            payload = pickle_pipeline(node.input_dataset, "distribute()")
+            known = _PAYLOADS[node] = (session, [ray.put(payload)])
+        return known[1]
+
+
 _PASSES: weakref.WeakKeyDictionary[DistributedDataset, itertools.count[int]] = \
     weakref.WeakKeyDictionary()
 _PASSES_LOCK = threading.Lock()
@@ -273,9 +295,8 @@ class DistributedIterator(DatasetIterator):
             # skipping what was delivered skips exactly those elements.
             self._seed = options.seed if options.seed is not None else \
                 random.SystemRandom().randrange(2**63)
-        options = dataclasses.replace(options, seed=self._seed)
-        payload = pickle_pipeline(graph, options, "distribute()")
-        self._payload = [ray.put(payload)]
+        self._options = dataclasses.replace(options, seed=self._seed)
+        self._payload = _payload(self._node, ray)
         key = self._job_key()
         reply = self._ask(self._dispatcher.register, key, settings.mode, num_splits,
                           settings.num_consumers, self._job_position())
@@ -354,8 +375,10 @@ class DistributedIterator(DatasetIterator):
                 part = dataclasses.replace(task.part, offset=task.part.offset + task.received)
                 try:
                     handle = self._handle(worker)
+                    capacity = (WORKER_ROUNDS, 0) if self._settings.num_consumers else \
+                        (WORKER_BUFFER, WORKER_BUFFER_BYTES)
                     self._ray.get(handle.start.remote(
-                        task.key, self._job_id, self._payload, part, WORKER_BUFFER,
+                        task.key, self._payload, self._options, part, capacity,
                         self._settings.num_consumers, self._consumer, self._iteration))
                     compress = self._compress_for(worker, handle)
                 except (*errors, ValueError):  # dead, restarting, or gone (retired)
@@ -393,7 +416,8 @@ class DistributedIterator(DatasetIterator):
     def _fetch(self, task: _Task) -> None:
         if self._settings.num_consumers:
             return  # coordinated reads fetch per round
-        task.request = task.handle.fetch.remote(task.key, 64, FETCH_WAIT, task.compress)
+        task.request = task.handle.fetch.remote(task.key, WORKER_BUFFER, FETCH_WAIT,
+                                                task.compress)
 
     def _start_stream(self, worker: str) -> None:
         task = _Task(worker, f"{self._job_id}/stream/{worker}", Part(0, 0, 0), worker=worker)

@@ -3,7 +3,7 @@ until consumers fetch it.
 
 Each *task* (one split, or a whole pipeline for ``parallel_epochs``) runs on its own thread
 ("feedline-service-task"), producing into a bounded buffer: a task is at most ``capacity``
-items ahead of its consumers (backpressure; memory on a worker is bounded by its tasks'
+(items and bytes) items ahead of its consumers (backpressure; memory on a worker is bounded by its tasks'
 buffers). Consumers take items with :meth:`WorkerCore.fetch` (several per call: one Ray call
 costs about half a millisecond) or, for coordinated reads, one per round with
 :meth:`WorkerCore.fetch_round`. Items are ``("value", element)`` or, when the pipeline
@@ -33,6 +33,7 @@ from feedline.core.error_records import error_record
 from feedline.core.iterator import PipelineIterator
 from feedline.core.options import Options
 from feedline.service.splits import Part, describe, part_dataset
+from feedline.transforms.prefetch import element_bytes
 
 MAX_CONCURRENCY = 64
 """Calls one worker serves at once (blocking fetches of many consumers)."""
@@ -45,8 +46,8 @@ starts it again from what it received, losing nothing."""
 REMEMBERED_TASKS = 10_000
 """Ended tasks a worker remembers (late fetches of them then read as ended)."""
 
-CACHED_JOBS = 16
-"""Unpickled job pipelines a worker keeps (the most recently used)."""
+CACHED_PIPELINES = 16
+"""Unpickled pipelines a worker keeps (the most recently used)."""
 
 
 class _Output:
@@ -74,20 +75,27 @@ class _Output:
 
 
 class _Buffer(_Output):
-    """A task's output: a bounded queue."""
+    """A task's output: a queue bounded in items and in bytes (at least one item fits)."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, max_bytes: int) -> None:
         super().__init__()
         self._capacity = capacity
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._items: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._sizes: collections.deque[int] = collections.deque()
 
     def put(self, item: tuple[Any, ...]) -> bool:
         """Add ``item``, waiting for room; ``False`` if the task was stopped."""
+        size = element_bytes(item[1]) if item[0] == "value" else 0
         with self._cond:
-            self._cond.wait_for(lambda: len(self._items) < self._capacity or self.stopped)
+            self._cond.wait_for(lambda: self.stopped or not self._items or (
+                len(self._items) < self._capacity and self._bytes + size <= self._max_bytes))
             if self.stopped:
                 return False
             self._items.append(item)
+            self._sizes.append(size)
+            self._bytes += size
             self._cond.notify_all()
             return True
 
@@ -97,6 +105,8 @@ class _Buffer(_Output):
         with self._cond:
             self._cond.wait_for(lambda: self._items or self.finished or self.stopped, wait)
             taken = [self._items.popleft() for _ in range(min(max_items, len(self._items)))]
+            for _ in taken:
+                self._bytes -= self._sizes.popleft()
             if taken:
                 self._cond.notify_all()
             return taken, self.finished and not self._items
@@ -235,7 +245,7 @@ class WorkerCore:
         # (where a consumer starting one again resumes): the newest only.
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._abandoned: collections.OrderedDict[str, int] = collections.OrderedDict()
-        self._graphs: collections.OrderedDict[int, Dataset] = collections.OrderedDict()
+        self._graphs: collections.OrderedDict[str, Dataset] = collections.OrderedDict()
         self._lock = threading.Lock()
         self._started = time.monotonic()
 
@@ -249,13 +259,14 @@ class WorkerCore:
 
         return ray.get_runtime_context().get_node_id()
 
-    def start(self, key: str, job_id: int, payload: list[Any], part: Part,
-              capacity: int, num_consumers: int | None = None, consumer: str = "",
-              epoch: int = 0) -> None:
+    def start(self, key: str, payload: list[Any], options: Options, part: Part,
+              capacity: tuple[int, int], num_consumers: int | None = None,
+              consumer: str = "", epoch: int = 0) -> None:
         """Start task ``key`` for ``consumer`` (or join it, if it runs already): ``part``
-        of job ``job_id``, whose pickled ``(pipeline, options)`` is the object
-        ``payload[0]`` (a Ray object reference, fetched only the first time this worker
-        sees the job), as pass ``epoch`` (seeded shuffles reshuffle per pass)."""
+        of the pipeline pickled in the object ``payload[0]`` (a Ray object reference,
+        fetched only the first time this worker sees it), under ``options``, as pass
+        ``epoch`` (seeded shuffles reshuffle per pass), holding at most ``capacity``
+        (items, bytes) ahead of its consumers (rounds, for coordinated reads)."""
         self._end_abandoned()
         with self._lock:
             task = self._tasks.get(key)
@@ -267,27 +278,27 @@ class WorkerCore:
             if abandoned_at is not None and abandoned_at > part.offset:
                 # Shared by several consumers, each of which knows only its own share.
                 part = dataclasses.replace(part, offset=abandoned_at)
-            graph = self._graph(job_id, payload)
+            graph = self._graph(payload).with_options(options)
             output: _Buffer | _Rounds
             if num_consumers:
-                output = _Rounds(num_consumers, capacity, part.offset // num_consumers)
+                output = _Rounds(num_consumers, capacity[0], part.offset // num_consumers)
             else:
-                output = _Buffer(capacity)
+                output = _Buffer(*capacity)
             task = self._tasks[key] = _Task(key, graph, part, output, self.name, epoch)
             task.consumers.add(consumer)
 
-    def _graph(self, job_id: int, payload: list[Any]) -> Dataset:
-        graph = self._graphs.get(job_id)
+    def _graph(self, payload: list[Any]) -> Dataset:
+        key = payload[0].hex()
+        graph = self._graphs.get(key)
         if graph is None:
             import ray
             from ray import cloudpickle  # Ray's copy: classes made in __main__ stay the same
 
-            pipeline, options = cloudpickle.loads(ray.get(payload[0]))
-            graph = pipeline.with_options(options) if options is not None else pipeline
-            self._graphs[job_id] = graph
-            while len(self._graphs) > CACHED_JOBS:
+            graph = cloudpickle.loads(ray.get(payload[0]))
+            self._graphs[key] = graph
+            while len(self._graphs) > CACHED_PIPELINES:
                 self._graphs.popitem(last=False)
-        self._graphs.move_to_end(job_id)
+        self._graphs.move_to_end(key)
         return graph
 
     def fetch(self, key: str, max_items: int, wait: float,
@@ -408,8 +419,8 @@ def decompress(payload: bytes) -> list[tuple[Any, ...]]:
     return pickle.loads(zstandard.ZstdDecompressor().decompress(payload))
 
 
-def pickle_pipeline(dataset: Dataset, options: Options | None, where: str) -> bytes:
-    """``(dataset, options)`` pickled for workers (cloudpickle: lambdas and closures work).
+def pickle_pipeline(dataset: Dataset, where: str) -> bytes:
+    """``dataset`` pickled for workers (cloudpickle: lambdas and closures work).
 
     Ray's own copy of cloudpickle, the one that carries elements back: a class defined in
     ``__main__`` (a namedtuple) then comes back as the same class, not a copy.
@@ -420,7 +431,7 @@ def pickle_pipeline(dataset: Dataset, options: Options | None, where: str) -> by
     from ray import cloudpickle
 
     try:
-        return cloudpickle.dumps((dataset, options))
+        return cloudpickle.dumps(dataset)
     except Exception as error:
         raise TypeError(f"{where}: the pipeline cannot be sent to service workers, it does "
                         f"not pickle: {error}") from error

@@ -2,7 +2,9 @@
 
 import json
 import sys
+import threading
 
+import numpy as np
 import pytest
 
 import feedline as fl
@@ -11,6 +13,7 @@ from feedline.service.jobs import JobTable
 from feedline.service.journal import JOURNAL_FILE, Journal
 from feedline.service.ray_support import import_ray
 from feedline.service.splits import Part, count_splits, part_dataset
+from feedline.service.worker import _Buffer
 
 
 def _create(table, splits=4, key="job"):
@@ -168,3 +171,31 @@ def test_distribute_refuses_a_service_that_is_not_one():
         fl.service.distribute("parallel_epochs", 3)
     with pytest.raises(ValueError, match="compression must be"):
         fl.service.distribute("parallel_epochs", "auto", compression="snappy")
+
+
+def test_a_task_buffer_holds_at_most_its_bytes_but_always_one_item():
+    buffer = _Buffer(capacity=10, max_bytes=100)
+    big = ("value", np.zeros(200, np.uint8))
+    assert buffer.put(big)  # one item always fits, however big
+    blocked = threading.Thread(target=lambda: results.append(buffer.put(("value", b"x"))))
+    results: list[bool] = []
+    blocked.start()
+    blocked.join(timeout=0.2)
+    assert blocked.is_alive()  # full in bytes: the producer waits
+    assert buffer.take(10, wait=0)[0] == [big]
+    blocked.join(timeout=10)
+    assert not blocked.is_alive() and results == [True]
+    assert buffer.take(10, wait=0) == ([("value", b"x")], False)
+    buffer.end()
+    assert buffer.take(10, wait=0) == ([], True)
+
+
+def test_a_stopped_task_buffer_releases_its_waiting_producer():
+    buffer = _Buffer(capacity=1, max_bytes=10**6)
+    buffer.put(("value", 1))
+    results: list[bool] = []
+    blocked = threading.Thread(target=lambda: results.append(buffer.put(("value", 2))))
+    blocked.start()
+    buffer.stop()
+    blocked.join(timeout=10)
+    assert not blocked.is_alive() and results == [False]
