@@ -23,6 +23,11 @@ from feedline.core.errors import ServiceError
 from feedline.service.journal import Journal
 
 
+KEPT_JOBS = 1024
+"""Jobs the dispatcher remembers; beyond that the oldest that no consumer reads a split of
+are forgotten (a consumer asking for a forgotten job's splits gets a ServiceError)."""
+
+
 @dataclasses.dataclass
 class Job:
     """One job: a pipeline, how it is processed, and (``distributed_epoch``) its splits."""
@@ -93,6 +98,9 @@ class JobTable:
         self._record({"op": "create", "job": job_id, "key": key, "mode": mode,
                       "num_splits": num_splits, "num_consumers": num_consumers,
                       "workers": list(workers), "position": position})
+        idle = [old for old, job in self.jobs.items() if not job.assigned and old != job_id]
+        for old in idle[:max(0, len(self.jobs) - KEPT_JOBS)]:  # oldest first
+            self.forget(old)
         return job_id
 
     def next_split(self, job_id: int, consumer: str, request: int) -> list[int] | None:

@@ -199,3 +199,15 @@ def test_a_stopped_task_buffer_releases_its_waiting_producer():
     buffer.stop()
     blocked.join(timeout=10)
     assert not blocked.is_alive() and results == [False]
+
+
+def test_the_oldest_idle_jobs_are_forgotten_beyond_the_kept_number(monkeypatch):
+    monkeypatch.setattr("feedline.service.jobs.KEPT_JOBS", 3)
+    table = JobTable()
+    busy = _create(table, key="busy")
+    table.next_split(busy, "a", 0)  # a consumer reads a split of it: never forgotten
+    for index in range(4):
+        _create(table, key=f"pass-{index}")
+    assert sorted(job.key for job in table.jobs.values()) == ["busy", "pass-2", "pass-3"]
+    with pytest.raises(ServiceError, match="has no job 1"):
+        table.next_split(1, "b", 0)
