@@ -22,7 +22,6 @@ from typing import Any
 from feedline.core.errors import ServiceError
 from feedline.service.journal import Journal
 
-
 KEPT_JOBS = 1024
 """Jobs the dispatcher remembers; beyond that the oldest that no consumer reads a split of
 are forgotten (a consumer asking for a forgotten job's splits gets a ServiceError)."""
