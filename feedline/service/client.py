@@ -299,7 +299,7 @@ class DistributedIterator(DatasetIterator):
         self._payload = _payload(self._node, ray)
         key = self._job_key()
         reply = self._ask(self._dispatcher.register, key, settings.mode, num_splits,
-                          settings.num_consumers, self._job_position())
+                          settings.num_consumers, self._job_position(), self._consumer)
         self._job_id = reply["job_id"]
         self._num_splits = reply["num_splits"]
         self._workers: list[str] = reply["workers"]
@@ -649,19 +649,21 @@ class DistributedIterator(DatasetIterator):
         self._release()
 
     def _release(self) -> None:
-        """Give back unfinished splits and stop this consumer's tasks on the workers."""
+        """Leave the job (giving back unfinished splits) and stop this consumer's tasks on
+        the workers."""
         if not self._started:
             return
         self._started = False
         tasks = list(self._tasks.values())
+        partial = {}
         if self._settings.mode == "distributed_epoch":
             partial = {t.source: self._consumed.get(t.source, 0) for t in tasks
                        if t.source not in self._finished}
-            try:
-                self._ray.get(self._dispatcher.release.remote(
-                    self._job_id, self._consumer, partial), timeout=30)
-            except Exception:  # noqa: BLE001, S110 - the service is gone: nothing to give back
-                pass
+        try:
+            self._ray.get(self._dispatcher.release.remote(
+                self._job_id, self._consumer, partial), timeout=30)
+        except Exception:  # noqa: BLE001, S110 - the service is gone: nothing to give back
+            pass
         for task in tasks:
             if task.handle is not None and self._ray.is_initialized():
                 try:  # a task several consumers read ends with the last of them

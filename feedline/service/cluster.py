@@ -164,6 +164,8 @@ def connect(service: LocalCluster | str) -> Any:
     except ValueError:
         pass  # none yet: the first consumer starts it
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    journal = Path(tempfile.gettempdir()) / "feedline-service" / DISPATCHER_NAME
+    # A journal of its own: Ray's restarts of this dispatcher replay it; a dispatcher
+    # started later, for another cluster's life, must not.
+    journal = Path(tempfile.gettempdir()) / "feedline-service" / uuid.uuid4().hex
     config = ServiceConfig(DISPATCHER_NAME, cpus, cpus, 4 * cpus, str(journal))
     return _start_dispatcher(config, DISPATCHER_NAME, detached=True)

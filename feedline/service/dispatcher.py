@@ -64,6 +64,8 @@ class ServiceConfig:
         autoscale_interval: Seconds between its decisions.
         abandoned_task_timeout: Seconds a worker's task may go unread before it is ended
             (its consumer died without closing).
+        job_gc_seconds: Seconds after its last consumer left before a finished job is
+            over and its name starts a new job (:meth:`JobTable.release`).
     """
 
     name: str
@@ -75,6 +77,7 @@ class ServiceConfig:
     autoscale: bool = True
     autoscale_interval: float = 1.0
     abandoned_task_timeout: float = ABANDONED_TASK_SECONDS
+    job_gc_seconds: float = 300.0
 
     def __post_init__(self) -> None:
         if not 0 < self.min_workers <= self.num_workers <= self.max_workers:
@@ -102,7 +105,7 @@ class DispatcherCore:
         self._config = config
         self._lock = threading.RLock()
         self._journal = Journal(config.journal_dir)
-        self._table = JobTable(self._journal)
+        self._table = JobTable(self._journal, config.job_gc_seconds)
         self.restarted = bool(self._table.workers)
         names = self._table.workers or [f"{config.name}-worker-{index}"
                                         for index in range(config.num_workers)]
@@ -137,11 +140,11 @@ class DispatcherCore:
             return list(self._table.workers)
 
     def register(self, key: str, mode: str, num_splits: int, num_consumers: int | None,
-                 position: dict[str, Any] | None) -> dict[str, Any]:
-        """Join (or create) job ``key``: its id, splits and workers."""
+                 position: dict[str, Any] | None, consumer: str) -> dict[str, Any]:
+        """``consumer`` joins (or creates) job ``key``: its id, splits and workers."""
         with self._lock:
             job_id = self._table.create(key, mode, num_splits, num_consumers,
-                                        list(self._table.workers), position)
+                                        list(self._table.workers), position, consumer)
             job = self._table.jobs[job_id]
             workers = job.workers if num_consumers else list(self._table.workers)
             return {"job_id": job_id, "num_splits": job.num_splits, "workers": workers}

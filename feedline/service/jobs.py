@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import time
 from typing import Any
 
 from feedline.core.errors import ServiceError
@@ -41,6 +42,8 @@ class Job:
     resume: dict[int, int] = dataclasses.field(default_factory=dict)
     assigned: dict[int, str] = dataclasses.field(default_factory=dict)
     done: set[int] = dataclasses.field(default_factory=set)
+    consumers: set[str] = dataclasses.field(default_factory=set)
+    left_at: float | None = None
     replies: dict[str, tuple[int, Any]] = dataclasses.field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
@@ -64,11 +67,13 @@ class JobTable:
         [1, 5]
     """
 
-    def __init__(self, journal: Journal | None = None) -> None:
+    def __init__(self, journal: Journal | None = None, job_gc_seconds: float = 300.0) -> None:
         self._journal = journal
+        self._job_gc_seconds = job_gc_seconds
         self.jobs: dict[int, Job] = {}
         self.by_key: dict[str, int] = {}
         self.workers: list[str] = []
+        self._next_id = 0
         """The service's workers, in the order they were added."""
         if journal is not None:
             for event in journal.replay():
@@ -76,12 +81,24 @@ class JobTable:
 
     # ------------------------------------------------------------------ the operations
     def create(self, key: str, mode: str, num_splits: int, num_consumers: int | None,
-               workers: list[str], position: dict[str, Any] | None) -> int:
-        """The id of the job ``key``, created (from ``position``, when restoring) if new.
+               workers: list[str], position: dict[str, Any] | None,
+               consumer: str = "") -> int:
+        """The id of the job ``key`` that ``consumer`` joins, created (from ``position``,
+        when restoring) if new.
 
         ``position`` is ``{"done": [splits], "partial": {split: items}}``.
         """
+        job_id = self._create(key, mode, num_splits, num_consumers, workers, position)
+        if consumer not in self.jobs[job_id].consumers:
+            self._record({"op": "join", "job": job_id, "consumer": consumer})
+        return job_id
+
+    def _create(self, key: str, mode: str, num_splits: int, num_consumers: int | None,
+                workers: list[str], position: dict[str, Any] | None) -> int:
         existing = self.by_key.get(key)
+        if existing is not None and self._expired(self.jobs[existing]):
+            self.forget(existing)
+            existing = None
         if existing is not None:
             job = self.jobs[existing]
             if (job.mode, job.num_splits, job.num_consumers) != (mode, num_splits,
@@ -93,7 +110,7 @@ class JobTable:
                     f"num_consumers={num_consumers}: consumers sharing a job_name must run "
                     "the same pipeline the same way")
             return existing
-        job_id = max(self.jobs, default=-1) + 1
+        job_id = self._next_id  # never reused: a late call about a forgotten job fails
         self._record({"op": "create", "job": job_id, "key": key, "mode": mode,
                       "num_splits": num_splits, "num_consumers": num_consumers,
                       "workers": list(workers), "position": position})
@@ -126,13 +143,25 @@ class JobTable:
 
     def release(self, job_id: int, consumer: str, partial: dict[int, int]) -> None:
         """``consumer`` stops: its unfinished splits are pending again, each resuming after
-        the items ``partial`` says it handed out (0 when not listed)."""
-        job = self._job(job_id)
+        the items ``partial`` says it handed out (0 when not listed). A job its last
+        consumer left ``job_gc_seconds`` ago with nothing left to hand out is over: a
+        consumer naming it then starts a new one (tf.data's job garbage collection), so
+        that a training run started again with the same ``job_name`` gets its data, while
+        a trainer joining a pass its peers just finished does not get it twice."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            return  # forgotten already
         owned = [split for split, owner in job.assigned.items() if owner == consumer]
-        if owned:
-            self._record({"op": "release", "job": job_id, "consumer": consumer,
-                          "partial": {str(split): int(partial.get(split, 0))
-                                      for split in owned}})
+        self._record({"op": "release", "job": job_id, "consumer": consumer,
+                      "partial": {str(split): int(partial.get(split, 0)) for split in owned},
+                      "time": time.time()})
+
+    def _expired(self, job: Job) -> bool:
+        """Whether ``job`` is over: every consumer left it at least ``job_gc_seconds`` ago
+        with nothing left to hand out (always, for ``parallel_epochs``)."""
+        finished = job.mode == "parallel_epochs" or not (job.pending or job.assigned)
+        return finished and not job.consumers and job.left_at is not None and \
+            time.time() - job.left_at >= self._job_gc_seconds
 
     def set_workers(self, workers: list[str]) -> None:
         """The service's workers are now ``workers`` (the autoscaler changed them)."""
@@ -174,6 +203,7 @@ class JobTable:
             job.pending.extend(split for split in order if split not in job.done)
             self.jobs[job.job_id] = job
             self.by_key[job.key] = job.job_id
+            self._next_id = max(self._next_id, job.job_id + 1)
             return
         job = self.jobs[event["job"]]
         if op == "assign":
@@ -189,7 +219,11 @@ class JobTable:
             job.assigned.pop(event["split"], None)
             job.resume.pop(event["split"], None)
             job.done.add(event["split"])
+        elif op == "join":
+            job.consumers.add(event["consumer"])
         elif op == "release":
+            job.consumers.discard(event["consumer"])
+            job.left_at = event.get("time")
             for split_key, items in event["partial"].items():
                 split = int(split_key)
                 job.assigned.pop(split, None)

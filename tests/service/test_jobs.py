@@ -211,3 +211,31 @@ def test_the_oldest_idle_jobs_are_forgotten_beyond_the_kept_number(monkeypatch):
     assert sorted(job.key for job in table.jobs.values()) == ["busy", "pass-2", "pass-3"]
     with pytest.raises(ServiceError, match="has no job 1"):
         table.next_split(1, "b", 0)
+
+
+def test_a_finished_job_its_consumers_left_is_over_after_the_grace_period(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr("feedline.service.jobs.time.time", lambda: clock[0])
+    table = JobTable(job_gc_seconds=60)
+    job = table.create("train/0", "distributed_epoch", 1, None, ["w0"], None, "a")
+    assert table.next_split(job, "a", 0) == [0, 0]
+    table.split_done(job, 0)
+    table.release(job, "a", {})
+    clock[0] += 30  # a trainer joining the pass its peer just finished gets nothing twice
+    late = table.create("train/0", "distributed_epoch", 1, None, ["w0"], None, "b")
+    assert late == job and table.next_split(late, "b", 0) is None
+    table.release(late, "b", {})
+    clock[0] += 61  # the run started again with the same name gets its data
+    again = table.create("train/0", "distributed_epoch", 1, None, ["w0"], None, "c")
+    assert again != job and table.next_split(again, "c", 0) == [0, 0]
+
+
+def test_a_job_a_consumer_still_reads_is_never_over(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr("feedline.service.jobs.time.time", lambda: clock[0])
+    table = JobTable(job_gc_seconds=0)
+    job = table.create("shared/0", "parallel_epochs", 0, None, ["w0"], None, "a")
+    table.create("shared/0", "parallel_epochs", 0, None, ["w0"], None, "b")
+    table.release(job, "a", {})
+    clock[0] += 10
+    assert table.create("shared/0", "parallel_epochs", 0, None, ["w0"], None, "c") == job

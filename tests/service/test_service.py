@@ -385,3 +385,24 @@ def test_a_shared_pass_ends_on_workers_when_its_last_consumer_closes(cluster):
     next(second)
     second.close()
     _wait_until(lambda: all(_worker_status(cluster, n)["threads"] == 0 for n in names))
+
+
+def test_a_ray_address_uses_the_clusters_feedline_dispatcher_starting_it_once(
+        cluster, monkeypatch):
+    from feedline.service.cluster import connect
+    from feedline.service.ray_support import DISPATCHER_NAME, NAMESPACE
+
+    # Ray runs already (the module's cluster): "auto" joins it. One worker per CPU, and
+    # this Ray offers 8 logical CPUs on a 2-core machine: pretend it offers one.
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 1.0})
+    ds = fl.Dataset.range(30).apply(fl.service.distribute("distributed_epoch", "auto"))
+    try:
+        assert _ints(ds) == list(range(30))
+        dispatcher = ray.get_actor(DISPATCHER_NAME, namespace=NAMESPACE)
+        assert ray.get(dispatcher.workers.remote()) == [f"{DISPATCHER_NAME}-worker-0"]
+        assert ray.get(connect("auto").max_workers.remote()) == 4  # found, not made again
+    finally:
+        dispatcher = ray.get_actor(DISPATCHER_NAME, namespace=NAMESPACE)
+        ended = ray.get(dispatcher.stop.remote())
+        ray.kill(dispatcher, no_restart=True)
+    assert ended == [f"{DISPATCHER_NAME}-worker-0"]
