@@ -22,8 +22,24 @@ def pytest_collection_finish(session):
     themselves take. Objects alive before the first test cannot be garbage a test forgot, so
     the collector may skip them (``gc.freeze``); what the tests create is still collected.
     """
+    _freeze()
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    """A test that imported modules (torch, ray, ... imported where used) leaves them alive
+    for the rest of the run: freeze them too, once the test and its fixtures are gone."""
+    if len(sys.modules) != _frozen_with_modules:
+        _freeze()
+
+
+_frozen_with_modules = 0
+
+
+def _freeze() -> None:
+    global _frozen_with_modules
     gc.collect()
     gc.freeze()
+    _frozen_with_modules = len(sys.modules)
 
 
 @pytest.fixture(autouse=True)
