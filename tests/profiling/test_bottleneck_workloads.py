@@ -42,7 +42,7 @@ def _with_injected_stage(dataset):
 
 def _workload_data(workload, tmp_path):
     if workload == "chess":
-        return data.chess(records=3000, files=2, seed=1, cache=tmp_path)
+        return data.chess(records=600, files=2, seed=1, cache=tmp_path)
     if workload == "images":
         return {**data.images(40, seed=1, cache=tmp_path), "decoder": data.available_decoder()}
     if workload == "overhead":
