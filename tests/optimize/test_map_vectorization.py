@@ -175,8 +175,8 @@ def remaining(iterator) -> list:
 @pytest.mark.parametrize("name", ["map", "filter", "filter-map-filter", "sparse"])
 @pytest.mark.parametrize("batch", [None, 100])
 def test_states_are_the_element_by_element_ones_at_every_position(name, batch, monkeypatch):
-    monkeypatch.setattr(map_vectorization, "CHUNK", 64)  # many chunk boundaries
-    dataset = PIPELINES[name](fl.Dataset.range(4000))
+    monkeypatch.setattr(map_vectorization, "CHUNK", 32)  # many chunk boundaries (62)
+    dataset = PIPELINES[name](fl.Dataset.range(2000))
     if batch:
         dataset = dataset.batch(batch)
     expected = remaining(scalar_iterator(dataset))
