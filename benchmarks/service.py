@@ -327,8 +327,9 @@ def markdown(result: dict[str, Any]) -> str:
     rows = {row["label"]: row for row in heavy["rows"]}
     local = next((row for row in heavy["rows"] if row["local"]), None)
     two = rows.get("service, 2 workers")
-    if local and two and local["tree_cpu_s"] and two["tree_cpu_s"]:
-        local_cpu, two_cpu = _median(local["tree_cpu_s"]), _median(two["tree_cpu_s"])
+    local_cpu = _median(local["tree_cpu_s"]) if local and local["tree_cpu_s"] else 0.0
+    two_cpu = _median(two["tree_cpu_s"]) if two and two["tree_cpu_s"] else 0.0
+    if local_cpu > 0 and two_cpu > 0:  # a tiny pass can measure 0 CPU s
         bound = min(2, result["cores"]) * local_cpu / two_cpu
         lines += [(f"From CPU alone (whatever else runs): a service pass with 2 workers costs "
                    f"{two_cpu:.2f} CPU s against {local_cpu:.2f} locally "
