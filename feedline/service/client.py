@@ -58,9 +58,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import hashlib
 import itertools
-import json
 import os
 import random
 import socket
@@ -211,7 +209,7 @@ def _payload(node: DistributedDataset, ray: Any) -> list[Any]:
     session (not once per pass: in-memory sources can weigh megabytes), in a list so that
     Ray hands workers the reference and they fetch it only the first time."""
     session = ray.get_runtime_context().get_job_id()
-    with _PASSES_LOCK:
+    with _LOCK:
         known = _PAYLOADS.get(node)
         if known is None or known[0] != session:
             payload = pickle_pipeline(node.input_dataset, "distribute()")
@@ -221,14 +219,14 @@ def _payload(node: DistributedDataset, ray: Any) -> list[Any]:
 
 _PASSES: weakref.WeakKeyDictionary[DistributedDataset, itertools.count[int]] = \
     weakref.WeakKeyDictionary()
-_PASSES_LOCK = threading.Lock()
+_LOCK = threading.Lock()
 
 
 def _next_pass(node: DistributedDataset) -> int:
     """The number of this pass over ``node`` in this process (0, 1, ...; tf.data's
     repetition count): trainers that each build the pipeline and iterate it name the same
     job for the same pass, and a second pass never joins the finished first one."""
-    with _PASSES_LOCK:
+    with _LOCK:
         counter = _PASSES.setdefault(node, itertools.count())
         return next(counter)
 
@@ -325,8 +323,7 @@ class DistributedIterator(DatasetIterator):
             return base
         if settings.num_consumers:  # every consumer restoring this round joins one job
             return f"{base}/restored-round-{self._round}"
-        digest = hashlib.sha256(json.dumps(self._restored, sort_keys=True).encode())
-        return f"{base}/restored-{digest.hexdigest()[:16]}-{uuid.uuid4().hex[:8]}"
+        return f"{base}/restored-{uuid.uuid4().hex}"  # this consumer's own
 
     def _job_position(self) -> dict[str, Any] | None:
         if self._settings.mode != "distributed_epoch" or self._restored is None:
@@ -387,12 +384,8 @@ class DistributedIterator(DatasetIterator):
                 except self._ray.exceptions.RayTaskError as error:
                     # The task could not even start there (the pipeline does not unpickle).
                     cause = getattr(error, "cause", None) or error
-                    self._failure = ServiceError(
-                        f"service worker {worker} cannot run {task.key} of the pipeline: "
-                        f"{type(cause).__name__}: {cause}")
-                    self._failure.__cause__ = cause
-                    self._release()
-                    raise self._failure from cause
+                    self._stop(f"service worker {worker} cannot run {task.key} of the "
+                               f"pipeline: {type(cause).__name__}: {cause}", cause)
                 task.worker, task.handle, task.compress = worker, handle, compress
                 self._fetch(task)
                 return
@@ -514,11 +507,8 @@ class DistributedIterator(DatasetIterator):
         except self._ray.exceptions.RayTaskError as error:
             # The reply could not be made (an element Ray cannot serialize): this consumer
             # cannot go on without losing elements, so it stops here, loudly.
-            self._failure = ServiceError(
-                f"service worker {task.worker} could not send items of {task.key}: "
-                f"{error}")
-            self._release()
-            raise self._failure from error
+            self._stop(f"service worker {task.worker} could not send items of {task.key}: "
+                       f"{error}", error)
         if status == "unknown":  # the worker restarted and lost the task
             self._run_task(task, avoid=task.worker)
             return
@@ -537,10 +527,15 @@ class DistributedIterator(DatasetIterator):
             self._finish(task.source)  # nothing of it left to hand out
 
     def _fail(self, task: _Task, record: Any, trace: str) -> None:
+        """The worker reported the task fatal (its pipeline cannot run)."""
         cause = restore_error(record, note=trace)
-        self._failure = ServiceError(
-            f"service worker {task.worker} cannot run {task.key} of the pipeline: "
-            f"{cause.original_type}: {cause}")
+        self._stop(f"service worker {task.worker} cannot run {task.key} of the pipeline: "
+                   f"{cause.original_type}: {cause}", cause)
+
+    def _stop(self, message: str, cause: BaseException) -> None:
+        """End the iteration with a :class:`ServiceError`: raised now and by every later
+        ``next()``; the job is left and the tasks stopped."""
+        self._failure = ServiceError(message)
         self._failure.__cause__ = cause
         self._release()
         raise self._failure

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any
 
 from feedline.core.dataset import Dataset
 from feedline.distribute.autoshard import plan_sharding, shard_pipeline
@@ -96,7 +95,3 @@ def describe(part: Part) -> str:
         return "the whole pipeline"
     return f"split {part.split} of {part.num_splits}"
 
-
-def as_dict(part: Part) -> dict[str, Any]:
-    """A plain dict for Ray calls and journals."""
-    return dataclasses.asdict(part)
