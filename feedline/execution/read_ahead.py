@@ -155,10 +155,6 @@ class ReadAhead:
     def has_room(self) -> bool:
         return len(self._pending) < self.limit
 
-    def running(self) -> int:
-        """Tasks in the window not finished yet (queued or running)."""
-        return sum(1 for _, future in self._pending if not future.done())
-
     def threads(self) -> list[threading.Thread]:
         """The threads running this window's tasks so far (none before the first submit, or
         when its executor runs them elsewhere: processes, a shared pool)."""

@@ -27,6 +27,7 @@ from feedline.execution.executor_choice import (
     ProbeClock,
     transport_cost,
 )
+from feedline.execution.gate import RunningGate
 from feedline.execution.positions import (
     PositionReader,
     PositionTracker,
@@ -207,15 +208,23 @@ class _ChunkRunner:
     """
 
     def __init__(self, fn: Callable[..., Any], in_subprocess: bool, probe: bool = False,
-                 transport: bool = False) -> None:
+                 transport: bool = False, gate: RunningGate | None = None) -> None:
         self.fn = fn
         self.call = _caller(fn)
         self.in_subprocess = in_subprocess
         self.probe = probe
         self.transport = transport
+        self.gate = gate  # threads only: a gate does not travel to a worker process
 
     def __call__(self, chunk: list[Any], submitted: float = 0.0
                  ) -> tuple[list[tuple[bool, Any]], float, Probe | None]:
+        if self.gate is None:
+            return self._run(chunk, submitted)
+        with self.gate:  # the tuner's limit on tasks computing at once
+            return self._run(chunk, submitted)
+
+    def _run(self, chunk: list[Any], submitted: float
+             ) -> tuple[list[tuple[bool, Any]], float, Probe | None]:
         clock = ProbeClock(submitted) if self.probe else None
         started = time.perf_counter()
         outcomes: list[tuple[bool, Any]] = []
@@ -295,8 +304,8 @@ class ParallelMapIterator(DatasetIterator):
         self._name = name
         self.name = name
         self._parallelism = parallelism
-        # Tasks allowed to run at once (the tuner's setting; None: as many as the window).
-        self._running_limit: int | None = None
+        # Tasks allowed to compute at once (the tuner's setting; no limit: all workers).
+        self._gate = RunningGate()
         self._counters = TuningCounters()  # the tuner's, shared across epochs, when tuned
         self.busy_seconds = 0.0
         """Seconds its tasks took, summed (statistics: the workers' occupied time, which
@@ -320,7 +329,8 @@ class ParallelMapIterator(DatasetIterator):
                 executor_kind = self._decided.kind
         self._executor_kind = executor_kind
         self._fn = map_func
-        self._runner = _ChunkRunner(map_func, executor_kind == "process")
+        self._runner = _ChunkRunner(map_func, executor_kind == "process",
+                                    gate=None if executor_kind == "process" else self._gate)
         threading_options = ctx.options.threading
         close_timeout = threading_options.close_timeout
         self._choice = choice
@@ -363,11 +373,12 @@ class ParallelMapIterator(DatasetIterator):
     @property
     def tuned_workers(self) -> int:
         """Tasks allowed to run at once (the tuner sets it; at most :attr:`max_workers`)."""
-        return self._parallelism if self._running_limit is None else self._running_limit
+        limit = self._gate.limit
+        return self._parallelism if limit is None else limit
 
     @tuned_workers.setter
     def tuned_workers(self, value: int) -> None:
-        self._running_limit = max(1, min(int(value), self._parallelism))
+        self._gate.limit = max(1, min(int(value), self._parallelism))
 
     @property
     def max_workers(self) -> int:
@@ -414,10 +425,7 @@ class ParallelMapIterator(DatasetIterator):
         if not tracker.has_snapshot:
             tracker.add_snapshot((positions.pulled, self._upstream.state_dict()))
         choice = self._choice
-        limit = self._running_limit
         while not self._exhausted and window.has_room():
-            if limit is not None and window.running() >= limit:
-                break  # the tuner's limit on tasks running at once
             if choice is not None and not choice.may_submit(len(window)):
                 break  # measuring: one task at a time alone, then whole tasks only
             items: list[int] = []
