@@ -33,6 +33,7 @@ The stages' buffers stay within the RAM budget as before (``prefetch`` grows onl
 
 from __future__ import annotations
 
+import collections
 import math
 import threading
 import time
@@ -62,6 +63,10 @@ the change."""
 
 SETTLE_SECONDS = 0.75
 """Seconds a setting runs before the tuner acts on what it measured."""
+
+WINDOW_TICKS = 8
+"""Looks a decision is judged over at most (two seconds): enough that a hiccup of a shared
+machine does not decide, few enough to follow a workload that changes."""
 
 EXPLORE_TICKS = 40
 """Looks between two tries of one worker fewer (ten seconds)."""
@@ -130,7 +135,10 @@ class _Control:
         self.trial: tuple[str, int, float, int] | None = None  # kind, previous, rate, due
         self.paused_until = 0
         self.explore_at = 0
-        self.since: tuple[float, int] | None = None  # when the setting began, elements then
+        # Looks since the setting began, the last WINDOW_TICKS of them: (time, elements,
+        # calls, waits, busy seconds) at each.
+        self.history: collections.deque[tuple[float, int, int, int, float]] = \
+            collections.deque(maxlen=WINDOW_TICKS)
         self.setting = stage.tuned_workers
         self.counters = TuningCounters()
 
@@ -230,24 +238,28 @@ class Tuner:
 
     def _step(self, control: _Control, stage: TunableStage) -> None:
         if stage.tuning_paused:
-            control.last = control.since = None  # start afresh once it means something
+            control.last = None  # start afresh once it means something
+            control.history.clear()
             return
         now = time.perf_counter()
         elements, calls, waits, busy_seconds = stage.tuning_counters()
         last = control.last
         control.last = (now, elements, calls, waits, busy_seconds)
-        if last is None or control.since is None:
-            control.since = (now, elements)
+        history = control.history
+        if last is None or not history:
+            history.append(control.last)
             return
-        seconds = now - last[0]
-        calls_now, waits_now = calls - last[2], waits - last[3]
-        if calls_now <= 0 or seconds <= 0:
+        if calls - last[2] <= 0 or now <= last[0]:
             return  # the consumer is not reading: nothing to learn
-        waited = waits_now / calls_now
-        occupied = max(0.0, (busy_seconds - last[4]) / seconds)  # workers busy on average
-        # The rate since the current setting began: one look is too short to judge by.
-        held = now - control.since[0]
-        rate = (elements - control.since[1]) / held if held > 0 else 0.0
+        # Judged over the looks since the setting began (at most the last WINDOW_TICKS):
+        # one look, a quarter of a second, is too short; a hiccup of the machine would
+        # trim a busy stage. The window lets a long-held setting follow a workload change.
+        since = history[0]
+        history.append(control.last)
+        held = now - since[0]
+        rate = (elements - since[1]) / held if held > 0 else 0.0
+        waited = (waits - since[3]) / max(1, calls - since[2])
+        occupied = max(0.0, (busy_seconds - since[4]) / held) if held > 0 else 0.0
         workers = stage.tuned_workers
         trial = control.trial
         if trial is not None:
@@ -309,7 +321,7 @@ class Tuner:
             return
         stage.tuned_workers = workers
         control.setting = workers
-        control.since = None  # the new setting's rate is measured from the next look
+        control.history.clear()  # the new setting is measured from the next look
         with self._lock:
             self._decisions.append(TuningDecision(time.perf_counter() - self._started,
                                                   control.name, "workers", old, workers,

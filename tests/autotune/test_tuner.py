@@ -88,6 +88,20 @@ def test_idle_workers_are_trimmed_to_those_the_tasks_keep_busy(clock, tuner_with
         decision.reason
 
 
+def test_one_look_of_idle_workers_among_busy_ones_trims_nothing(clock, tuner_with):
+    # A hiccup of a shared machine (one look at 0.6 busy workers of 2) is judged with the
+    # looks around it (2 s of busy workers): no trim, which would starve the consumer.
+    stage = FakeStage(workers=2)
+    tuner = tuner_with(stage)
+    clock_step = 0.25
+    for occupied in (1.9, 1.9, 1.9, 1.9, 0.6):
+        clock[0] += clock_step
+        stage.advance(250, 240, occupied, seconds=clock_step)
+        tuner.tick()
+    assert stage.tuned_workers == 2
+    assert tuner.decisions() == ()
+
+
 def test_a_trim_that_starves_the_consumer_and_slows_the_stage_is_undone(clock, tuner_with):
     stage = FakeStage(workers=4)
     tuner = tuner_with(stage)
