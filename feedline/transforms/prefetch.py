@@ -60,7 +60,7 @@ class PrefetchDataset(Dataset):
         upstream = self._inputs[0]._make_iterator(ctx)
         if self.buffer_size == 0:
             return upstream
-        return PrefetchIterator(ctx, upstream, self.buffer_size, self.name)
+        return PrefetchIterator(ctx, upstream, self.buffer_size, self.name, stage_key=self)
 
     _RANDOM_ACCESS_FROM_INPUT = True
 
@@ -75,8 +75,11 @@ class PrefetchIterator(DatasetIterator):
     """Reads its input ahead on one daemon thread, started by the first ``next()``.
 
     ``AUTOTUNE`` grows the buffer by one each time the consumer finds it empty, up to
-    :data:`AUTOTUNE_MAX_BUFFER`, within the RAM budget. Errors of the input are read ahead
-    in their places and raised in their turn.
+    :data:`AUTOTUNE_MAX_BUFFER`, within the RAM budget. The size reached carries over to
+    the stage's next iterator in the same pipeline run (``stage_key``: each epoch of a
+    ``repeat`` builds one), which would otherwise start again from one element and find
+    its buffer empty at every epoch's start. Errors of the input are read ahead in their
+    places and raised in their turn.
 
     The state is a position (:mod:`feedline.execution.positions`), never the buffered
     elements: the input's state taken by the reading thread after some element, and how
@@ -88,17 +91,21 @@ class PrefetchIterator(DatasetIterator):
     STATE_VERSION = 3
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, buffer_size: int,
-                 name: str) -> None:
+                 name: str, stage_key: object = None) -> None:
         super().__init__(ctx, [upstream])
         self._upstream = upstream
         options = ctx.options
         tuning = options.autotune
         self._autotune = buffer_size == AUTOTUNE and tuning.enabled
+        # The grown size, shared with the stage's other iterators of this pipeline run.
+        self._grown: list[int] = ctx.remembered.setdefault(
+            ("prefetch capacity", stage_key if stage_key is not None else name), [1])
         if buffer_size == AUTOTUNE:
-            capacity = 1 if tuning.enabled else AUTOTUNE_FIXED_BUFFER
+            capacity = self._grown[0] if tuning.enabled else AUTOTUNE_FIXED_BUFFER
         else:
             capacity = buffer_size
         self._ram_budget = options.autotune_ram_budget() if self._autotune else 0
+        self._sized = False  # whether the first element was checked against the budget
         self._name = name
         threading_options = options.threading
         self._reader = SequentialReader(
@@ -108,13 +115,25 @@ class PrefetchIterator(DatasetIterator):
 
     def __next__(self) -> Any:
         reader = self._reader
-        if self._autotune and not reader.ready() and reader.capacity < AUTOTUNE_MAX_BUFFER:
-            element = reader.next()
-            # Grow only while the buffer, at this element's size, stays within the RAM budget.
-            if (reader.capacity + 1) * element_bytes(element) <= self._ram_budget:
-                reader.capacity += 1
-            return element
-        return reader.next()
+        if not self._autotune:
+            return reader.next()
+        waited = not reader.ready()
+        if not waited and self._sized:
+            return reader.next()
+        element = reader.next()
+        size = element_bytes(element)
+        if not self._sized:
+            # A size carried over from the last epoch was within the budget at its
+            # elements' size; these may be bigger.
+            self._sized = True
+            if reader.capacity > 1 and reader.capacity * size > self._ram_budget:
+                reader.capacity = self._grown[0] = max(1, self._ram_budget // max(size, 1))
+        # Grow only while the buffer, at this element's size, stays within the RAM budget.
+        if (waited and reader.capacity < AUTOTUNE_MAX_BUFFER
+                and (reader.capacity + 1) * size <= self._ram_budget):
+            reader.capacity += 1
+            self._grown[0] = max(self._grown[0], reader.capacity)
+        return element
 
     @property
     def capacity(self) -> int:

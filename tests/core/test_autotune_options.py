@@ -1,4 +1,5 @@
 import threading
+import time
 
 import numpy as np
 
@@ -67,3 +68,47 @@ def test_cpu_budget_caps_autotune_workers():
     assert [int(x) for x in ds] == list(range(200))
     assert len(names) == 1
     assert fl.Options(autotune=fl.AutotuneOptions(cpu_budget=1)).autotune_parallelism() == 1
+
+
+def test_prefetch_autotune_carries_its_grown_buffer_to_the_next_epoch():
+    # Each epoch of a repeat builds a new prefetch iterator: it starts where the last
+    # epoch's buffer had grown to, not at one element.
+    def slow(x):
+        time.sleep(0.002)  # the consumer finds the buffer empty: it grows
+        return x
+
+    ds = fl.Dataset.range(20).map(slow).prefetch(fl.AUTOTUNE).repeat(2)
+    options = fl.Options(autotune=fl.AutotuneOptions(processes=False))
+    with iter(ds.with_options(options)) as it:
+        assert [int(next(it)) for _ in range(20)] == list(range(20))
+        first_epoch = it._root._upstream
+        grown = first_epoch.capacity
+        assert int(next(it)) == 0
+        second_epoch = it._root._upstream
+        assert second_epoch is not first_epoch
+        assert grown > 1
+        assert second_epoch.capacity >= grown
+        assert [int(x) for x in it] == list(range(1, 20))
+
+
+def test_a_carried_over_buffer_is_cut_to_the_ram_budget_of_bigger_elements():
+    from feedline.core.iterator import IteratorContext
+    from feedline.transforms.prefetch import PrefetchIterator
+
+    megabyte = 1 << 20
+    ctx = IteratorContext(options=fl.Options(
+        autotune=fl.AutotuneOptions(ram_budget=4 * megabyte, processes=False)))
+    key = object()
+    small = fl.Dataset.range(40).map(lambda i: np.zeros(1000, np.uint8))
+    first = PrefetchIterator(ctx, small._make_iterator(ctx), fl.AUTOTUNE, "prefetch", key)
+    first._grown[0] = 8  # as if the last epoch had grown it to 8 small elements
+    second = PrefetchIterator(ctx, fl.Dataset.range(10).map(
+        lambda i: np.zeros(megabyte, np.uint8))._make_iterator(ctx), fl.AUTOTUNE, "prefetch", key)
+    try:
+        assert second.capacity == 8
+        next(second)
+        assert second.capacity * megabyte <= 4 * megabyte
+        assert first._grown[0] == second.capacity
+    finally:
+        first.close()
+        second.close()
