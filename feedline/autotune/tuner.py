@@ -71,6 +71,15 @@ machine does not decide, few enough to follow a workload that changes."""
 EXPLORE_TICKS = 40
 """Looks between two tries of one worker fewer (ten seconds)."""
 
+MAX_EXPLORE_BACKOFF = 8
+"""The interval between tries of one worker fewer doubles while they fail, up to this
+many times :data:`EXPLORE_TICKS`."""
+
+INPUT_BOUND = 0.5
+"""Share of the time a stage spends pulling its input above which the input, not its
+workers, limits it: it does not grow, and it tries one worker fewer even while its
+consumer waits."""
+
 BUSY_TO_GROW = 0.6
 """Share of its workers' time a stage must be computing to get one more: idle workers
 mean its input, not its work, holds it back."""
@@ -86,13 +95,15 @@ class TuningCounters:
         waits: Calls that had to wait for a result.
         busy: Seconds the stage's tasks took, summed over its workers (their occupied time:
             computing, reading files, waiting for the GIL).
+        input: Seconds the stage spent pulling elements from its input (on its consumer's
+            thread).
     """
 
-    __slots__ = ("busy", "calls", "elements", "waits")
+    __slots__ = ("busy", "calls", "elements", "input", "waits")
 
     def __init__(self) -> None:
         self.elements = self.calls = self.waits = 0
-        self.busy = 0.0
+        self.busy = self.input = 0.0
 
 
 class TunableStage(Protocol):
@@ -100,9 +111,9 @@ class TunableStage(Protocol):
 
     name: str
 
-    def tuning_counters(self) -> tuple[int, int, int, float]:
+    def tuning_counters(self) -> tuple[int, int, int, float, float]:
         """(elements handed out, ``next()`` calls, calls that waited, seconds its tasks
-        took), over every iterator of the stage so far."""
+        took, seconds spent pulling its input), over every iterator of the stage so far."""
 
     @property
     def tuned_workers(self) -> int:
@@ -131,13 +142,14 @@ class _Control:
     def __init__(self, stage: TunableStage) -> None:
         self.stage = weakref.ref(stage)
         self.name = stage.name
-        self.last: tuple[float, int, int, int, float] | None = None
+        self.last: tuple[float, int, int, int, float, float] | None = None
         self.trial: tuple[str, int, float, int] | None = None  # kind, previous, rate, due
         self.paused_until = 0
         self.explore_at = 0
+        self.explore_every = EXPLORE_TICKS  # looks between tries of one worker fewer
         # Looks since the setting began, the last WINDOW_TICKS of them: (time, elements,
         # calls, waits, busy seconds) at each.
-        self.history: collections.deque[tuple[float, int, int, int, float]] = \
+        self.history: collections.deque[tuple[float, int, int, int, float, float]] = \
             collections.deque(maxlen=WINDOW_TICKS)
         self.setting = stage.tuned_workers
         self.counters = TuningCounters()
@@ -242,9 +254,9 @@ class Tuner:
             control.history.clear()
             return
         now = time.perf_counter()
-        elements, calls, waits, busy_seconds = stage.tuning_counters()
+        elements, calls, waits, busy_seconds, input_seconds = stage.tuning_counters()
         last = control.last
-        control.last = (now, elements, calls, waits, busy_seconds)
+        control.last = (now, elements, calls, waits, busy_seconds, input_seconds)
         history = control.history
         if last is None or not history:
             history.append(control.last)
@@ -260,6 +272,7 @@ class Tuner:
         rate = (elements - since[1]) / held if held > 0 else 0.0
         waited = (waits - since[3]) / max(1, calls - since[2])
         occupied = max(0.0, (busy_seconds - since[4]) / held) if held > 0 else 0.0
+        pulling = max(0.0, (input_seconds - since[5]) / held) if held > 0 else 0.0
         workers = stage.tuned_workers
         trial = control.trial
         if trial is not None:
@@ -281,7 +294,13 @@ class Tuner:
                 self._set(stage, control, previous,
                           f"one worker fewer was slower ({rate:,.0f} vs {rate_before:,.0f} "
                           "elements/s)")
+                # Each try costs a second at the slower setting: try less often while
+                # trying keeps failing.
+                control.explore_every = min(control.explore_every * 2,
+                                            EXPLORE_TICKS * MAX_EXPLORE_BACKOFF)
+                control.explore_at = self._ticks + control.explore_every
             elif kind == "explore":
+                control.explore_every = EXPLORE_TICKS
                 self._note(control, f"one worker fewer ({workers}) was as fast "
                                     f"({rate:,.0f} vs {rate_before:,.0f} elements/s): kept")
             return
@@ -289,7 +308,11 @@ class Tuner:
             return
         busy = occupied / workers
         needed = max(1, math.ceil(occupied * HEADROOM))
-        if waited > WAITS_TO_GROW and busy > BUSY_TO_GROW and workers < stage.max_workers:
+        # Its input, pulled on its consumer's thread, is what the consumer waits for: more
+        # workers cannot help, and their GIL time slows that thread.
+        input_bound = pulling > INPUT_BOUND
+        if (waited > WAITS_TO_GROW and busy > BUSY_TO_GROW and not input_bound
+                and workers < stage.max_workers):
             control.trial = ("grow", workers, rate, self._ticks + TRIAL_TICKS)
             self._set(stage, control, workers + 1,
                       f"its consumer waited for {waited:.0%} of calls while its {workers} "
@@ -299,13 +322,16 @@ class Tuner:
             self._set(stage, control, needed,
                       f"its tasks kept {occupied:.1f} workers busy at {rate:,.0f} elements/s: "
                       f"{workers} workers were {busy:.0%} busy")
-        elif workers > 1 and waited < WAITS_TO_GROW and self._ticks >= control.explore_at:
+        elif ((waited < WAITS_TO_GROW or input_bound) and workers > 1
+              and self._ticks >= control.explore_at):
             # Busy workers may be busy waiting for each other (the GIL, a lock, memory
             # bandwidth): only trying tells. Fewer is kept unless clearly slower.
-            control.explore_at = self._ticks + EXPLORE_TICKS
+            control.explore_at = self._ticks + control.explore_every
             control.trial = ("explore", workers, rate, self._ticks + TRIAL_TICKS)
+            why = (f"its input took {pulling:.0%} of the time" if input_bound
+                   else f"its consumer waited for {waited:.0%} of calls")
             self._set(stage, control, workers - 1,
-                      f"trying one worker fewer ({rate:,.0f} elements/s with {workers})")
+                      f"trying one worker fewer ({rate:,.0f} elements/s with {workers}; {why})")
 
     def _note(self, control: _Control, reason: str) -> None:
         stage = control.stage()

@@ -260,12 +260,15 @@ class SwitchingExecutor:
         >>> executor.shutdown()
     """
 
-    def __init__(self, workers: int, name: str, close_timeout: float | None = None) -> None:
+    def __init__(self, workers: int, name: str, close_timeout: float | None = None,
+                 threads: int | None = None) -> None:
         self._workers = workers
         self._name = name
         self._close_timeout = close_timeout
         kwargs = {} if close_timeout is None else {"close_timeout": close_timeout}
-        self._threads = ThreadExecutor(workers, name, **kwargs)
+        # ``threads`` beyond ``workers``: a tuned stage may grow past its CPU count on
+        # threads (its gate lets ``workers`` of them run until the tuner says otherwise).
+        self._threads = ThreadExecutor(max(workers, threads or workers), name, **kwargs)
         self._processes: Executor | None = None
         self._current: Executor = self._threads
         self.kind = "thread"
@@ -315,6 +318,8 @@ class ExecutorChoice:
         workers: The stage's parallelism.
         fn: The function (checked for pickling before a switch).
         close_timeout: Passed to the executors.
+        threads: Threads of its executor, if more than ``workers`` (a tuned stage that may
+            grow on threads).
 
     Example:
         >>> choice = ExecutorChoice("map(f)", 2, abs)
@@ -323,9 +328,10 @@ class ExecutorChoice:
     """
 
     def __init__(self, stage: str, workers: int, fn: Callable[..., Any],
-                 close_timeout: float | None = None) -> None:
+                 close_timeout: float | None = None, threads: int | None = None) -> None:
         self.stage = stage
         self.workers = workers
+        self._threads = threads
         self._fn = fn
         self._close_timeout = close_timeout
         self._executor: SwitchingExecutor | None = None
@@ -377,7 +383,8 @@ class ExecutorChoice:
 
     def make_executor(self) -> SwitchingExecutor:
         """The stage's executor (made on its first task)."""
-        self._executor = SwitchingExecutor(self.workers, self.stage, self._close_timeout)
+        self._executor = SwitchingExecutor(self.workers, self.stage, self._close_timeout,
+                                           self._threads)
         return self._executor
 
     def record(self, probe: Probe | None) -> str | None:

@@ -76,11 +76,17 @@ class MapDataset(Dataset):
                   and autotune.enabled and autotune.choose_executor)
         tune = (self.num_parallel_calls == AUTOTUNE and autotune.enabled and autotune.tune
                 and self.executor != "process")
+        parallelism = resolve_parallelism(self.num_parallel_calls, ctx)
+        ceiling = parallelism
+        if tune and autotune.cpu_budget is None and ctx.options.threading.max_parallelism is None:
+            # No budget set: the tuner may try threads beyond the cores (kept only where
+            # they measure faster: threads that hold the GIL part of the time leave cores
+            # idle, which more threads fill). Threads cannot use more than the machine.
+            ceiling = OVERSUBSCRIPTION * parallelism
         return ParallelMapIterator(
-            ctx, upstream, fn, self.name,
-            resolve_parallelism(self.num_parallel_calls, ctx),
+            ctx, upstream, fn, self.name, parallelism,
             ctx.deterministic(self.deterministic), self.executor or "thread",
-            choose_executor=choose, tune=tune, stage_key=self)
+            choose_executor=choose, tune=tune, stage_key=self, max_parallelism=ceiling)
 
 
     def _offers_random_access(self) -> bool:
@@ -192,6 +198,12 @@ class MapIterator(DatasetIterator):
         self._replay = replay_from(self._upstream, state)
 
 
+OVERSUBSCRIPTION = 2
+"""Threads per CPU a tuned threaded ``map`` may grow to when ``Options.autotune.cpu_budget``
+and ``ThreadingOptions.max_parallelism`` are unset: its function may hold the GIL part of
+the time, leaving its cores idle meanwhile. The tuner keeps a thread only when the stage
+measures faster with it (images on 2 cores: 3-4 threads beat 2)."""
+
 TARGET_TASK_SECONDS = {"thread": 0.0005, "process": 0.005}
 """How long one task should run: long enough that hand-off costs are small beside it."""
 MAX_CHUNK = 64
@@ -298,14 +310,17 @@ class ParallelMapIterator(DatasetIterator):
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
                  map_func: Callable[..., Any], name: str, parallelism: int,
                  deterministic: bool, executor_kind: str, choose_executor: bool = False,
-                 tune: bool = False, stage_key: object = None) -> None:
+                 tune: bool = False, stage_key: object = None,
+                 max_parallelism: int | None = None) -> None:
         super().__init__(ctx, [upstream])
         self._upstream = upstream
         self._name = name
         self.name = name
         self._parallelism = parallelism
+        # Threads: more than ``parallelism`` when the tuner may grow the stage past it.
+        self._ceiling = max(parallelism, max_parallelism or parallelism)
         # Tasks allowed to compute at once (the tuner's setting; no limit: all workers).
-        self._gate = RunningGate()
+        self._gate = RunningGate(parallelism if self._ceiling > parallelism else None)
         self._counters = TuningCounters()  # the tuner's, shared across epochs, when tuned
         self.busy_seconds = 0.0
         """Seconds its tasks took, summed (statistics: the workers' occupied time, which
@@ -320,7 +335,8 @@ class ParallelMapIterator(DatasetIterator):
             choice = ctx.remembered.get(key)
             if choice is None:
                 choice = ctx.remembered[key] = ExecutorChoice(
-                    name, parallelism, map_func, ctx.options.threading.close_timeout)
+                    name, parallelism, map_func, ctx.options.threading.close_timeout,
+                    threads=self._ceiling)
             else:
                 choice.carry_on()
             if choice.decision is not None:
@@ -337,12 +353,16 @@ class ParallelMapIterator(DatasetIterator):
         make: Callable[[], Any]
         if choice is not None:
             # Measuring runners: alone (with the transport cost), then together.
-            self._solo_runner = _ChunkRunner(map_func, False, probe=True, transport=True)
-            self._probe_runner = _ChunkRunner(map_func, False, probe=True)
+            # Gated too: the choice measures ``parallelism`` tasks at once at most.
+            self._solo_runner = _ChunkRunner(map_func, False, probe=True, transport=True,
+                                             gate=self._gate)
+            self._probe_runner = _ChunkRunner(map_func, False, probe=True, gate=self._gate)
             make = self._choice.make_executor
         else:
+            threads = self._ceiling if executor_kind == "thread" else parallelism
+
             def make() -> Any:
-                return make_executor(parallelism, name, executor_kind, close_timeout)
+                return make_executor(threads, name, executor_kind, close_timeout)
         self._window = ReadAhead(
             name, make,
             limit=2 * parallelism, deterministic=deterministic,
@@ -364,11 +384,12 @@ class ParallelMapIterator(DatasetIterator):
         return self._deterministic and super().replay_exact
 
     # ------------------------------------------------------------------ tuning
-    def tuning_counters(self) -> tuple[int, int, int, float]:
+    def tuning_counters(self) -> tuple[int, int, int, float, float]:
         """(elements handed out, ``next()`` calls, calls that waited for a task, seconds its
-        tasks took): what the tuner reads."""
+        tasks took, seconds spent pulling its input): what the tuner reads."""
         counters = self._counters
-        return counters.elements, counters.calls, counters.waits, counters.busy
+        return (counters.elements, counters.calls, counters.waits, counters.busy,
+                counters.input)
 
     @property
     def tuned_workers(self) -> int:
@@ -378,11 +399,17 @@ class ParallelMapIterator(DatasetIterator):
 
     @tuned_workers.setter
     def tuned_workers(self, value: int) -> None:
-        self._gate.limit = max(1, min(int(value), self._parallelism))
+        workers = max(1, min(int(value), self._ceiling))
+        self._gate.limit = workers
+        # Two tasks per worker, as for a fixed parallelism: one running, one queued behind
+        # it. A deeper window only reads the input further ahead on the consumer's thread.
+        self._window.limit = 2 * workers
 
     @property
     def max_workers(self) -> int:
-        return self._parallelism
+        """Its threads: ``parallelism``, or more when no CPU budget was set
+        (:data:`OVERSUBSCRIPTION`)."""
+        return self._ceiling
 
     @property
     def tuning_done(self) -> bool:
@@ -425,12 +452,14 @@ class ParallelMapIterator(DatasetIterator):
         if not tracker.has_snapshot:
             tracker.add_snapshot((positions.pulled, self._upstream.state_dict()))
         choice = self._choice
+        clock = time.perf_counter
         while not self._exhausted and window.has_room():
             if choice is not None and not choice.may_submit(len(window)):
                 break  # measuring: one task at a time alone, then whole tasks only
             items: list[int] = []
             values: list[Any] = []
             failure: tuple[int, BaseException] | None = None
+            pulling_since = clock()
             for _ in range(self._chunk_size):
                 try:
                     item, is_error, value, snapshot = positions.pull()
@@ -443,6 +472,7 @@ class ParallelMapIterator(DatasetIterator):
                     break
                 items.append(item)
                 values.append(value)
+            self._counters.input += clock() - pulling_since
             if items:
                 runner = self._runner_for_next_task()
                 if runner.probe:

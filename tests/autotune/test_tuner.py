@@ -24,16 +24,19 @@ class FakeStage:
         self.tuning_paused = False
         self.counters: TuningCounters = TuningCounters()
 
-    def tuning_counters(self) -> tuple[int, int, int, float]:
+    def tuning_counters(self) -> tuple[int, int, int, float, float]:
         c = self.counters
-        return c.elements, c.calls, c.waits, c.busy
+        return c.elements, c.calls, c.waits, c.busy, c.input
 
-    def advance(self, elements: int, waits: int, occupied: float, seconds: float = 1.0) -> None:
-        """One period: ``occupied`` workers busy on average."""
+    def advance(self, elements: int, waits: int, occupied: float, seconds: float = 1.0,
+                pulling: float = 0.0) -> None:
+        """One period: ``occupied`` workers busy on average, ``pulling`` of it spent
+        pulling the input."""
         self.counters.elements += elements
         self.counters.calls += elements
         self.counters.waits += waits
         self.counters.busy += occupied * seconds
+        self.counters.input += pulling * seconds
 
 
 @pytest.fixture
@@ -179,6 +182,42 @@ def test_a_stage_its_consumer_waits_for_is_not_explored_down(clock, tuner_with):
     assert stage.tuned_workers == 2 and tuner.decisions() == ()
 
 
+def test_a_stage_waiting_on_its_input_does_not_grow_and_tries_fewer(clock, tuner_with):
+    # The consumer waits, the workers are busy, but the stage spends 70% of the time
+    # pulling its input: more workers cannot help (their GIL time slows the pulling
+    # thread); one fewer is tried even though its consumer waits.
+    stage = FakeStage(workers=4)
+    stage.tuned_workers = 2
+    tuner = tuner_with(stage)
+    stage.advance(0, 0, 0.0)
+    for _ in range(2):
+        clock[0] += 1.0
+        stage.advance(1000, 500, 1.9, pulling=0.7)
+        tuner.tick()
+    assert stage.tuned_workers == 1
+    assert "its input took 70% of the time" in tuner.decisions()[-1].reason
+    for _ in range(TRIAL_TICKS):
+        clock[0] += 1.0
+        stage.advance(1100, 500, 0.95, pulling=0.7)
+        tuner.tick()
+    assert stage.tuned_workers == 1  # as fast (faster): kept
+    assert [(d.old, d.new) for d in tuner.decisions()] == [(2, 1), (1, 1)]
+
+
+def test_failed_tries_of_one_fewer_come_less_and_less_often(clock, tuner_with):
+    stage = FakeStage(workers=2)
+    tuner = tuner_with(stage)
+    tries = []
+    for look in range(EXPLORE_TICKS * 8):
+        slower = stage.tuned_workers == 1
+        _tick(tuner, clock, stage, 600 if slower else 1000, 50, 1.0 if slower else 2.0)
+        if tuner.decisions() and len(tuner.decisions()) > 2 * len(tries):
+            tries.append(look)
+    gaps = [b - a for a, b in zip(tries, tries[1:])]
+    assert len(tries) >= 3
+    assert gaps[1] > gaps[0]  # the second wait is longer than the first
+
+
 def test_a_consumer_that_stopped_reading_changes_nothing(clock, tuner_with):
     stage = FakeStage(workers=4)
     tuner = tuner_with(stage)
@@ -277,3 +316,25 @@ def test_an_autotune_map_chooses_its_executor_once_per_run_not_every_epoch(monke
     with iter(ds.with_options(options)) as it:
         assert [int(x) for x in it] == list(range(1, 301)) * 4
     assert len(made) == 1  # one choice for the stage, measured over its epochs
+
+
+def _map_stage(options: fl.Options):
+    ds = fl.Dataset.range(50).map(lambda x: x + 1, num_parallel_calls=fl.AUTOTUNE)
+    return ds.with_options(fl.Options(
+        optimization=fl.OptimizationOptions(inject_prefetch=False)).merge(options))
+
+
+@pytest.mark.parametrize("budget", [None, 1])
+def test_a_tuned_map_may_grow_past_its_cpus_only_without_a_budget(budget):
+    from feedline.transforms.map import OVERSUBSCRIPTION
+
+    options = fl.Options(autotune=fl.AutotuneOptions(processes=False, cpu_budget=budget))
+    start = options.autotune_parallelism()
+    with no_leaked_threads():
+        with iter(_map_stage(options)) as it:
+            stage = it._root
+            assert stage.tuned_workers == start  # it starts at its CPU budget
+            assert stage.max_workers == (start * OVERSUBSCRIPTION if budget is None else 1)
+            stage.tuned_workers = stage.max_workers + 5
+            assert stage.tuned_workers == stage.max_workers  # never past its threads
+            assert [int(x) for x in it] == list(range(1, 51))

@@ -116,7 +116,7 @@ def test_a_tuned_map_computes_ahead_while_its_consumer_is_away():
         with lock:
             state["running"] += 1
             state["most"] = max(state["most"], state["running"])
-        time.sleep(0.005)
+        time.sleep(0.05)
         with lock:
             state["running"] -= 1
             state["done"] += 1
@@ -126,7 +126,7 @@ def test_a_tuned_map_computes_ahead_while_its_consumer_is_away():
         autotune=fl.AutotuneOptions(processes=False, choose_executor=False, tune=False),
         optimization=fl.OptimizationOptions(inject_prefetch=False),
         threading=fl.ThreadingOptions(max_parallelism=2))
-    ds = fl.Dataset.range(100).map(work, num_parallel_calls=2).with_options(options)
+    ds = fl.Dataset.range(20).map(work, num_parallel_calls=2).with_options(options)
     with no_leaked_threads():
         with iter(ds) as it:
             stage = it._root
@@ -135,9 +135,11 @@ def test_a_tuned_map_computes_ahead_while_its_consumer_is_away():
             with lock:
                 state["most"] = 0
                 before = state["done"]
-            time.sleep(0.3)  # the consumer is away
+            time.sleep(0.5)  # the consumer is away
             with lock:
                 computed_away = state["done"] - before
-            assert [int(x) for x in it] == list(range(1, 100))
-    assert computed_away >= 2  # more than the one task in flight at next()'s return
+            assert [int(x) for x in it] == list(range(1, 20))
+    # The task queued behind the running one ran meanwhile (capping tasks in flight
+    # instead, none was: the one in flight had finished before next() returned).
+    assert computed_away >= 1
     assert state["most"] == 1
