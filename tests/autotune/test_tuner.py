@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
@@ -213,7 +214,7 @@ def test_failed_tries_of_one_fewer_come_less_and_less_often(clock, tuner_with):
         _tick(tuner, clock, stage, 600 if slower else 1000, 50, 1.0 if slower else 2.0)
         if tuner.decisions() and len(tuner.decisions()) > 2 * len(tries):
             tries.append(look)
-    gaps = [b - a for a, b in zip(tries, tries[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(tries)]
     assert len(tries) >= 3
     assert gaps[1] > gaps[0]  # the second wait is longer than the first
 
@@ -330,11 +331,10 @@ def test_a_tuned_map_may_grow_past_its_cpus_only_without_a_budget(budget):
 
     options = fl.Options(autotune=fl.AutotuneOptions(processes=False, cpu_budget=budget))
     start = options.autotune_parallelism()
-    with no_leaked_threads():
-        with iter(_map_stage(options)) as it:
-            stage = it._root
-            assert stage.tuned_workers == start  # it starts at its CPU budget
-            assert stage.max_workers == (start * OVERSUBSCRIPTION if budget is None else 1)
-            stage.tuned_workers = stage.max_workers + 5
-            assert stage.tuned_workers == stage.max_workers  # never past its threads
-            assert [int(x) for x in it] == list(range(1, 51))
+    with no_leaked_threads(), iter(_map_stage(options)) as it:
+        stage = it._root
+        assert stage.tuned_workers == start  # it starts at its CPU budget
+        assert stage.max_workers == (start * OVERSUBSCRIPTION if budget is None else 1)
+        stage.tuned_workers = stage.max_workers + 5
+        assert stage.tuned_workers == stage.max_workers  # never past its threads
+        assert [int(x) for x in it] == list(range(1, 51))

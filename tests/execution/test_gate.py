@@ -127,18 +127,17 @@ def test_a_tuned_map_computes_ahead_while_its_consumer_is_away():
         optimization=fl.OptimizationOptions(inject_prefetch=False),
         threading=fl.ThreadingOptions(max_parallelism=2))
     ds = fl.Dataset.range(20).map(work, num_parallel_calls=2).with_options(options)
-    with no_leaked_threads():
-        with iter(ds) as it:
-            stage = it._root
-            stage.tuned_workers = 1
-            assert int(next(it)) == 0
-            with lock:
-                state["most"] = 0
-                before = state["done"]
-            time.sleep(0.5)  # the consumer is away
-            with lock:
-                computed_away = state["done"] - before
-            assert [int(x) for x in it] == list(range(1, 20))
+    with no_leaked_threads(), iter(ds) as it:
+        stage = it._root
+        stage.tuned_workers = 1
+        assert int(next(it)) == 0
+        with lock:
+            state["most"] = 0
+            before = state["done"]
+        time.sleep(0.5)  # the consumer is away
+        with lock:
+            computed_away = state["done"] - before
+        assert [int(x) for x in it] == list(range(1, 20))
     # The task queued behind the running one ran meanwhile (capping tasks in flight
     # instead, none was: the one in flight had finished before next() returned).
     assert computed_away >= 1
