@@ -4,24 +4,37 @@ Every ``map(num_parallel_calls=AUTOTUNE)`` on threads registers with its pipelin
 :class:`Tuner` (one per pipeline, on a thread of its own, ``feedline-autotune``, started by
 the first registration and ended with the pipeline). Every :data:`PERIOD` seconds the tuner
 reads each stage's counters: elements handed out, how many of its consumer's ``next()``
-calls had to wait for a result, and the time its tasks took. Its model of a stage is
-Plumber's: the stage needs as many workers as its tasks keep busy at the pipeline's current
-rate, plus headroom; more only help while its consumer waits for it. A stage measuring
-where its function should run (threads or processes) is left alone meanwhile.
+calls had to wait for a result, the time its tasks took, and the time it spent pulling its
+input. Its model of a stage is Plumber's: the stage needs as many workers as its tasks keep
+busy at the pipeline's current rate, plus headroom; more only help while its consumer waits
+for it and its input is not what holds it back. A stage measuring where its function should
+run (threads or processes) is left alone meanwhile.
+
+The setting is how many of the stage's tasks compute at once (a
+:class:`~feedline.execution.gate.RunningGate`), with two tasks per worker in its window:
+one running, one queued, so a worker does not idle while the consumer is away. A stage
+starts at its CPU budget; with no budget set (``Options.autotune.cpu_budget`` and
+``ThreadingOptions.max_parallelism`` unset) it has threads for up to
+:data:`feedline.transforms.map.OVERSUBSCRIPTION` per CPU, used only when measured faster
+(a function holding the GIL part of the time leaves its core idle meanwhile).
 
 * **Trim** (its workers are idle part of the time): the workers running at once go down
   to those its tasks keep busy (times :data:`HEADROOM`), in one step. Fewer threads
   leave cores, and the GIL, to the stages that limit the pipeline; on a few cores this is
   what beats "one thread per core" (benchmarks/profiling.py).
-* **Grow** (the consumer waits for the stage and its workers are busy): one more worker,
-  kept only if the stage's rate rises by :data:`GAIN`; otherwise undone, and the stage is
-  left alone for a while.
-* **Explore** (its workers are busy, its consumer rarely waits for it): one
-  worker fewer, kept unless the rate falls by more than :data:`GAIN` (busy workers may be
-  busy waiting for each other: the GIL, memory bandwidth); tried again every
-  :data:`EXPLORE_TICKS` looks, so the setting follows a workload that changes.
+* **Grow** (the consumer waits for the stage, its workers are busy, its input takes less
+  than :data:`INPUT_BOUND` of the time): one more worker, kept only if the stage's rate
+  rises by :data:`GAIN`; otherwise undone, and the stage is left alone for a while.
+* **Explore** (its workers are busy and its consumer rarely waits for it, or its input
+  takes more than :data:`INPUT_BOUND` of the time): one worker fewer, kept unless the rate
+  falls by more than :data:`GAIN` (busy workers may be busy waiting for each other: the
+  GIL, memory bandwidth; and their GIL time slows the thread pulling the input); tried
+  again every :data:`EXPLORE_TICKS` looks, so the setting follows a workload that changes,
+  and half as often after each try that was undone (down to one in
+  :data:`MAX_EXPLORE_BACKOFF` times that).
 * A trim that leaves the consumer waiting and the rate lower is undone.
-* Changes are judged on the rate over :data:`TRIAL_TICKS` looks after them.
+* Decisions are judged over the looks since the setting began (at most
+  :data:`WINDOW_TICKS`); changes on the rate over :data:`TRIAL_TICKS` looks after them.
 * Settings carry over to the stage's next iterator (each epoch of a ``repeat``).
 
 This adapts when the work changes mid-run (heavier elements use more cores: the consumer

@@ -59,7 +59,9 @@ class AutotuneOptions:
             buffer each time its consumer finds it empty. When off, that buffer stays at
             :data:`AUTOTUNE_FIXED_BUFFER` elements.
         cpu_budget: Workers an ``AUTOTUNE`` stage may use; ``None`` means one per CPU (within
-            ``ThreadingOptions.max_parallelism``).
+            ``ThreadingOptions.max_parallelism``), and lets the tuner give a threaded
+            ``map`` up to two threads per CPU where it measures faster with them (its
+            function holds the GIL part of the time, leaving cores idle).
         ram_budget: Bytes one ``prefetch(AUTOTUNE)`` buffer may grow to, estimated from the
             size of its elements; ``None`` means a quarter of the machine's memory.
         choose_executor: Whether a ``map(f, num_parallel_calls=AUTOTUNE)`` given no
