@@ -56,7 +56,7 @@ class AutotuneOptions:
 
     Attributes:
         enabled: Whether ``AUTOTUNE`` sizes adapt while running: ``prefetch(AUTOTUNE)`` grows its
-            buffer each time its consumer finds it empty. When off, that buffer stays at
+            buffer each time its consumer drains it. When off, that buffer stays at
             :data:`AUTOTUNE_FIXED_BUFFER` elements.
         cpu_budget: Workers an ``AUTOTUNE`` stage may use; ``None`` means one per CPU (within
             ``ThreadingOptions.max_parallelism``), and lets the tuner give a threaded

@@ -285,7 +285,7 @@ def test_prefetch_stays_within_a_small_ram_budget_with_big_elements():
     megabyte = 1 << 20
 
     def big(i):
-        time.sleep(0.002)  # a slow producer: the consumer finds the buffer empty often
+        time.sleep(0.002)
         return np.full(megabyte, i % 251, np.uint8)
 
     ds = fl.Dataset.range(60).map(big).prefetch(fl.AUTOTUNE)
@@ -296,8 +296,24 @@ def test_prefetch_stays_within_a_small_ram_budget_with_big_elements():
         for i, element in enumerate(it):
             assert element[0] == i % 251
             capacities.append(it._root.capacity)
+            if i % 4 == 3:
+                time.sleep(0.02)  # a bursty consumer: it drains the buffer after a pause
     assert max(capacities) * megabyte <= 3 * megabyte
     assert max(capacities) == 3  # it did grow to the budget
+
+
+def test_prefetch_autotune_does_not_deepen_a_buffer_its_slower_input_leaves_empty():
+    # The input is slower than the consumer at every call: any buffer stays empty, and
+    # a deeper one only reads further ahead. It grows once (the first call waited).
+    def slow(i):
+        time.sleep(0.002)
+        return i
+
+    ds = fl.Dataset.range(60).map(slow).prefetch(fl.AUTOTUNE)
+    options = fl.Options(autotune=fl.AutotuneOptions(processes=False))
+    with iter(ds.with_options(options)) as it:
+        assert [int(x) for x in it] == list(range(60))
+        assert it._root.capacity == 2
 
 
 def test_an_autotune_map_chooses_its_executor_once_per_run_not_every_epoch(monkeypatch):

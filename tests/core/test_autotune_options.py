@@ -74,13 +74,18 @@ def test_prefetch_autotune_carries_its_grown_buffer_to_the_next_epoch():
     # Each epoch of a repeat builds a new prefetch iterator: it starts where the last
     # epoch's buffer had grown to, not at one element.
     def slow(x):
-        time.sleep(0.002)  # the consumer finds the buffer empty: it grows
+        time.sleep(0.002)
         return x
 
     ds = fl.Dataset.range(20).map(slow).prefetch(fl.AUTOTUNE).repeat(2)
     options = fl.Options(autotune=fl.AutotuneOptions(processes=False))
     with iter(ds.with_options(options)) as it:
-        assert [int(next(it)) for _ in range(20)] == list(range(20))
+        head = []
+        for i in range(20):
+            head.append(int(next(it)))
+            if i % 4 == 3:
+                time.sleep(0.02)  # a bursty consumer: it drains the buffer, which grows
+        assert head == list(range(20))
         first_epoch = it._root._upstream
         grown = first_epoch.capacity
         assert int(next(it)) == 0
