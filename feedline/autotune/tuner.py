@@ -161,7 +161,7 @@ class _Control:
         self.explore_at = 0
         self.explore_every = EXPLORE_TICKS  # looks between tries of one worker fewer
         # Looks since the setting began, the last WINDOW_TICKS of them: (time, elements,
-        # calls, waits, busy seconds) at each.
+        # calls, waits, busy seconds, input seconds) at each.
         self.history: collections.deque[tuple[float, int, int, int, float, float]] = \
             collections.deque(maxlen=WINDOW_TICKS)
         self.setting = stage.tuned_workers

@@ -230,9 +230,10 @@ class _ChunkRunner:
 
     def __call__(self, chunk: list[Any], submitted: float = 0.0
                  ) -> tuple[list[tuple[bool, Any]], float, Probe | None]:
-        if self.gate is None:
+        gate = self.gate
+        if gate is None or gate.limit is None:  # no limit: no lock per task
             return self._run(chunk, submitted)
-        with self.gate:  # the tuner's limit on tasks computing at once
+        with gate:  # the tuner's limit on tasks computing at once
             return self._run(chunk, submitted)
 
     def _run(self, chunk: list[Any], submitted: float
