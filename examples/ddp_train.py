@@ -61,6 +61,10 @@ def main() -> None:
                        "weight": model.module.weight.item(), "bias": model.module.bias.item(),
                        "epoch": checkpoint["data"]["epoch"]}, out)
     loader.close()
+    # DDP's reducer holds the gloo process group: released after destroy_process_group,
+    # at interpreter exit, gloo's threads can abort the process ("terminate called without
+    # an active exception", seen once in CI). Release it first.
+    del model, optimizer
     dist.destroy_process_group()
 
 
