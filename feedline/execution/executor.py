@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from feedline.core.options import ThreadingOptions
+from feedline.execution.gate import WorkerGate
 
 _STAGE_IDS = itertools.count()
 
@@ -54,15 +55,24 @@ def _run(future: concurrent.futures.Future[Any], fn: Callable[..., Any], args: t
         future.set_result(result)
 
 
-def _worker(work: queue.SimpleQueue[Any], idle: threading.Semaphore) -> None:
+def _worker(work: queue.SimpleQueue[Any], idle: threading.Semaphore,
+            gate: WorkerGate | None) -> None:
     # Refers to the queue only, never to the stage: an abandoned pipeline is still collected.
-    while True:
-        item = work.get()
-        if item is None:
-            return
-        _run(*item)
-        del item  # drop the finished call's arguments before waiting for the next
-        idle.release()
+    if gate is not None:
+        gate.enter()
+    try:
+        while True:
+            item = work.get()
+            if item is None:
+                return
+            _run(*item)
+            del item  # drop the finished call's arguments before waiting for the next
+            idle.release()
+            if gate is not None and gate.leave_if_over():
+                gate.enter()  # the limit fell: wait until a place is free again
+    finally:
+        if gate is not None:
+            gate.leave()
 
 
 class ThreadExecutor:
@@ -73,6 +83,9 @@ class ThreadExecutor:
         name: Stage name, used in thread names (``feedline-<name>-<id>_<k>``) and warnings.
         close_timeout: Seconds :meth:`shutdown` waits for running calls before abandoning
             their threads with a ``RuntimeWarning``.
+        gate: How many of the threads take work at once, if fewer than ``workers`` (a
+            tuned ``map``'s setting, which the tuner changes while the pool runs); threads
+            are started up to its limit only.
 
     Example:
         >>> executor = ThreadExecutor(2, "demo")
@@ -85,8 +98,10 @@ class ThreadExecutor:
     """Where calls run, as ``make_executor`` names it (statistics report it)."""
 
     def __init__(self, workers: int, name: str,
-                 close_timeout: float = DEFAULT_CLOSE_TIMEOUT) -> None:
+                 close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
+                 gate: WorkerGate | None = None) -> None:
         self.name = name
+        self._gate = gate
         self._prefix = f"feedline-{name}-{next(_STAGE_IDS)}"
         self._workers = max(1, workers)
         self._close_timeout = close_timeout
@@ -103,9 +118,9 @@ class ThreadExecutor:
                 raise RuntimeError(f"the executor of {self.name} is shut down")
             self._work.put((future, fn, args))
             # A thread that finished a call and waits for work takes this one.
-            if not self._idle.acquire(blocking=False) and len(self._threads) < self._workers:
+            if not self._idle.acquire(blocking=False) and len(self._threads) < self._cap():
                 thread = threading.Thread(
-                    target=_worker, args=(self._work, self._idle), daemon=True,
+                    target=_worker, args=(self._work, self._idle, self._gate), daemon=True,
                     name=f"{self._prefix}_{len(self._threads)}")
                 thread.start()
                 self._threads.append(thread)
@@ -115,6 +130,10 @@ class ThreadExecutor:
     def workers(self) -> int:
         """Calls that may run at once."""
         return self._workers
+
+    def _cap(self) -> int:
+        limit = None if self._gate is None else self._gate.limit
+        return self._workers if limit is None else min(self._workers, limit)
 
     def threads(self) -> list[threading.Thread]:
         """The threads started so far (for statistics: their CPU time is this stage's work)."""
@@ -142,6 +161,8 @@ class ThreadExecutor:
                 item[0].cancel()
         for _ in threads:
             self._work.put(None)
+        if self._gate is not None:
+            self._gate.close()  # threads waiting for a place go to their end
         current = threading.current_thread()
         deadline = time.monotonic() + self._close_timeout
         for thread in threads:
@@ -223,7 +244,8 @@ class Strand:
 
 
 def make_executor(workers: int, name: str, kind: str = "thread",
-                  close_timeout: float = DEFAULT_CLOSE_TIMEOUT) -> Executor:
+                  close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
+                  gate: WorkerGate | None = None) -> Executor:
     """The executor for one parallel stage.
 
     Args:
@@ -231,13 +253,14 @@ def make_executor(workers: int, name: str, kind: str = "thread",
         name: Stage name, used in thread names (visible in profilers and debuggers).
         kind: ``"thread"`` (the default) or ``"process"`` for GIL-bound Python functions.
         close_timeout: Seconds shutting down waits for running calls.
+        gate: Threads only: how many of them take work at once (:class:`ThreadExecutor`).
 
     Example:
         >>> ex = make_executor(1, "doc"); ex.submit(len, "abc").result(); ex.shutdown()
         3
     """
     if kind == "thread":
-        return ThreadExecutor(workers, name, close_timeout)
+        return ThreadExecutor(workers, name, close_timeout, gate)
     if kind == "process":
         from feedline.execution.processes import ProcessExecutor
 

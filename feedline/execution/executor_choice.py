@@ -60,6 +60,7 @@ from typing import Any
 
 from feedline.core.validation import schedulable_cpus
 from feedline.execution.executor import Executor, ThreadExecutor
+from feedline.execution.gate import WorkerGate
 
 logger = logging.getLogger(__name__)
 
@@ -261,14 +262,15 @@ class SwitchingExecutor:
     """
 
     def __init__(self, workers: int, name: str, close_timeout: float | None = None,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, gate: WorkerGate | None = None) -> None:
         self._workers = workers
         self._name = name
         self._close_timeout = close_timeout
         kwargs = {} if close_timeout is None else {"close_timeout": close_timeout}
         # ``threads`` beyond ``workers``: a tuned stage may grow past its CPU count on
-        # threads (its gate lets ``workers`` of them run until the tuner says otherwise).
-        self._threads = ThreadExecutor(max(workers, threads or workers), name, **kwargs)
+        # threads (its gate lets ``workers`` of them work until the tuner says otherwise).
+        self._threads = ThreadExecutor(max(workers, threads or workers), name, gate=gate,
+                                       **kwargs)
         self._processes: Executor | None = None
         self._current: Executor = self._threads
         self.kind = "thread"
@@ -381,10 +383,11 @@ class ExecutorChoice:
             self._solo, self._together = [], []
             self._in_flight, self._closing = 0, False
 
-    def make_executor(self) -> SwitchingExecutor:
-        """The stage's executor (made on its first task)."""
+    def make_executor(self, gate: WorkerGate | None = None) -> SwitchingExecutor:
+        """The stage's executor (made on its first task); ``gate``: how many of its threads
+        work at once (the tuner's setting)."""
         self._executor = SwitchingExecutor(self.workers, self.stage, self._close_timeout,
-                                           self._threads)
+                                           self._threads, gate)
         return self._executor
 
     def record(self, probe: Probe | None) -> str | None:

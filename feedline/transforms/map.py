@@ -27,7 +27,7 @@ from feedline.execution.executor_choice import (
     ProbeClock,
     transport_cost,
 )
-from feedline.execution.gate import RunningGate
+from feedline.execution.gate import WorkerGate
 from feedline.execution.positions import (
     PositionReader,
     PositionTracker,
@@ -220,24 +220,15 @@ class _ChunkRunner:
     """
 
     def __init__(self, fn: Callable[..., Any], in_subprocess: bool, probe: bool = False,
-                 transport: bool = False, gate: RunningGate | None = None) -> None:
+                 transport: bool = False) -> None:
         self.fn = fn
         self.call = _caller(fn)
         self.in_subprocess = in_subprocess
         self.probe = probe
         self.transport = transport
-        self.gate = gate  # threads only: a gate does not travel to a worker process
 
     def __call__(self, chunk: list[Any], submitted: float = 0.0
                  ) -> tuple[list[tuple[bool, Any]], float, Probe | None]:
-        gate = self.gate
-        if gate is None or gate.limit is None:  # no limit: no lock per task
-            return self._run(chunk, submitted)
-        with gate:  # the tuner's limit on tasks computing at once
-            return self._run(chunk, submitted)
-
-    def _run(self, chunk: list[Any], submitted: float
-             ) -> tuple[list[tuple[bool, Any]], float, Probe | None]:
         clock = ProbeClock(submitted) if self.probe else None
         started = time.perf_counter()
         outcomes: list[tuple[bool, Any]] = []
@@ -320,8 +311,8 @@ class ParallelMapIterator(DatasetIterator):
         self._parallelism = parallelism
         # Threads: more than ``parallelism`` when the tuner may grow the stage past it.
         self._ceiling = max(parallelism, max_parallelism or parallelism)
-        # Tasks allowed to compute at once (the tuner's setting; no limit: all workers).
-        self._gate = RunningGate(parallelism if self._ceiling > parallelism else None)
+        # Threads allowed to work at once (the tuner's setting; no limit: all of them).
+        self._gate = WorkerGate(parallelism if self._ceiling > parallelism else None)
         self._counters = TuningCounters()  # the tuner's, shared across epochs, when tuned
         self.busy_seconds = 0.0
         """Seconds its tasks took, summed (statistics: the workers' occupied time, which
@@ -346,24 +337,23 @@ class ParallelMapIterator(DatasetIterator):
                 executor_kind = self._decided.kind
         self._executor_kind = executor_kind
         self._fn = map_func
-        self._runner = _ChunkRunner(map_func, executor_kind == "process",
-                                    gate=None if executor_kind == "process" else self._gate)
+        self._runner = _ChunkRunner(map_func, executor_kind == "process")
         threading_options = ctx.options.threading
         close_timeout = threading_options.close_timeout
         self._choice = choice
         make: Callable[[], Any]
         if choice is not None:
-            # Measuring runners: alone (with the transport cost), then together.
-            # Gated too: the choice measures ``parallelism`` tasks at once at most.
-            self._solo_runner = _ChunkRunner(map_func, False, probe=True, transport=True,
-                                             gate=self._gate)
-            self._probe_runner = _ChunkRunner(map_func, False, probe=True, gate=self._gate)
-            make = self._choice.make_executor
+            # Measuring runners: alone (with the transport cost), then together (the gate
+            # lets ``parallelism`` threads work at once: the choice measures as many).
+            self._solo_runner = _ChunkRunner(map_func, False, probe=True, transport=True)
+            self._probe_runner = _ChunkRunner(map_func, False, probe=True)
+            make = functools.partial(choice.make_executor, self._gate)
         else:
             threads = self._ceiling if executor_kind == "thread" else parallelism
+            gate = self._gate if executor_kind == "thread" else None
 
             def make() -> Any:
-                return make_executor(threads, name, executor_kind, close_timeout)
+                return make_executor(threads, name, executor_kind, close_timeout, gate)
         self._window = ReadAhead(
             name, make,
             limit=2 * parallelism, deterministic=deterministic,
@@ -394,7 +384,7 @@ class ParallelMapIterator(DatasetIterator):
 
     @property
     def tuned_workers(self) -> int:
-        """Tasks allowed to run at once (the tuner sets it; at most :attr:`max_workers`)."""
+        """Threads allowed to work at once (the tuner sets it; at most :attr:`max_workers`)."""
         limit = self._gate.limit
         return self._parallelism if limit is None else limit
 
@@ -422,6 +412,13 @@ class ParallelMapIterator(DatasetIterator):
         """While the executor choice measures its first tasks (one at a time, then whole
         windows), the workers' idleness is the measurement's, not the stage's."""
         return self._choice is not None and self._choice.measuring
+
+    @property
+    def gil_share(self) -> float | None:
+        """Share of its calls' time holding the GIL, measured by its executor choice
+        (``None``: not measured, or the stage moved to processes)."""
+        decision = self.executor_decision
+        return None if decision is None or decision.kind != "thread" else decision.gil_share
 
     @property
     def executor_kind(self) -> str:

@@ -1,5 +1,6 @@
-"""RunningGate: at most ``limit`` tasks compute at once, and a changed limit applies; a
-tuned map keeps work queued behind the running tasks while its consumer is away."""
+"""WorkerGate: at most ``limit`` threads of a pool take work at once, a changed limit
+applies, and a worker keeps its place across tasks (one place: one thread runs every task,
+as a pool of one would); a tuned map keeps work queued while its consumer is away."""
 
 from __future__ import annotations
 
@@ -7,24 +8,28 @@ import threading
 import time
 
 import feedline as fl
-from feedline.execution.gate import RunningGate
+from feedline.execution.executor import ThreadExecutor
+from feedline.execution.gate import WorkerGate
 from feedline.testing.threads import no_leaked_threads
 
 TIMEOUT = 10
 
 
-def _run_holders(gate: RunningGate, count: int, release: threading.Event) -> tuple[
+def _run_holders(gate: WorkerGate, count: int, release: threading.Event) -> tuple[
         list[threading.Thread], list[int], threading.Semaphore]:
-    """``count`` threads that each pass the gate and hold it until ``release``; returns
-    them, the number of holders each saw on entry, and a semaphore released per entry."""
+    """``count`` threads that each take a place and hold it until ``release``; returns
+    them, the number of places held each saw on entry, and a semaphore released per entry."""
     seen: list[int] = []
     entered = threading.Semaphore(0)
 
     def hold() -> None:
-        with gate:
-            seen.append(gate.running)
+        gate.enter()
+        try:
+            seen.append(gate.active)
             entered.release()
             assert release.wait(TIMEOUT)
+        finally:
+            gate.leave()
 
     threads = [threading.Thread(target=hold, name=f"gate-test-{i}") for i in range(count)]
     for thread in threads:
@@ -39,74 +44,121 @@ def _join(threads: list[threading.Thread]) -> None:
 
 
 def test_at_most_limit_holders_then_more_when_the_limit_rises():
-    gate = RunningGate(limit=1)
+    gate = WorkerGate(limit=1)
     release = threading.Event()
     threads, seen, entered = _run_holders(gate, 3, release)
     try:
         assert entered.acquire(timeout=TIMEOUT)
         assert not entered.acquire(timeout=0.2)  # the other two wait at the gate
-        assert gate.running == 1
+        assert gate.active == 1
         gate.limit = 2
         assert entered.acquire(timeout=TIMEOUT)  # one more is let in at once
         assert not entered.acquire(timeout=0.2)
-        assert gate.running == 2
+        assert gate.active == 2
     finally:
         release.set()
         _join(threads)
     assert seen[:2] == [1, 2]
     assert seen[2] in (1, 2)  # the third entered once one of the two had left
-    assert gate.running == 0
+    assert gate.active == 0
 
 
 def test_no_limit_lets_every_holder_in():
-    gate = RunningGate()
+    gate = WorkerGate()
     release = threading.Event()
     threads, seen, entered = _run_holders(gate, 4, release)
     try:
         for _ in range(4):
             assert entered.acquire(timeout=TIMEOUT)
-        assert gate.running == 4
+        assert gate.active == 4
     finally:
         release.set()
         _join(threads)
     assert sorted(seen) == [1, 2, 3, 4]
 
 
-def test_a_lower_limit_applies_as_running_holders_leave():
-    gate = RunningGate(limit=2)
-    first_release, second_release = threading.Event(), threading.Event()
-    first, _, first_entered = _run_holders(gate, 2, first_release)
-    later: list[threading.Thread] = []
-    try:
-        for _ in range(2):
-            assert first_entered.acquire(timeout=TIMEOUT)
-        gate.limit = 1
-        later, seen, later_entered = _run_holders(gate, 1, second_release)
-        first_release.set()
-        _join(first)
-        assert later_entered.acquire(timeout=TIMEOUT)
-        assert seen == [1]
-    finally:
-        first_release.set()
-        second_release.set()
-        _join(first)
-        _join(later)
+def test_a_place_is_given_back_only_above_the_limit():
+    gate = WorkerGate(limit=2)
+    gate.enter()
+    gate.enter()
+    assert not gate.leave_if_over()  # two places, limit two: both kept
+    gate.limit = 1
+    assert gate.leave_if_over()  # the first to finish a task gives its place back
+    assert not gate.leave_if_over()  # the second keeps its place
+    assert gate.active == 1
+    gate.limit = None
+    gate.enter()
+    assert not gate.leave_if_over()  # no limit: never
+    assert gate.active == 2
 
 
-def test_a_holder_that_raises_leaves_the_gate():
-    gate = RunningGate(limit=1)
-    try:
-        with gate:
-            raise ValueError("boom")
-    except ValueError:
-        pass
-    assert gate.running == 0
-    with gate:
-        assert gate.running == 1
+def test_close_lets_every_waiting_thread_in():
+    gate = WorkerGate(limit=1)
+    gate.enter()
+    release = threading.Event()
+    release.set()
+    threads, seen, entered = _run_holders(gate, 2, release)
+    assert not entered.acquire(timeout=0.2)
+    gate.close()
+    _join(threads)
+    assert len(seen) == 2
+    gate.limit = 1  # a limit set after closing keeps nobody out
+    gate.enter()
+    gate.enter()
+    assert gate.active == 3
+
+
+def test_one_place_runs_every_task_on_one_thread():
+    # Gating each task instead, the second task queued would be taken by a second thread
+    # that waits for the first to finish: a hand-off between threads per task.
+    gate = WorkerGate(limit=1)
+    pool = ThreadExecutor(4, "gate-test", gate=gate)
+    with no_leaked_threads():
+        try:
+            futures = [pool.submit(lambda: threading.current_thread().name) for _ in range(20)]
+            names = {future.result(timeout=TIMEOUT) for future in futures}
+            assert len(names) == 1
+            assert len(pool.threads()) == 1  # threads start up to the limit only
+        finally:
+            pool.shutdown()
+
+
+def _running_together(pool: ThreadExecutor, tasks: int) -> int:
+    """The most of ``tasks`` sleeping tasks that ran at once on ``pool``."""
+    lock = threading.Lock()
+    state = {"running": 0, "most": 0}
+
+    def task() -> None:
+        with lock:
+            state["running"] += 1
+            state["most"] = max(state["most"], state["running"])
+        time.sleep(0.05)
+        with lock:
+            state["running"] -= 1
+
+    for future in [pool.submit(task) for _ in range(tasks)]:
+        future.result(timeout=TIMEOUT)
+    return state["most"]
+
+
+def test_a_changed_limit_applies_to_a_running_pool_and_shutdown_ends_waiting_threads():
+    gate = WorkerGate(limit=1)
+    pool = ThreadExecutor(3, "gate-test", gate=gate)
+    with no_leaked_threads():
+        try:
+            assert _running_together(pool, 4) == 1
+            gate.limit = 3
+            assert _running_together(pool, 6) == 3
+            gate.limit = 1  # applies as the running tasks end
+            _running_together(pool, 3)
+            assert _running_together(pool, 4) == 1
+            assert len(pool.threads()) == 3  # two of them wait for a place
+        finally:
+            pool.shutdown()  # the waiting threads too end
 
 
 def test_a_tuned_map_computes_ahead_while_its_consumer_is_away():
-    # The tuner's limit (one worker here) caps the tasks computing at once, not those
+    # The tuner's limit (one worker here) caps the threads computing at once, not the tasks
     # queued: while the consumer is away, the worker goes on through the queued window
     # instead of idling until the consumer submits more.
     lock = threading.Lock()
