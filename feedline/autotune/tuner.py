@@ -10,8 +10,8 @@ busy at the pipeline's current rate, plus headroom; more only help while its con
 for it and its input is not what holds it back. A stage measuring where its function should
 run (threads or processes) is left alone meanwhile.
 
-The setting is how many of the stage's tasks compute at once (a
-:class:`~feedline.execution.gate.RunningGate`), with two tasks per worker in its window:
+The setting is how many of the stage's threads work at once (a
+:class:`~feedline.execution.gate.WorkerGate`), with two tasks per worker in its window:
 one running, one queued, so a worker does not idle while the consumer is away. A stage
 starts at its CPU budget; with no budget set (``Options.autotune.cpu_budget`` and
 ``ThreadingOptions.max_parallelism`` unset) it has threads for up to
@@ -32,7 +32,12 @@ starts at its CPU budget; with no budget set (``Options.autotune.cpu_budget`` an
   again every :data:`EXPLORE_TICKS` looks, so the setting follows a workload that changes,
   and half as often after each try that was undone (down to one in
   :data:`MAX_EXPLORE_BACKOFF` times that).
-* A trim that leaves the consumer waiting and the rate lower is undone.
+* **Serial** (its executor choice measured calls that hold the GIL, at least
+  :data:`SERIAL_GIL_SHARE` of their time, and kept them on threads): one worker, as soon as
+  the measurement ends. More are tried by the grow rule like any stage.
+* A trim that leaves the consumer waiting and the rate lower is undone; a grow that did not
+  help is not tried again for a while, twice as long after each failure (at most
+  :data:`MAX_EXPLORE_BACKOFF` times :data:`PAUSE_TICKS`).
 * Decisions are judged over the looks since the setting began (at most
   :data:`WINDOW_TICKS`); changes on the rate over :data:`TRIAL_TICKS` looks after them.
 * Settings carry over to the stage's next iterator (each epoch of a ``repeat``).
@@ -85,8 +90,8 @@ EXPLORE_TICKS = 40
 """Looks between two tries of one worker fewer (ten seconds)."""
 
 MAX_EXPLORE_BACKOFF = 8
-"""The interval between tries of one worker fewer doubles while they fail, up to this
-many times :data:`EXPLORE_TICKS`."""
+"""The interval between tries of one worker fewer (or one more) doubles while they fail,
+up to this many times :data:`EXPLORE_TICKS` (or :data:`PAUSE_TICKS`)."""
 
 INPUT_BOUND = 0.5
 """Share of the time a stage spends pulling its input above which the input, not its
@@ -96,6 +101,12 @@ consumer waits."""
 BUSY_TO_GROW = 0.6
 """Share of its workers' time a stage must be computing to get one more: idle workers
 mean its input, not its work, holds it back."""
+
+SERIAL_GIL_SHARE = 0.8
+"""Share of its calls' time holding the GIL (measured by the stage's executor choice) from
+which a stage starts at one worker: its calls run one at a time however many threads it
+has, and each more thread only takes the GIL from its input's thread (chess on 2 cores:
+one worker 25% faster than two)."""
 
 
 class TuningCounters:
@@ -147,6 +158,11 @@ class TunableStage(Protocol):
     def tuning_done(self) -> bool:
         """Whether the tuner should forget the stage (closed, or moved to processes)."""
 
+    @property
+    def gil_share(self) -> float | None:
+        """Share of its calls' time that holds the GIL, as its executor choice measured it
+        (``None`` when not measured)."""
+
 
 class _Control:
     """The tuner's memory of one stage: kept across the stage's iterators (each epoch of a
@@ -160,6 +176,8 @@ class _Control:
         self.paused_until = 0
         self.explore_at = 0
         self.explore_every = EXPLORE_TICKS  # looks between tries of one worker fewer
+        self.grow_pause = PAUSE_TICKS  # looks without a grow after one that did not help
+        self.serial_checked = False  # whether the GIL share was looked at
         # Looks since the setting began, the last WINDOW_TICKS of them: (time, elements,
         # calls, waits, busy seconds, input seconds) at each.
         self.history: collections.deque[tuple[float, int, int, int, float, float]] = \
@@ -266,6 +284,15 @@ class Tuner:
             control.last = None  # start afresh once it means something
             control.history.clear()
             return
+        if not control.serial_checked:
+            control.serial_checked = True
+            share = stage.gil_share
+            if share is not None and share >= SERIAL_GIL_SHARE and stage.tuned_workers > 1:
+                self._set(stage, control, 1,
+                          f"its calls hold the GIL {share:.0%} of their time: they run one at "
+                          "a time however many workers it has, and more take the GIL from its "
+                          "input")
+                return
         now = time.perf_counter()
         elements, calls, waits, busy_seconds, input_seconds = stage.tuning_counters()
         last = control.last
@@ -297,7 +324,11 @@ class Tuner:
                 self._set(stage, control, previous,
                           f"one more worker did not help ({rate:,.0f} vs {rate_before:,.0f} "
                           "elements/s)")
-                control.paused_until = self._ticks + PAUSE_TICKS
+                # Each try costs a second at the slower setting: try less often while
+                # trying keeps failing.
+                control.paused_until = self._ticks + control.grow_pause
+                control.grow_pause = min(control.grow_pause * 2,
+                                         PAUSE_TICKS * MAX_EXPLORE_BACKOFF)
             elif kind == "trim" and waited > WAITS_TO_GROW and rate < rate_before / GAIN:
                 self._set(stage, control, previous,
                           f"fewer workers left its consumer waiting {waited:.0%} of calls and "
@@ -312,6 +343,8 @@ class Tuner:
                 control.explore_every = min(control.explore_every * 2,
                                             EXPLORE_TICKS * MAX_EXPLORE_BACKOFF)
                 control.explore_at = self._ticks + control.explore_every
+            elif kind == "grow":
+                control.grow_pause = PAUSE_TICKS
             elif kind == "explore":
                 control.explore_every = EXPLORE_TICKS
                 self._note(control, f"one worker fewer ({workers}) was as fast "

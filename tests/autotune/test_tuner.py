@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 
 import numpy as np
@@ -23,6 +24,7 @@ class FakeStage:
         self.tuned_workers = workers
         self.tuning_done = False
         self.tuning_paused = False
+        self.gil_share: float | None = None
         self.counters: TuningCounters = TuningCounters()
 
     def tuning_counters(self) -> tuple[int, int, int, float, float]:
@@ -219,6 +221,55 @@ def test_failed_tries_of_one_fewer_come_less_and_less_often(clock, tuner_with):
     assert gaps[1] > gaps[0]  # the second wait is longer than the first
 
 
+def test_a_stage_whose_calls_hold_the_gil_starts_at_one_worker(clock, tuner_with):
+    # Its executor choice measured calls serialized by the GIL and kept threads: as soon
+    # as that measurement ends (the stage no longer paused), one worker.
+    stage = FakeStage(workers=4)
+    stage.tuned_workers = 2
+    tuner = tuner_with(stage)
+    stage.tuning_paused = True
+    _tick(tuner, clock, stage, 1000, 0, 1.0)
+    assert stage.tuned_workers == 2
+    stage.tuning_paused = False
+    stage.gil_share = 0.95
+    _tick(tuner, clock, stage, 1000, 0, 1.0)
+    assert stage.tuned_workers == 1
+    assert "its calls hold the GIL 95% of their time" in tuner.decisions()[-1].reason
+    stage.gil_share = 1.0  # looked at once: the grow rule may add workers later
+    stage.tuned_workers = 3
+    _tick(tuner, clock, stage, 1000, 0, 1.0)
+    assert stage.tuned_workers == 3
+
+
+@pytest.mark.parametrize("share", [None, 0.5])
+def test_a_stage_whose_calls_release_the_gil_keeps_its_workers(clock, tuner_with, share):
+    stage = FakeStage(workers=4)
+    stage.tuned_workers = 2
+    stage.gil_share = share
+    tuner = tuner_with(stage)
+    _tick(tuner, clock, stage, 1000, 500, 1.9)
+    assert stage.tuned_workers == 2 and tuner.decisions() == ()
+
+
+def test_failed_tries_of_one_more_come_less_and_less_often(clock, tuner_with):
+    # Waited on and busy, but one more worker never helps: each try costs a second at the
+    # slower setting, so the pause after a failed one doubles.
+    stage = FakeStage(workers=2)
+    stage.tuned_workers = 1
+    tuner = tuner_with(stage)
+    tries = []
+    for look in range(PAUSE_TICKS * 12):
+        _tick(tuner, clock, stage, 1000, 500, stage.tuned_workers * 0.95)
+        grows = sum(d.new > d.old for d in tuner.decisions())
+        if grows > len(tries):
+            tries.append(look)
+    gaps = [b - a for a, b in itertools.pairwise(tries)]
+    assert len(tries) >= 3
+    assert gaps[1] > gaps[0] + PAUSE_TICKS // 2
+    assert all("one more worker did not help" in d.reason
+               for d in tuner.decisions() if d.new < d.old)
+
+
 def test_a_consumer_that_stopped_reading_changes_nothing(clock, tuner_with):
     stage = FakeStage(workers=4)
     tuner = tuner_with(stage)
@@ -354,3 +405,33 @@ def test_a_tuned_map_may_grow_past_its_cpus_only_without_a_budget(budget):
         stage.tuned_workers = stage.max_workers + 5
         assert stage.tuned_workers == stage.max_workers  # never past its threads
         assert [int(x) for x in it] == list(range(1, 51))
+
+
+def test_an_autotune_map_of_calls_holding_the_gil_is_tuned_to_one_worker():
+    # Pure Python calls: the executor choice measures them serialized by the GIL (the lock
+    # in the closure does not pickle: they stay on threads), and the tuner then runs one
+    # worker. The output is exact meanwhile.
+    from feedline.core.validation import schedulable_cpus
+
+    if schedulable_cpus() < 2:
+        pytest.skip("the executor choice measures nothing on one CPU")
+    unpicklable = threading.Lock()
+
+    def spin(x):
+        with unpicklable:
+            pass
+        total = 0
+        for i in range(5000):
+            total += i
+        return x
+
+    options = fl.Options(autotune=fl.AutotuneOptions(processes=False),
+                         profiling=fl.ProfilingOptions(statistics=True))
+    ds = fl.Dataset.range(200).map(spin, num_parallel_calls=fl.AUTOTUNE)
+    deadline = time.monotonic() + 20
+    with no_leaked_threads(), iter(ds.repeat().with_options(options)) as it:
+        while not any("hold the GIL" in d.reason for d in it.statistics().tuning):
+            assert [int(next(it)) for _ in range(200)] == list(range(200))
+            assert time.monotonic() < deadline, it.statistics().tuning
+        decision = next(d for d in it.statistics().tuning if "hold the GIL" in d.reason)
+        assert decision.new == 1
