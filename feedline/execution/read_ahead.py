@@ -326,6 +326,9 @@ TARGET_GROUP_SECONDS = 0.0002
 """Reading time of the items handed over together (one future): long enough that the
 hand-off cost is small beside it, short enough that the consumer rarely waits for a group."""
 
+ITEM_SECONDS_WEIGHT = 1 / 8
+"""Weight of the newest group in :attr:`SequentialReader.seconds_per_item`."""
+
 
 class SequentialReader:
     """Reads one iterator ahead of its consumer, keeping positions, on a :class:`ReadAhead`.
@@ -376,6 +379,9 @@ class SequentialReader:
         self._ready: collections.deque[tuple[int, int, Any, Any]] = collections.deque()
         self._end_asked = False  # a task has seen the end: ask for nothing more
         self._ended = False  # the consumer has reached the end
+        self.seconds_per_item: float | None = None
+        """Seconds the source takes per item, a moving average (``None`` before the first
+        group): the producer's pace, excluding the time it waited for room."""
 
     @property
     def window(self) -> ReadAhead:
@@ -464,6 +470,9 @@ class SequentialReader:
             if items[-1][1] != END:
                 # Items per hand-off: as many as are read in about TARGET_GROUP_SECONDS.
                 per_item = seconds / len(items)
+                previous = self.seconds_per_item
+                self.seconds_per_item = per_item if previous is None else \
+                    previous + (per_item - previous) * ITEM_SECONDS_WEIGHT
                 self._group = max(1, min(max(1, self.capacity // 2),
                                          int(TARGET_GROUP_SECONDS / max(per_item, 1e-9))))
             ready.extend(items)

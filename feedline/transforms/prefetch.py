@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,9 @@ from feedline.execution.read_ahead import SequentialReader
 
 AUTOTUNE_MAX_BUFFER = 16
 """Largest buffer ``prefetch(AUTOTUNE)`` grows to."""
+
+CALL_SECONDS_WEIGHT = 1 / 8
+"""Weight of the newest interval in the consumer's moving time between calls."""
 
 
 def element_bytes(element: Element) -> int:
@@ -74,10 +78,15 @@ class PrefetchDataset(Dataset):
 class PrefetchIterator(DatasetIterator):
     """Reads its input ahead on one daemon thread, started by the first ``next()``.
 
-    ``AUTOTUNE`` grows the buffer by one each time the consumer drains it (finds it empty
-    after finding an element ready), up to :data:`AUTOTUNE_MAX_BUFFER`, within the RAM
-    budget: a producer slower than its consumer on average leaves any buffer empty, one
-    that is bursty (files, batches, pauses) needs depth to cover its bursts. The size
+    ``AUTOTUNE`` sizes the buffer from a model of its two sides: the input's time per
+    element (measured on the reading thread, excluding its waits for room) and the
+    consumer's time between calls (its own work), moving averages both. An input slower
+    than its consumer on average sets the pipeline's rate whatever the depth: the buffer
+    stays at its size (a parallel map delivering in bursts drains any buffer again and
+    again, and depth would buy nothing but memory). An input that keeps up on average
+    but is bursty (files, batches, pauses) needs depth to cover its bursts: the buffer
+    grows by one each time the consumer drains it (finds it empty after finding an element
+    ready), up to :data:`AUTOTUNE_MAX_BUFFER`, within the RAM budget. The size
     reached carries over to the stage's next iterator in the same pipeline run
     (``stage_key``: each epoch of a ``repeat`` builds one), which would otherwise start
     again from one element and find its buffer empty at every epoch's start. Errors of the
@@ -109,6 +118,8 @@ class PrefetchIterator(DatasetIterator):
         self._ram_budget = options.autotune_ram_budget() if self._autotune else 0
         self._sized = False  # whether the first element was checked against the budget
         self._found_empty = False  # whether the last call found the buffer empty
+        self._returned_at: float | None = None  # when the last call returned
+        self._call_seconds: float | None = None  # the consumer's moving time between calls
         self._name = name
         threading_options = options.threading
         self._reader = SequentialReader(
@@ -120,10 +131,19 @@ class PrefetchIterator(DatasetIterator):
         reader = self._reader
         if not self._autotune:
             return reader.next()
+        called = time.perf_counter()
+        if self._returned_at is not None:
+            interval = called - self._returned_at
+            previous = self._call_seconds
+            self._call_seconds = interval if previous is None else \
+                previous + (interval - previous) * CALL_SECONDS_WEIGHT
         waited = not reader.ready()
         drained, self._found_empty = not self._found_empty, waited
         element = reader.next()
-        if self._sized and not (waited and drained and reader.capacity < AUTOTUNE_MAX_BUFFER):
+        self._returned_at = time.perf_counter()
+        may_grow = (waited and drained and reader.capacity < AUTOTUNE_MAX_BUFFER
+                    and self._input_keeps_up())
+        if self._sized and not may_grow:
             return element  # the common case: no element's size to estimate
         size = element_bytes(element)
         if not self._sized:
@@ -137,11 +157,16 @@ class PrefetchIterator(DatasetIterator):
         # is simply slower than the consumer, and a deeper buffer would stay as empty
         # (measured on chess: 16 batches deep, 15% slower than 1). Only while the buffer,
         # at this element's size, stays within the RAM budget.
-        if (waited and drained and reader.capacity < AUTOTUNE_MAX_BUFFER
-                and (reader.capacity + 1) * size <= self._ram_budget):
+        if may_grow and (reader.capacity + 1) * size <= self._ram_budget:
             reader.capacity += 1
             self._grown[0] = max(self._grown[0], reader.capacity)
         return element
+
+    def _input_keeps_up(self) -> bool:
+        """Whether the input produces an element in no more time than the consumer takes
+        between calls, on average (unknown until both were measured: no)."""
+        producing, consuming = self._reader.seconds_per_item, self._call_seconds
+        return producing is not None and consuming is not None and producing <= consuming
 
     @property
     def capacity(self) -> int:

@@ -355,7 +355,7 @@ def test_prefetch_stays_within_a_small_ram_budget_with_big_elements():
 
 def test_prefetch_autotune_does_not_deepen_a_buffer_its_slower_input_leaves_empty():
     # The input is slower than the consumer at every call: any buffer stays empty, and
-    # a deeper one only reads further ahead. It grows once (the first call waited).
+    # a deeper one only reads further ahead.
     def slow(i):
         time.sleep(0.002)
         return i
@@ -364,7 +364,22 @@ def test_prefetch_autotune_does_not_deepen_a_buffer_its_slower_input_leaves_empt
     options = fl.Options(autotune=fl.AutotuneOptions(processes=False))
     with iter(ds.with_options(options)) as it:
         assert [int(x) for x in it] == list(range(60))
-        assert it._root.capacity == 2
+        assert it._root.capacity == 1
+
+
+def test_prefetch_autotune_does_not_deepen_for_an_input_slower_on_average_but_bursty():
+    # Four workers of 4 ms calls deliver about four elements at once every 4 ms; the
+    # consumer takes each at once. Its calls drain the buffer at every burst, but the
+    # input is slower on average: no depth raises the rate (drains alone grew it to 16).
+    def slow(i):
+        time.sleep(0.004)
+        return i
+
+    options = fl.Options(autotune=fl.AutotuneOptions(processes=False))
+    ds = fl.Dataset.range(300).map(slow, num_parallel_calls=4).prefetch(fl.AUTOTUNE)
+    with no_leaked_threads(), iter(ds.with_options(options)) as it:
+        assert [int(x) for x in it] == list(range(300))
+        assert it._root.capacity == 1
 
 
 def test_an_autotune_map_chooses_its_executor_once_per_run_not_every_epoch(monkeypatch):

@@ -38,10 +38,11 @@ def first_capacity(options: fl.Options) -> int:
     return capacity
 
 
-def test_prefetch_autotune_grows_when_the_consumer_waits():
-    # Without AUTOTUNE's threads-or-processes trial, which pulls elements as fast as it can
-    # and so grows the buffer further.
-    assert first_capacity(fl.Options(autotune=fl.AutotuneOptions(processes=False))) == 2
+def test_prefetch_autotune_does_not_grow_for_a_slow_first_element():
+    # The consumer waited, but nothing shows yet that the input keeps up with it: a deeper
+    # buffer would only be read ahead further. (Without AUTOTUNE's threads-or-processes
+    # trial, which pulls elements as fast as it can.)
+    assert first_capacity(fl.Options(autotune=fl.AutotuneOptions(processes=False))) == 1
 
 
 def test_autotune_disabled_keeps_a_fixed_buffer():
@@ -49,11 +50,6 @@ def test_autotune_disabled_keeps_a_fixed_buffer():
     assert first_capacity(off) == 2
     with iter(fl.Dataset.range(3).prefetch(fl.AUTOTUNE).with_options(off)) as it:
         assert prefetch_stage(it).capacity == 2
-
-
-def test_ram_budget_stops_growth():
-    tiny = fl.Options(autotune=fl.AutotuneOptions(ram_budget=100))
-    assert first_capacity(tiny) == 1
 
 
 def test_cpu_budget_caps_autotune_workers():
