@@ -32,9 +32,13 @@ starts at its CPU budget; with no budget set (``Options.autotune.cpu_budget`` an
   again every :data:`EXPLORE_TICKS` looks, so the setting follows a workload that changes,
   and half as often after each try that was undone (down to one in
   :data:`MAX_EXPLORE_BACKOFF` times that).
-* **Serial** (its executor choice measured calls that hold the GIL, at least
-  :data:`SERIAL_GIL_SHARE` of their time, and kept them on threads): one worker, as soon as
-  the measurement ends. More are tried by the grow rule like any stage.
+* **Start from the executor choice's measurement** (:class:`CallMeasurement`, once, as
+  soon as the choice kept the stage on threads): calls that hold the GIL at least
+  :data:`SERIAL_GIL_SHARE` of their time run one worker (they run one at a time however
+  many threads there are); calls that mostly release it (below :data:`FILL_GIL_SHARE`)
+  yet left their CPUs idle part of the time when running together (below
+  :data:`FILL_BUSY`: waiting for the GIL, files, the network) get all the stage's
+  threads at once, rather than one more per trial. The other rules go on from there.
 * A trim that leaves the consumer waiting and the rate lower is undone; a grow that did not
   help is not tried again for a while, twice as long after each failure (at most
   :data:`MAX_EXPLORE_BACKOFF` times :data:`PAUSE_TICKS`).
@@ -56,6 +60,7 @@ import math
 import threading
 import time
 import weakref
+from dataclasses import dataclass
 from typing import Protocol
 
 from feedline.profiling.records import TuningDecision
@@ -108,6 +113,27 @@ which a stage starts at one worker: its calls run one at a time however many thr
 has, and each more thread only takes the GIL from its input's thread (chess on 2 cores:
 one worker 25% faster than two)."""
 
+FILL_GIL_SHARE = 0.5
+"""GIL share below which calls that left CPUs idle get all the stage's threads at once."""
+
+FILL_BUSY = 0.9
+"""Share of their time calls running together spent on a CPU below which the cores they
+leave idle are filled with more threads (images on 2 cores: 77%; 4 threads read 20% more
+than 2)."""
+
+
+@dataclass(frozen=True)
+class CallMeasurement:
+    """How a stage's calls ran on threads, as its executor choice measured them.
+
+    Attributes:
+        gil_share: About 1 when the GIL serializes the calls, about 0 when they release it.
+        busy_together: Share of their time the calls running together spent on a CPU.
+    """
+
+    gil_share: float
+    busy_together: float
+
 
 class TuningCounters:
     """What a stage counts for the tuner, shared by its iterators (each epoch of a
@@ -159,9 +185,9 @@ class TunableStage(Protocol):
         """Whether the tuner should forget the stage (closed, or moved to processes)."""
 
     @property
-    def gil_share(self) -> float | None:
-        """Share of its calls' time that holds the GIL, as its executor choice measured it
-        (``None`` when not measured)."""
+    def measured_calls(self) -> CallMeasurement | None:
+        """How its calls ran on threads, as its executor choice measured them (``None``
+        when not measured, or when they run in processes)."""
 
 
 class _Control:
@@ -177,7 +203,7 @@ class _Control:
         self.explore_at = 0
         self.explore_every = EXPLORE_TICKS  # looks between tries of one worker fewer
         self.grow_pause = PAUSE_TICKS  # looks without a grow after one that did not help
-        self.serial_checked = False  # whether the GIL share was looked at
+        self.measurement_used = False  # whether its executor choice's figures were used
         # Looks since the setting began, the last WINDOW_TICKS of them: (time, elements,
         # calls, waits, busy seconds, input seconds) at each.
         self.history: collections.deque[tuple[float, int, int, int, float, float]] = \
@@ -284,14 +310,10 @@ class Tuner:
             control.last = None  # start afresh once it means something
             control.history.clear()
             return
-        if not control.serial_checked:
-            control.serial_checked = True
-            share = stage.gil_share
-            if share is not None and share >= SERIAL_GIL_SHARE and stage.tuned_workers > 1:
-                self._set(stage, control, 1,
-                          f"its calls hold the GIL {share:.0%} of their time: they run one at "
-                          "a time however many workers it has, and more take the GIL from its "
-                          "input")
+        if not control.measurement_used:
+            control.measurement_used = True
+            measured = stage.measured_calls
+            if measured is not None and self._start_from(stage, control, measured):
                 return
         now = time.perf_counter()
         elements, calls, waits, busy_seconds, input_seconds = stage.tuning_counters()
@@ -379,13 +401,42 @@ class Tuner:
             self._set(stage, control, workers - 1,
                       f"trying one worker fewer ({rate:,.0f} elements/s with {workers}; {why})")
 
+    def _start_from(self, stage: TunableStage, control: _Control,
+                    measured: CallMeasurement) -> bool:
+        """Set the stage from its executor choice's measurement; whether it changed."""
+        workers = stage.tuned_workers
+        share, busy = measured.gil_share, measured.busy_together
+        if share >= SERIAL_GIL_SHARE and workers > 1:
+            self._set(stage, control, 1,
+                      f"its calls hold the GIL {share:.0%} of their time: they run one at a "
+                      "time however many workers it has, and more take the GIL from its input")
+            return True
+        if share < FILL_GIL_SHARE and busy < FILL_BUSY and stage.max_workers > workers:
+            self._set(stage, control, stage.max_workers,
+                      f"its calls, running {workers} at once, were on a CPU {busy:.0%} of "
+                      f"their time (GIL share {share:.0%}): more threads fill the CPUs they "
+                      "leave idle")
+            return True
+        return False
+
+    def record(self, stage: str, setting: str, old: int, new: int, reason: str) -> None:
+        """Keep a change made elsewhere in the pipeline (a ``prefetch(AUTOTUNE)`` buffer
+        grown) with the tuner's own: one log of what AUTOTUNE did, and why.
+
+        Example:
+            >>> tuner = Tuner()
+            >>> tuner.record("prefetch", "buffer", 1, 2, "its consumer drained it")
+            >>> [(d.setting, d.old, d.new) for d in tuner.decisions()]
+            [('buffer', 1, 2)]
+        """
+        with self._lock:
+            self._decisions.append(TuningDecision(time.perf_counter() - self._started,
+                                                  stage, setting, old, new, reason))
+
     def _note(self, control: _Control, reason: str) -> None:
         stage = control.stage()
         workers = stage.tuned_workers if stage is not None else control.setting
-        with self._lock:
-            self._decisions.append(TuningDecision(time.perf_counter() - self._started,
-                                                  control.name, "workers", workers, workers,
-                                                  reason))
+        self.record(control.name, "workers", workers, workers, reason)
 
     def _set(self, stage: TunableStage, control: _Control, workers: int, reason: str) -> None:
         old = stage.tuned_workers
@@ -394,7 +445,4 @@ class Tuner:
         stage.tuned_workers = workers
         control.setting = workers
         control.history.clear()  # the new setting is measured from the next look
-        with self._lock:
-            self._decisions.append(TuningDecision(time.perf_counter() - self._started,
-                                                  control.name, "workers", old, workers,
-                                                  reason))
+        self.record(control.name, "workers", old, workers, reason)

@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from feedline.autotune.tuner import TuningCounters
+from feedline.autotune.tuner import CallMeasurement, TuningCounters
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, call_with_element, function_name
@@ -414,11 +414,14 @@ class ParallelMapIterator(DatasetIterator):
         return self._choice is not None and self._choice.measuring
 
     @property
-    def gil_share(self) -> float | None:
-        """Share of its calls' time holding the GIL, measured by its executor choice
-        (``None``: not measured, or the stage moved to processes)."""
+    def measured_calls(self) -> CallMeasurement | None:
+        """How its calls ran on threads, from its executor choice (``None``: not measured,
+        or the stage moved to processes)."""
         decision = self.executor_decision
-        return None if decision is None or decision.kind != "thread" else decision.gil_share
+        if (decision is None or decision.kind != "thread" or decision.gil_share is None
+                or decision.busy_together is None):
+            return None
+        return CallMeasurement(decision.gil_share, decision.busy_together)
 
     @property
     def executor_kind(self) -> str:

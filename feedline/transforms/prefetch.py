@@ -121,6 +121,8 @@ class PrefetchIterator(DatasetIterator):
         self._returned_at: float | None = None  # when the last call returned
         self._call_seconds: float | None = None  # the consumer's moving time between calls
         self._name = name
+        # Its changes are logged with the tuner's (made now: its clock starts with the run).
+        self._tuner = ctx.autotuner() if self._autotune else None
         threading_options = options.threading
         self._reader = SequentialReader(
             name, upstream,
@@ -151,7 +153,11 @@ class PrefetchIterator(DatasetIterator):
             # elements' size; these may be bigger.
             self._sized = True
             if reader.capacity > 1 and reader.capacity * size > self._ram_budget:
+                carried = reader.capacity
                 reader.capacity = self._grown[0] = max(1, self._ram_budget // max(size, 1))
+                self._log(carried, f"{carried} elements of {size:,} bytes, carried from the "
+                                   f"last epoch, exceed the RAM budget ({self._ram_budget:,} "
+                                   "bytes)")
         # Grow when the consumer drained the buffer (it had found an element ready, or
         # this is the first), not when it finds it empty call after call: then the input
         # is simply slower than the consumer, and a deeper buffer would stay as empty
@@ -160,7 +166,16 @@ class PrefetchIterator(DatasetIterator):
         if may_grow and (reader.capacity + 1) * size <= self._ram_budget:
             reader.capacity += 1
             self._grown[0] = max(self._grown[0], reader.capacity)
+            producing, consuming = self._reader.seconds_per_item, self._call_seconds
+            self._log(reader.capacity - 1,
+                      f"its consumer drained it, and its input keeps up on average "
+                      f"({(producing or 0.0) * 1e3:.2f} ms per element, the consumer "
+                      f"{(consuming or 0.0) * 1e3:.2f} ms between calls)")
         return element
+
+    def _log(self, old: int, reason: str) -> None:
+        if self._tuner is not None:
+            self._tuner.record(self._name, "buffer", old, self._reader.capacity, reason)
 
     def _input_keeps_up(self) -> bool:
         """Whether the input produces an element in no more time than the consumer takes

@@ -11,7 +11,14 @@ import pytest
 
 import feedline as fl
 from feedline.autotune import tuner as tuner_module
-from feedline.autotune.tuner import EXPLORE_TICKS, PAUSE_TICKS, TRIAL_TICKS, Tuner, TuningCounters
+from feedline.autotune.tuner import (
+    EXPLORE_TICKS,
+    PAUSE_TICKS,
+    TRIAL_TICKS,
+    CallMeasurement,
+    Tuner,
+    TuningCounters,
+)
 from feedline.testing.threads import no_leaked_threads
 
 
@@ -24,7 +31,7 @@ class FakeStage:
         self.tuned_workers = workers
         self.tuning_done = False
         self.tuning_paused = False
-        self.gil_share: float | None = None
+        self.measured_calls: CallMeasurement | None = None
         self.counters: TuningCounters = TuningCounters()
 
     def tuning_counters(self) -> tuple[int, int, int, float, float]:
@@ -231,21 +238,37 @@ def test_a_stage_whose_calls_hold_the_gil_starts_at_one_worker(clock, tuner_with
     _tick(tuner, clock, stage, 1000, 0, 1.0)
     assert stage.tuned_workers == 2
     stage.tuning_paused = False
-    stage.gil_share = 0.95
+    stage.measured_calls = CallMeasurement(gil_share=0.95, busy_together=0.5)
     _tick(tuner, clock, stage, 1000, 0, 1.0)
     assert stage.tuned_workers == 1
     assert "its calls hold the GIL 95% of their time" in tuner.decisions()[-1].reason
-    stage.gil_share = 1.0  # looked at once: the grow rule may add workers later
+    # Used once: the grow rule may add workers later.
     stage.tuned_workers = 3
     _tick(tuner, clock, stage, 1000, 0, 1.0)
     assert stage.tuned_workers == 3
 
 
-@pytest.mark.parametrize("share", [None, 0.5])
-def test_a_stage_whose_calls_release_the_gil_keeps_its_workers(clock, tuner_with, share):
+def test_calls_that_release_the_gil_but_leave_cpus_idle_get_every_thread_at_once(
+        clock, tuner_with):
+    # Images on 2 cores: two calls at once were on a CPU 77% of their time.
     stage = FakeStage(workers=4)
     stage.tuned_workers = 2
-    stage.gil_share = share
+    stage.measured_calls = CallMeasurement(gil_share=0.3, busy_together=0.77)
+    tuner = tuner_with(stage)
+    _tick(tuner, clock, stage, 1000, 500, 1.9)
+    assert stage.tuned_workers == 4
+    assert "on a CPU 77% of their time (GIL share 30%)" in tuner.decisions()[-1].reason
+
+
+@pytest.mark.parametrize("measured", [
+    None,  # not measured
+    CallMeasurement(gil_share=0.6, busy_together=0.6),  # the GIL would hold more back
+    CallMeasurement(gil_share=0.1, busy_together=0.97),  # every CPU already busy
+])
+def test_other_measured_calls_keep_the_stages_workers(clock, tuner_with, measured):
+    stage = FakeStage(workers=4)
+    stage.tuned_workers = 2
+    stage.measured_calls = measured
     tuner = tuner_with(stage)
     _tick(tuner, clock, stage, 1000, 500, 1.9)
     assert stage.tuned_workers == 2 and tuner.decisions() == ()
@@ -450,3 +473,27 @@ def test_an_autotune_map_of_calls_holding_the_gil_is_tuned_to_one_worker():
             assert time.monotonic() < deadline, it.statistics().tuning
         decision = next(d for d in it.statistics().tuning if "hold the GIL" in d.reason)
         assert decision.new == 1
+
+
+def test_an_autotune_map_of_waiting_calls_gets_every_thread_at_once():
+    # Calls that sleep leave their CPUs idle: measured, the stage gets all its threads
+    # (two per CPU with no budget set) at once. The output is exact meanwhile.
+    from feedline.core.validation import schedulable_cpus
+
+    if schedulable_cpus() < 2:
+        pytest.skip("the executor choice measures nothing on one CPU")
+
+    def wait(x):
+        time.sleep(0.002)
+        return x
+
+    options = fl.Options(autotune=fl.AutotuneOptions(processes=False),
+                         profiling=fl.ProfilingOptions(statistics=True))
+    ds = fl.Dataset.range(200).map(wait, num_parallel_calls=fl.AUTOTUNE)
+    deadline = time.monotonic() + 20
+    with no_leaked_threads(), iter(ds.repeat().with_options(options)) as it:
+        while not any("more threads fill" in d.reason for d in it.statistics().tuning):
+            assert [int(next(it)) for _ in range(200)] == list(range(200))
+            assert time.monotonic() < deadline, it.statistics().tuning
+        decision = next(d for d in it.statistics().tuning if "more threads fill" in d.reason)
+        assert decision.new == 2 * decision.old

@@ -113,3 +113,25 @@ def test_a_carried_over_buffer_is_cut_to_the_ram_budget_of_bigger_elements():
     finally:
         first.close()
         second.close()
+
+
+def test_prefetch_autotune_logs_each_growth_with_its_measurements():
+    # A bursty consumer (a pause every fourth element) behind a faster input: each growth
+    # is in the pipeline's AUTOTUNE log, as the map tuner's changes are.
+    def slow(x):
+        time.sleep(0.002)
+        return x
+
+    options = fl.Options(autotune=fl.AutotuneOptions(processes=False),
+                         profiling=fl.ProfilingOptions(statistics=True))
+    ds = fl.Dataset.range(40).map(slow).prefetch(fl.AUTOTUNE).with_options(options)
+    with iter(ds) as it:
+        for i, element in enumerate(it):
+            assert int(element) == i
+            if i % 4 == 3:
+                time.sleep(0.02)
+        grown = prefetch_stage(it).capacity
+        changes = [d for d in it.statistics().tuning if d.setting == "buffer"]
+    assert grown > 1
+    assert [(d.old, d.new) for d in changes] == [(n, n + 1) for n in range(1, grown)]
+    assert all("its input keeps up on average" in d.reason for d in changes)
