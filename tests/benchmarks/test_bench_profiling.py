@@ -15,11 +15,15 @@ def test_markdown_reports_overhead_sweep_share_and_convergence():
         "overhead": {"chess": {"off": 200_000.0, "on": 198_000.0, "trace": 190_000.0}},
         "sweep": {"chess": {"AUTOTUNE": 96.0, "map 1, prefetch 1": 100.0,
                             "map 2, prefetch 1": 80.0}},
+        "head_to_head": {"chess": {"best": "map 1, prefetch 1", "autotune": 97.0,
+                                   "fixed": 98.0, "rounds": 5}},
         "convergence": {"steady": 1000.0, "reached_s": 0.4, "windows": 20},
     }
     text = profiling.markdown(result)
     assert "| chess | 200,000 | 198,000 | **0.990** | 190,000 | 0.950 |" in text
-    assert "best fixed (map 1, prefetch 1) 100: **96.0%** of it (goal >= 95%)" in text
+    assert ("Head to head, 5 alternating runs each: AUTOTUNE 97 rows/s, the sweep's best "
+            "fixed setting (map 1, prefetch 1) 98: **99.0%** of it (goal >= 95%)") in text
+    assert "In the sweep: AUTOTUNE 96 rows/s, best fixed 100 (96.0%;" in text
     assert "first window at >= 95% of it: 0.40 s (goal: within 3 s)" in text
 
 
@@ -28,3 +32,17 @@ def test_the_per_element_pipeline_computes_what_it_says():
     batches = list(ds)
     assert sorted(np.concatenate(batches).tolist()) == [2, 4, 6, 8, 10]
     assert profiling.rate(fl.Dataset.range(3).batch(2)) > 0
+
+
+def test_head_to_head_reads_the_best_setting_of_the_sweep():
+    asked = []
+
+    def make(parallel, buffer):
+        asked.append((parallel, buffer))
+        return fl.Dataset.range(64).batch(8)
+
+    table = {"AUTOTUNE": 1.0, "map 1, prefetch 4": 3.0, "map 2, prefetch 1": 2.0}
+    duel = profiling.head_to_head(make, table, rounds=2, seconds=0.01)
+    assert duel["best"] == "map 1, prefetch 4" and duel["rounds"] == 2
+    assert asked == [(None, None), (1, 4)] * 2
+    assert duel["autotune"] > 0 and duel["fixed"] > 0
