@@ -56,7 +56,8 @@ class AutotuneOptions:
 
     Attributes:
         enabled: Whether ``AUTOTUNE`` sizes adapt while running: ``prefetch(AUTOTUNE)`` grows its
-            buffer each time its consumer drains it. When off, that buffer stays at
+            buffer each time its consumer drains it while its input keeps up with the
+            consumer on average. When off, that buffer stays at
             :data:`AUTOTUNE_FIXED_BUFFER` elements.
         cpu_budget: Workers an ``AUTOTUNE`` stage may use; ``None`` means one per CPU (within
             ``ThreadingOptions.max_parallelism``), and lets the tuner give a threaded
@@ -68,7 +69,9 @@ class AutotuneOptions:
             ``executor`` measures ``f`` on threads over its first calls and moves the rest
             to worker processes when the GIL serializes them and processes pay
             (:mod:`feedline.execution.executor_choice`); ``False`` (or ``enabled=False``)
-            keeps such maps on threads. An explicit ``executor`` is always obeyed.
+            keeps such maps on threads. An explicit ``executor`` is always obeyed. What it
+            measured also sets where the tuner starts such a map: one worker for calls the
+            GIL serializes, all its threads for calls that leave CPUs idle.
         processes: Whether a pipeline ending with ``prefetch(AUTOTUNE)`` may move to worker
             processes (:mod:`feedline.autotune.processes`): ``None`` decides from a short
             trial on threads, ``True`` moves whenever it keeps the output, ``False`` never.
