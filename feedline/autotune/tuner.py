@@ -234,6 +234,7 @@ class Tuner:
         self._decisions: list[TuningDecision] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by stop() and wake(): look now
         self._thread: threading.Thread | None = None
         self._started = time.perf_counter()
         self._ticks = 0
@@ -276,16 +277,26 @@ class Tuner:
         with self._lock:
             return tuple(self._decisions)
 
+    def wake(self) -> None:
+        """Look at the stages now, not at the end of the period: a stage has something new
+        to act on (its executor choice has just measured its calls)."""
+        self._wake.set()
+
     def stop(self) -> None:
         """End the tuner's thread. Idempotent."""
         self._stop.set()
+        self._wake.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
 
     def _loop(self) -> None:
         # Ends with the pipeline (stop()), or once every stage it tuned is gone.
-        while not self._stop.wait(self._period):
+        while True:
+            self._wake.wait(self._period)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             self.tick()
             with self._lock:
                 if not self._controls:

@@ -366,8 +366,9 @@ class ParallelMapIterator(DatasetIterator):
         self._exhausted = False
         self._chunk_size = 1
         self._seconds_per_element: float | None = None
-        if tune:
-            self._counters = ctx.autotuner().register(
+        self._tuner = ctx.autotuner() if tune else None
+        if self._tuner is not None:
+            self._counters = self._tuner.register(
                 self, stage_key if stage_key is not None else name)
 
     @property
@@ -518,8 +519,12 @@ class ParallelMapIterator(DatasetIterator):
             outcomes, seconds, probe = future.result()
             self.busy_seconds += seconds
             counters.busy += seconds
-            if self._choice is not None and self._choice.record(probe) == "process":
-                self._switch_to_processes()
+            choice = self._choice
+            if choice is not None and choice.measuring:
+                if choice.record(probe) == "process":
+                    self._switch_to_processes()
+                elif choice.decision is not None and self._tuner is not None:
+                    self._tuner.wake()  # it starts the stage from the measurement
             self._adapt_chunk_size(len(tag), seconds)
             self._ready.extend((item, ok, value) for item, (ok, value) in zip(tag, outcomes))
         item, ok, value = self._ready.popleft()

@@ -497,3 +497,21 @@ def test_an_autotune_map_of_waiting_calls_gets_every_thread_at_once():
             assert time.monotonic() < deadline, it.statistics().tuning
         decision = next(d for d in it.statistics().tuning if "more threads fill" in d.reason)
         assert decision.new == 2 * decision.old
+
+
+def test_wake_makes_the_tuner_look_before_its_period_ends():
+    # The executor choice's measurement is acted on at once, not up to a period later.
+    stage = FakeStage(workers=2)
+    stage.measured_calls = CallMeasurement(gil_share=1.0, busy_together=0.5)
+    tuner = Tuner(period=3600)
+    stage.counters = tuner.register(stage)
+    try:
+        tuner.wake()
+        deadline = time.monotonic() + 10
+        while stage.tuned_workers != 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        tuner.stop()
+    assert tuner._thread is None or not tuner._thread.is_alive()
+    assert "hold the GIL 100%" in tuner.decisions()[-1].reason
