@@ -7,8 +7,9 @@
    Python ``map`` and ``filter`` per element, batch: the worst case, about 1 us of work per
    element through three probed stages), each read with statistics off, on, and on
    with a trace, each for ``--sweep-seconds`` (the data repeated). Runs alternate (off,
-   on, trace, off, …) so that load on a shared machine hits all three alike; the figure
-   is the median of ``--rounds``. Goal: on costs <= 2%.
+   on, trace, then on, trace, off, …: each round in another order) so that load on a
+   shared machine hits all three alike; the figure is the median of ``--rounds``. Goal:
+   on costs <= 2%.
 2. **AUTOTUNE versus a sweep** of fixed settings on the chess and images pipelines
    (``num_parallel_calls`` 1 … cores + 2 times ``prefetch`` 1, 2, 4): examples/s of each,
    read for ``--sweep-seconds`` with the data repeated (median of rounds), and the best
@@ -130,9 +131,12 @@ def timed_rate(dataset: Any, seconds: float) -> float:
 def overhead_table(make: Callable[[], Any], rounds: int, seconds: float) -> dict[str, float]:
     rate(make().with_options(_options("off")))  # warm: page cache, imports
     results: dict[str, list[float]] = {"off": [], "on": [], "trace": []}
-    for _ in range(rounds):
-        for mode, values in results.items():
-            values.append(timed_rate(make().with_options(_options(mode)), seconds))
+    modes = list(results)
+    for round_index in range(rounds):
+        # Each round in another order: no mode always runs first (or after the heaviest).
+        shift = round_index % len(modes)
+        for mode in modes[shift:] + modes[:shift]:
+            results[mode].append(timed_rate(make().with_options(_options(mode)), seconds))
     return {mode: stats_module.median(values) for mode, values in results.items()}
 
 

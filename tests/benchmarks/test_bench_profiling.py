@@ -46,3 +46,20 @@ def test_head_to_head_reads_the_best_setting_of_the_sweep():
     assert duel["best"] == "map 1, prefetch 4" and duel["rounds"] == 2
     assert asked == [(None, None), (1, 4)] * 2
     assert duel["autotune"] > 0 and duel["fixed"] > 0
+
+
+def test_overhead_rounds_run_the_modes_in_turning_orders(monkeypatch):
+    order = []
+
+    def fake_rate(dataset, seconds):
+        options = dataset.options()
+        profiling_options = options.profiling
+        order.append("trace" if profiling_options.trace else
+                     "on" if profiling_options.statistics else "off")
+        return 100.0
+
+    monkeypatch.setattr(profiling, "timed_rate", fake_rate)
+    monkeypatch.setattr(profiling, "rate", lambda dataset: 1.0)
+    table = profiling.overhead_table(lambda: fl.Dataset.range(4), rounds=3, seconds=0.01)
+    assert order == ["off", "on", "trace", "on", "trace", "off", "trace", "off", "on"]
+    assert table == {"off": 100.0, "on": 100.0, "trace": 100.0}
