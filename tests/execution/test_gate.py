@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 import feedline as fl
 from feedline.execution.executor import ThreadExecutor
 from feedline.execution.gate import WorkerGate
@@ -194,3 +196,27 @@ def test_a_tuned_map_computes_ahead_while_its_consumer_is_away():
     # instead, none was: the one in flight had finished before next() returned).
     assert computed_away >= 1
     assert state["most"] == 1
+
+
+def test_shutdown_ends_the_threads_waiting_for_a_place_while_a_call_is_stuck():
+    # Limit one, one call that does not return: the other threads wait for a place. Shutting
+    # down abandons the stuck one (with a warning) and ends the waiting ones at once.
+    gate = WorkerGate(limit=3)
+    pool = ThreadExecutor(3, "gate-test", close_timeout=0.2, gate=gate)
+    release = threading.Event()
+    try:
+        assert _running_together(pool, 3) == 3  # three threads started
+        gate.limit = 1
+        _running_together(pool, 3)  # two of them now wait for a place
+        stuck = pool.submit(release.wait, TIMEOUT)
+        time.sleep(0.05)
+        waiting = [t for t in pool.threads() if t.is_alive()]
+        with pytest.warns(RuntimeWarning, match="abandoned 1 daemon thread"):
+            pool.shutdown()
+        assert sum(t.is_alive() for t in waiting) == 1  # only the stuck call's thread
+    finally:
+        release.set()
+    assert stuck.result(timeout=TIMEOUT) is True
+    for thread in pool.threads():
+        thread.join(TIMEOUT)
+        assert not thread.is_alive()
