@@ -445,6 +445,20 @@ def test_a_tuned_map_may_grow_past_its_cpus_only_without_a_budget(budget):
         assert [int(x) for x in it] == list(range(1, 51))
 
 
+def _first_decision_citing(fn, words: str):
+    """Reads ``map(fn, AUTOTUNE)`` over ``range(200)`` repeated, checking every epoch's
+    output, until the tuner makes a decision whose reason has ``words``; returns it."""
+    options = fl.Options(autotune=fl.AutotuneOptions(processes=False),
+                         profiling=fl.ProfilingOptions(statistics=True))
+    ds = fl.Dataset.range(200).map(fn, num_parallel_calls=fl.AUTOTUNE)
+    deadline = time.monotonic() + 20
+    with no_leaked_threads(), iter(ds.repeat().with_options(options)) as it:
+        while not any(words in d.reason for d in it.statistics().tuning):
+            assert [int(next(it)) for _ in range(200)] == list(range(200))
+            assert time.monotonic() < deadline, it.statistics().tuning
+        return next(d for d in it.statistics().tuning if words in d.reason)
+
+
 def test_an_autotune_map_of_calls_holding_the_gil_is_tuned_to_one_worker():
     # Pure Python calls: the executor choice measures them serialized by the GIL (the lock
     # in the closure does not pickle: they stay on threads), and the tuner then runs one
@@ -463,16 +477,7 @@ def test_an_autotune_map_of_calls_holding_the_gil_is_tuned_to_one_worker():
             total += i
         return x
 
-    options = fl.Options(autotune=fl.AutotuneOptions(processes=False),
-                         profiling=fl.ProfilingOptions(statistics=True))
-    ds = fl.Dataset.range(200).map(spin, num_parallel_calls=fl.AUTOTUNE)
-    deadline = time.monotonic() + 20
-    with no_leaked_threads(), iter(ds.repeat().with_options(options)) as it:
-        while not any("hold the GIL" in d.reason for d in it.statistics().tuning):
-            assert [int(next(it)) for _ in range(200)] == list(range(200))
-            assert time.monotonic() < deadline, it.statistics().tuning
-        decision = next(d for d in it.statistics().tuning if "hold the GIL" in d.reason)
-        assert decision.new == 1
+    assert _first_decision_citing(spin, "hold the GIL").new == 1
 
 
 def test_an_autotune_map_of_waiting_calls_gets_every_thread_at_once():
@@ -487,16 +492,8 @@ def test_an_autotune_map_of_waiting_calls_gets_every_thread_at_once():
         time.sleep(0.002)
         return x
 
-    options = fl.Options(autotune=fl.AutotuneOptions(processes=False),
-                         profiling=fl.ProfilingOptions(statistics=True))
-    ds = fl.Dataset.range(200).map(wait, num_parallel_calls=fl.AUTOTUNE)
-    deadline = time.monotonic() + 20
-    with no_leaked_threads(), iter(ds.repeat().with_options(options)) as it:
-        while not any("more threads fill" in d.reason for d in it.statistics().tuning):
-            assert [int(next(it)) for _ in range(200)] == list(range(200))
-            assert time.monotonic() < deadline, it.statistics().tuning
-        decision = next(d for d in it.statistics().tuning if "more threads fill" in d.reason)
-        assert decision.new == 2 * decision.old
+    decision = _first_decision_citing(wait, "more threads fill")
+    assert decision.new == 2 * decision.old
 
 
 def test_wake_makes_the_tuner_look_before_its_period_ends():

@@ -125,18 +125,24 @@ def test_one_place_runs_every_task_on_one_thread():
             pool.shutdown()
 
 
+def _sleep_counted(lock: threading.Lock, state: dict[str, int]) -> None:
+    """Sleeps 50 ms, counting in ``state`` the calls running (the most at once) and done."""
+    with lock:
+        state["running"] += 1
+        state["most"] = max(state["most"], state["running"])
+    time.sleep(0.05)
+    with lock:
+        state["running"] -= 1
+        state["done"] += 1
+
+
 def _running_together(pool: ThreadExecutor, tasks: int) -> int:
     """The most of ``tasks`` sleeping tasks that ran at once on ``pool``."""
     lock = threading.Lock()
-    state = {"running": 0, "most": 0}
+    state = {"running": 0, "most": 0, "done": 0}
 
     def task() -> None:
-        with lock:
-            state["running"] += 1
-            state["most"] = max(state["most"], state["running"])
-        time.sleep(0.05)
-        with lock:
-            state["running"] -= 1
+        _sleep_counted(lock, state)
 
     for future in [pool.submit(task) for _ in range(tasks)]:
         future.result(timeout=TIMEOUT)
@@ -167,13 +173,7 @@ def test_a_tuned_map_computes_ahead_while_its_consumer_is_away():
     state = {"running": 0, "most": 0, "done": 0}
 
     def work(x):
-        with lock:
-            state["running"] += 1
-            state["most"] = max(state["most"], state["running"])
-        time.sleep(0.05)
-        with lock:
-            state["running"] -= 1
-            state["done"] += 1
+        _sleep_counted(lock, state)
         return x
 
     options = fl.Options(
