@@ -33,12 +33,17 @@ starts at its CPU budget; with no budget set (``Options.autotune.cpu_budget`` an
   and half as often after each try that was undone (down to one in
   :data:`MAX_EXPLORE_BACKOFF` times that).
 * **Start from the executor choice's measurement** (:class:`CallMeasurement`, once, as
-  soon as the choice kept the stage on threads): calls that hold the GIL at least
-  :data:`SERIAL_GIL_SHARE` of their time run one worker (they run one at a time however
-  many threads there are); calls that mostly release it (below :data:`FILL_GIL_SHARE`)
-  yet left their CPUs idle part of the time when running together (below
-  :data:`FILL_BUSY`: waiting for the GIL, files, the network) get all the stage's
-  threads at once, rather than one more per trial. The other rules go on from there.
+  soon as the choice kept the stage on threads, if its calls did run about as many at
+  once as the stage has workers, :data:`RELIABLE_CONCURRENCY`): calls that hold the GIL
+  at least :data:`SERIAL_GIL_SHARE` of their time run one worker (they run one at a time
+  however many threads there are), kept unless slower than the rate measured meanwhile
+  (a busy machine can make parallel calls look serial); calls that left their CPUs idle part of the time when
+  running together (below :data:`FILL_BUSY`: waiting for the GIL, files, the network)
+  get, at once, as many threads as it takes for their GIL time to fill the GIL
+  (:data:`HEADROOM` over the share of a call's time holding it, within the stage's
+  threads), rather than one more per trial. The
+  other rules go on from there, and undo a start the measurement misled (a grow is tried
+  while the consumer waits on busy workers).
 * A trim that leaves the consumer waiting and the rate lower is undone; a grow that did not
   help is not tried again for a while, twice as long after each failure (at most
   :data:`MAX_EXPLORE_BACKOFF` times :data:`PAUSE_TICKS`).
@@ -69,7 +74,8 @@ PERIOD = 0.25
 """Seconds between two looks at the stages."""
 
 HEADROOM = 1.3
-"""Workers kept per core of measured work when trimming."""
+"""Workers kept per core of measured work when trimming; threads per GIL of measured GIL
+time when starting from the executor choice's measurement."""
 
 GAIN = 1.03
 """A worker added is kept when the stage's rate rises at least this much."""
@@ -113,8 +119,11 @@ which a stage starts at one worker: its calls run one at a time however many thr
 has, and each more thread only takes the GIL from its input's thread (chess on 2 cores:
 one worker 25% faster than two)."""
 
-FILL_GIL_SHARE = 0.5
-"""GIL share below which calls that left CPUs idle get all the stage's threads at once."""
+RELIABLE_CONCURRENCY = 0.9
+"""Calls running at once while measured, per worker of the stage, needed for the tuner to
+start from the measurement. Fewer, and the shares mean little: the first calls of a
+process (its imports, lazy set-ups) measured images, which release the GIL 70% of the
+time, as serialized (1.65 calls at once of 2)."""
 
 FILL_BUSY = 0.9
 """Share of their time calls running together spent on a CPU below which the cores they
@@ -129,10 +138,16 @@ class CallMeasurement:
     Attributes:
         gil_share: About 1 when the GIL serializes the calls, about 0 when they release it.
         busy_together: Share of their time the calls running together spent on a CPU.
+        concurrency: Calls that could run at once, on average, while measured.
+        busy_alone: Share of its time a call running alone spent on a CPU.
+        rate: Elements per second while the calls ran together.
     """
 
     gil_share: float
     busy_together: float
+    concurrency: float
+    busy_alone: float = 1.0
+    rate: float = 0.0
 
 
 class TuningCounters:
@@ -376,6 +391,12 @@ class Tuner:
                 control.explore_every = min(control.explore_every * 2,
                                             EXPLORE_TICKS * MAX_EXPLORE_BACKOFF)
                 control.explore_at = self._ticks + control.explore_every
+            elif kind == "serial" and rate < rate_before / GAIN:
+                self._set(stage, control, previous,
+                          f"one worker was slower ({rate:,.0f} elements/s) than {previous} "
+                          f"measured ({rate_before:,.0f}): the measurement misled (a busy "
+                          "machine, the first calls' set-up)")
+                control.paused_until = self._ticks + PAUSE_TICKS
             elif kind == "grow":
                 control.grow_pause = PAUSE_TICKS
             elif kind == "explore":
@@ -417,16 +438,27 @@ class Tuner:
         """Set the stage from its executor choice's measurement; whether it changed."""
         workers = stage.tuned_workers
         share, busy = measured.gil_share, measured.busy_together
+        if measured.concurrency < RELIABLE_CONCURRENCY * workers:
+            return False
         if share >= SERIAL_GIL_SHARE and workers > 1:
+            # Judged on the rate measured with ``workers``: a machine busy with other work,
+            # or the first calls' set-up, can make calls that run in parallel look serial.
+            control.trial = ("serial", workers, measured.rate, self._ticks + TRIAL_TICKS)
             self._set(stage, control, 1,
                       f"its calls hold the GIL {share:.0%} of their time: they run one at a "
                       "time however many workers it has, and more take the GIL from its input")
             return True
-        if share < FILL_GIL_SHARE and busy < FILL_BUSY and stage.max_workers > workers:
-            self._set(stage, control, stage.max_workers,
+        # Threads whose GIL time adds up to the whole GIL, with headroom (calls hold it in
+        # bursts): more would only wait for it. A call's GIL time: the share of its CPU time
+        # that holds the GIL, of the time it is on a CPU at all (a call that mostly waits
+        # for files holds it little).
+        holding = share * measured.busy_alone
+        filling = min(stage.max_workers, math.ceil(HEADROOM / max(holding, 1e-3) - 1e-9))
+        if busy < FILL_BUSY and filling > workers:
+            self._set(stage, control, filling,
                       f"its calls, running {workers} at once, were on a CPU {busy:.0%} of "
-                      f"their time (GIL share {share:.0%}): more threads fill the CPUs they "
-                      "leave idle")
+                      f"their time, and each alone held the GIL {holding:.0%} of its time: "
+                      f"{filling} threads fill the CPUs they leave idle")
             return True
         return False
 

@@ -420,9 +420,12 @@ class ParallelMapIterator(DatasetIterator):
         or the stage moved to processes)."""
         decision = self.executor_decision
         if (decision is None or decision.kind != "thread" or decision.gil_share is None
-                or decision.busy_together is None):
+                or decision.busy_together is None or decision.concurrency is None
+                or decision.busy_alone is None or decision.thread_rate is None):
             return None
-        return CallMeasurement(decision.gil_share, decision.busy_together)
+        return CallMeasurement(decision.gil_share, decision.busy_together,
+                               decision.concurrency, decision.busy_alone,
+                               decision.thread_rate)
 
     @property
     def executor_kind(self) -> str:

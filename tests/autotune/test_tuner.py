@@ -238,7 +238,7 @@ def test_a_stage_whose_calls_hold_the_gil_starts_at_one_worker(clock, tuner_with
     _tick(tuner, clock, stage, 1000, 0, 1.0)
     assert stage.tuned_workers == 2
     stage.tuning_paused = False
-    stage.measured_calls = CallMeasurement(gil_share=0.95, busy_together=0.5)
+    stage.measured_calls = CallMeasurement(gil_share=0.95, busy_together=0.5, concurrency=2.0)
     _tick(tuner, clock, stage, 1000, 0, 1.0)
     assert stage.tuned_workers == 1
     assert "its calls hold the GIL 95% of their time" in tuner.decisions()[-1].reason
@@ -248,22 +248,50 @@ def test_a_stage_whose_calls_hold_the_gil_starts_at_one_worker(clock, tuner_with
     assert stage.tuned_workers == 3
 
 
-def test_calls_that_release_the_gil_but_leave_cpus_idle_get_every_thread_at_once(
-        clock, tuner_with):
-    # Images on 2 cores: two calls at once were on a CPU 77% of their time.
+@pytest.mark.parametrize(("rate_alone", "kept"), [(1100, True), (600, False)])
+def test_one_worker_for_serial_calls_is_kept_unless_slower_than_measured(
+        clock, tuner_with, rate_alone, kept):
+    # A machine busy with other work can make calls that run in parallel look serialized:
+    # one worker is judged on the rate its executor choice measured with two.
+    stage = FakeStage(workers=2)
+    stage.measured_calls = CallMeasurement(gil_share=1.0, busy_together=0.45,
+                                           concurrency=2.0, rate=1000.0)
+    tuner = tuner_with(stage)
+    _tick(tuner, clock, stage, 1000, 500, 1.0)
+    assert stage.tuned_workers == 1
+    _trial(tuner, clock, stage, rate_alone, 500, 1.0)
+    assert stage.tuned_workers == (1 if kept else 2)
+    if not kept:
+        assert "one worker was slower (600 elements/s) than 2 measured (1,000)" in \
+            tuner.decisions()[-1].reason
+
+
+@pytest.mark.parametrize(("share", "alone", "threads"), [
+    (0.3, 1.0, 4),  # images on 2 cores: 1 / 0.3 threads fill the GIL (4: the most)
+    (0.45, 1.0, 3),
+    (0.3, 0.01, 4),  # calls that mostly wait (files, sleep) hold the GIL little
+])
+def test_calls_that_leave_cpus_idle_get_the_threads_that_fill_the_gil_at_once(
+        clock, tuner_with, share, alone, threads):
     stage = FakeStage(workers=4)
     stage.tuned_workers = 2
-    stage.measured_calls = CallMeasurement(gil_share=0.3, busy_together=0.77)
+    stage.measured_calls = CallMeasurement(gil_share=share, busy_together=0.77,
+                                           concurrency=2.0, busy_alone=alone)
     tuner = tuner_with(stage)
     _tick(tuner, clock, stage, 1000, 500, 1.9)
-    assert stage.tuned_workers == 4
-    assert "on a CPU 77% of their time (GIL share 30%)" in tuner.decisions()[-1].reason
+    assert stage.tuned_workers == threads
+    assert (f"on a CPU 77% of their time, and each alone held the GIL {share * alone:.0%} "
+            f"of its time: {threads} threads fill the CPUs") in tuner.decisions()[-1].reason
 
 
 @pytest.mark.parametrize("measured", [
     None,  # not measured
-    CallMeasurement(gil_share=0.6, busy_together=0.6),  # the GIL would hold more back
-    CallMeasurement(gil_share=0.1, busy_together=0.97),  # every CPU already busy
+    # Two threads' GIL time already fills the GIL.
+    CallMeasurement(gil_share=0.7, busy_together=0.6, concurrency=2.0),
+    CallMeasurement(gil_share=0.1, busy_together=0.97, concurrency=2.0),  # CPUs all busy
+    # Too few calls at once for the shares to mean much (a process's first calls, its
+    # imports: images measured as serialized).
+    CallMeasurement(gil_share=1.0, busy_together=0.43, concurrency=1.65),
 ])
 def test_other_measured_calls_keep_the_stages_workers(clock, tuner_with, measured):
     stage = FakeStage(workers=4)
@@ -492,14 +520,14 @@ def test_an_autotune_map_of_waiting_calls_gets_every_thread_at_once():
         time.sleep(0.002)
         return x
 
-    decision = _first_decision_citing(wait, "more threads fill")
+    decision = _first_decision_citing(wait, "threads fill the CPUs")
     assert decision.new == 2 * decision.old
 
 
 def test_wake_makes_the_tuner_look_before_its_period_ends():
     # The executor choice's measurement is acted on at once, not up to a period later.
     stage = FakeStage(workers=2)
-    stage.measured_calls = CallMeasurement(gil_share=1.0, busy_together=0.5)
+    stage.measured_calls = CallMeasurement(gil_share=1.0, busy_together=0.5, concurrency=2.0)
     tuner = Tuner(period=3600)
     stage.counters = tuner.register(stage)
     try:
