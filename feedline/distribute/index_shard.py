@@ -235,6 +235,9 @@ class IndexShardIterator(DatasetIterator):
             window.submit(positions[0], self._read_chunk, positions)
             self._submitted += count
 
+    def read_aheads(self) -> list[ReadAhead]:
+        return [] if self._window is None else [self._window]
+
     def _get_state(self) -> State:
         return {"position": self._base + self._taken * self._num_shards,
                 "num_shards": self._num_shards, "reader": self._reader.state()}

@@ -365,11 +365,11 @@ class SequentialReader:
                  capacity: int, element_timeout: float | None = None,
                  stop: StopSignal | None = None) -> None:
         self._source = source
-        self.capacity = max(1, capacity)
+        self._capacity = max(1, capacity)
         self._positions = PositionReader(source.__next__, source.state_dict,
                                          getattr(source, "replay_exact", True))
         self._tracker = PositionTracker()
-        self._window = ReadAhead(name, executor, limit=self.capacity,
+        self._window = ReadAhead(name, executor, limit=self._capacity,
                                  element_timeout=element_timeout,
                                  describe=lambda tag: f"element {tag[0]}", stop=stop)
         self._requested = 0  # items asked of tasks so far: the next one's output index
@@ -386,6 +386,17 @@ class SequentialReader:
     @property
     def window(self) -> ReadAhead:
         return self._window
+
+    @property
+    def capacity(self) -> int:
+        """Items to read ahead at most (``prefetch(AUTOTUNE)`` raises it while running)."""
+        return self._capacity
+
+    @capacity.setter
+    def capacity(self, value: int) -> None:
+        self._capacity = max(1, int(value))
+        # The window's limit is what statistics read as the buffer's size.
+        self._window.limit = self._capacity
 
     def _read(self, futures: list[concurrent.futures.Future[Any]], group: int) -> None:
         """On a worker: read ``group`` items into each future, in order; stop when one was

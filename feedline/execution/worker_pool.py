@@ -196,6 +196,8 @@ class _WorkerLoop:
         self._token = token
         try:
             root = self._root = self._graph._make_iterator(self._ctx)
+            if self._ctx.statistics is not None:
+                self._ctx.statistics.drive(root)  # samples from this worker's reads
             reader = PositionReader(root.__next__, root.state_dict, root.replay_exact)
             if position is None:
                 initial = root.state_dict()

@@ -45,6 +45,9 @@ typedef struct {
     uint64_t first_ns;     /* the first call, kept apart: it often fills buffers, opens files */
     uint64_t first_cpu_ns;
     uint64_t mask;
+    PyObject *tick;        /* called on the consumer's thread every tick_ns, or NULL */
+    uint64_t tick_ns;
+    uint64_t next_tick;
     unsigned long threads[MAX_THREADS];
     int nthreads;
 } Probe;
@@ -127,6 +130,26 @@ static PyObject *probe_iternext(Probe *p) {
         p->sample = Py_NewRef(result);
         Py_XDECREF(old);
     }
+    if (result != NULL && p->tick != NULL && start >= p->next_tick) {
+        /* The statistics' periodic sample, on the thread that reads the pipeline: a thread
+         * of its own would wait for the GIL, which numpy calls release and take back at once,
+         * nearly all the time, and a waiting thread costs the others. A failing sample is
+         * a warning, never an error of the pipeline. */
+        p->next_tick = start + duration + p->tick_ns;
+        PyObject *done = PyObject_CallNoArgs(p->tick);
+        if (done == NULL) {
+            PyObject *type, *value, *traceback;
+            PyErr_Fetch(&type, &value, &traceback);
+            PyErr_NormalizeException(&type, &value, &traceback);
+            if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                                 "feedline: a statistics sample failed: %R", value) < 0)
+                PyErr_WriteUnraisable(p->tick); /* warnings turned into errors */
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(traceback);
+        }
+        Py_XDECREF(done);
+    }
     if (p->spans != Py_None && PyList_GET_SIZE(p->spans) < p->max_spans &&
         record_span(p, start, duration) < 0) {
         Py_XDECREF(result);
@@ -164,6 +187,7 @@ static int probe_traverse(Probe *p, visitproc visit, void *arg) {
     Py_VISIT(p->inner);
     Py_VISIT(p->spans);
     Py_VISIT(p->sample);
+    Py_VISIT(p->tick);
     return 0;
 }
 
@@ -171,7 +195,26 @@ static int probe_clear(Probe *p) {
     Py_CLEAR(p->inner);
     Py_CLEAR(p->spans);
     Py_CLEAR(p->sample);
+    Py_CLEAR(p->tick);
     return 0;
+}
+
+static PyObject *probe_drive(Probe *p, PyObject *args) {
+    PyObject *tick;
+    double seconds;
+    if (!PyArg_ParseTuple(args, "Od", &tick, &seconds)) return NULL;
+    if (tick != Py_None && !PyCallable_Check(tick)) {
+        PyErr_SetString(PyExc_TypeError, "_probe_drive(tick, seconds): tick must be callable");
+        return NULL;
+    }
+    if (!(seconds > 0)) {
+        PyErr_SetString(PyExc_ValueError, "_probe_drive(tick, seconds): seconds must be > 0");
+        return NULL;
+    }
+    Py_XSETREF(p->tick, tick == Py_None ? NULL : Py_NewRef(tick));
+    p->tick_ns = (uint64_t)(seconds * 1e9);
+    p->next_tick = now_ns() + p->tick_ns;
+    Py_RETURN_NONE;
 }
 
 static void probe_dealloc(Probe *p) {
@@ -219,6 +262,9 @@ static PyObject *probe_get_class(Probe *p, void *closure) {
 
 static PyMethodDef probe_methods[] = {
     {"__next__", (PyCFunction)probe_next_method, METH_NOARGS, "The stage's next element."},
+    {"_probe_drive", (PyCFunction)probe_drive, METH_VARARGS,
+     "_probe_drive(tick, seconds): call tick() from this probe's timed calls, at most every\n"
+     "seconds (tick None: stop)."},
     {"_probe_counts", (PyCFunction)probe_counts, METH_NOARGS,
      "_probe_counts() -> dict: calls, untimed, stops, errors, sampled, sampled_ns (first call apart),\n"
      "first_ns, cpu_sampled, sampled_cpu_ns, first_cpu_ns, threads (idents)."},

@@ -10,10 +10,14 @@ them, and forwards everything else to the iterator (attributes, ``__class__``), 
 code, ``isinstance`` checks and checkpoints see the iterator itself. Without the compiled
 extension a Python probe does the same, at a higher cost per element.
 
-A sampler thread (``feedline-statistics``) reads, every ``interval`` seconds, the fill of
-each stage's read-ahead buffer, the CPU time of each stage's worker threads and the size of
-a sampled element; :meth:`Collector.statistics` turns it all into a
-:class:`~feedline.profiling.records.PipelineStatistics`.
+Every ``interval`` seconds the pipeline's outermost probe, on the thread that reads the
+pipeline, takes a sample (:meth:`Collector.drive`): the fill of each stage's read-ahead
+buffer, the CPU time of each stage's worker threads and the size of a sampled element;
+:meth:`Collector.statistics` turns it all into a
+:class:`~feedline.profiling.records.PipelineStatistics`. Not a thread of its own: a thread
+that wakes to sample must take the GIL, which numpy calls release and take back at once,
+so it waited for it nearly all the time (a thread waking every 0.1 s ran 0-1 times in 2 s
+beside a pipeline with a shuffle), and a thread waiting for the GIL costs the others.
 
 How times are attributed: a stage's calls are timed on the thread that makes them, so a
 stage's own time is its ``next()`` time less the ``next()`` time of the inputs it called on
@@ -28,6 +32,7 @@ import dataclasses
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +82,17 @@ class PythonProbe:
         # calls stops errors sampled ns mask first_ns cpu_ns first_cpu_ns untimed
         state["_probe_state"] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
         state["_probe_threads"] = set()
+        state["_probe_tick"] = None  # (callable, interval ns, next ns), as _probe_drive sets
+
+    def _probe_drive(self, tick: Callable[[], Any] | None, seconds: float) -> None:
+        """Call ``tick()`` from this probe's timed calls, at most every ``seconds``."""
+        if tick is not None and not callable(tick):
+            raise TypeError("_probe_drive(tick, seconds): tick must be callable")
+        if not seconds > 0:
+            raise ValueError("_probe_drive(tick, seconds): seconds must be > 0")
+        interval = int(seconds * 1e9)
+        self.__dict__["_probe_tick"] = None if tick is None else \
+            [tick, interval, time.monotonic_ns() + interval]
 
     @property  # type: ignore[misc]
     def __class__(self) -> type:  # isinstance() sees the stage iterator's class
@@ -123,6 +139,14 @@ class PythonProbe:
             raise error
         if counts[3] % 64 == 1:
             self.__dict__["_probe_sample"] = result
+        tick = self._probe_tick
+        if tick is not None and start >= tick[2]:
+            tick[2] = start + duration + tick[1]
+            try:
+                tick[0]()
+            except Exception as error:  # noqa: BLE001 - a sample never breaks the pipeline
+                warnings.warn(f"feedline: a statistics sample failed: {error!r}",
+                              RuntimeWarning, stacklevel=2)
         return result
 
     def _probe_counts(self) -> dict[str, Any]:
@@ -158,32 +182,6 @@ def is_probe(value: Any) -> bool:
     return type(value) is _CProbe or type(value) is PythonProbe
 
 
-def _read_aheads(iterator: Any) -> list[Any]:
-    """The read-ahead windows a stage iterator owns (its attributes, one level down)."""
-    from feedline.execution.read_ahead import ReadAhead, SequentialReader
-
-    found: list[Any] = []
-
-    def visit(value: Any) -> None:
-        if isinstance(value, ReadAhead):
-            found.append(value)
-        elif isinstance(value, SequentialReader):
-            found.append(value.window)
-
-    for value in list(vars(iterator).values()) if hasattr(iterator, "__dict__") else ():
-        if isinstance(value, (list, tuple)):
-            # Lists of readers (interleave's), never element buffers (shuffle's): those are
-            # long, and looking through them on every sample would cost the pipeline.
-            if value and isinstance(value[0], (ReadAhead, SequentialReader)):
-                for item in value:
-                    visit(item)
-        elif isinstance(value, dict):
-            continue
-        else:
-            visit(value)
-    return found
-
-
 def _thread_cpu(thread: threading.Thread) -> float | None:
     ident = thread.ident
     if ident is None or not thread.is_alive():
@@ -192,6 +190,12 @@ def _thread_cpu(thread: threading.Thread) -> float | None:
         return time.clock_gettime(time.pthread_getcpuclockid(ident))
     except (OSError, AttributeError, ProcessLookupError):  # ended meanwhile
         return None
+
+
+def _read_aheads(iterator: Any) -> list[Any]:
+    """The read-ahead windows a stage iterator declares (``DatasetIterator.read_aheads``)."""
+    declared = getattr(iterator, "read_aheads", None)
+    return declared() if callable(declared) else []
 
 
 class _Stage:
@@ -289,7 +293,6 @@ class Collector:
         self._started_ns = time.monotonic_ns()  # the probes' clock (CLOCK_MONOTONIC)
         self._timeline: list[TimelinePoint] = []
         self._stop = threading.Event()
-        self._sampler: threading.Thread | None = None
         self._ended_at: float | None = None
         self._thread_names: dict[int, str] = {}
 
@@ -315,8 +318,6 @@ class Collector:
             stage.operation = _operation(node, iterator)
         probe = make_probe(iterator, stage.spans, MAX_SPANS_PER_STAGE if self._trace else 0)
         stage.add(probe)
-        if self._sampler is None:
-            self._start_sampler()
         return probe
 
     def build_inner(self, dataset: Dataset, ctx: IteratorContext, owner: str) -> DatasetIterator:
@@ -359,20 +360,19 @@ class Collector:
             return stage
 
     # ------------------------------------------------------------------ sampling
-    def _start_sampler(self) -> None:
-        with self._lock:
-            if self._sampler is not None or self._stop.is_set():
-                return
-            self._sampler = threading.Thread(target=self._sample_loop, daemon=True,
-                                             name="feedline-statistics")
-            self._sampler.start()
+    def drive(self, root: Any) -> None:
+        """Sample every ``interval`` seconds from ``root``'s calls: the pipeline's outermost
+        stage, on the thread that reads the pipeline (see the module doc)."""
+        if is_probe(root):
+            root._probe_drive(self._tick, self._interval)
 
-    def _sample_loop(self) -> None:
-        while not self._stop.wait(self._interval):
+    def _tick(self) -> None:
+        if not self._stop.is_set():
             self.sample()
 
     def sample(self) -> None:
-        """Take one sample now (the sampler thread calls this every ``interval``)."""
+        """Take one sample now (the pipeline's outermost probe calls this every
+        ``interval``)."""
         buffers: dict[int, float] = {}
         for stage in list(self._stages):
             iterators = stage.live_iterators()
@@ -428,14 +428,11 @@ class Collector:
         return self._started_ns
 
     def stop(self) -> None:
-        """End the sampler thread, after one last sample (call it before the pipeline's
-        iterators close: the sample reads them). Idempotent."""
+        """Take one last sample and no more (call it before the pipeline's iterators close:
+        the sample reads them). Idempotent."""
         if self._stop.is_set():
             return
         self._stop.set()
-        sampler = self._sampler
-        if sampler is not None and sampler is not threading.current_thread():
-            sampler.join()
         self.sample()
         self._ended_at = time.perf_counter()
 

@@ -292,6 +292,9 @@ class ParallelBatchIterator(DatasetIterator):
     def replay_exact(self) -> bool:
         return self._deterministic and super().replay_exact
 
+    def read_aheads(self) -> list[ReadAhead]:
+        return [self._window]
+
     def _pull(self) -> list[Any]:
         return pull_batch(self._upstream, self._batch_size, self._drop_remainder)
 

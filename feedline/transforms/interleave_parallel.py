@@ -138,6 +138,12 @@ class ParallelInterleaveIterator(InterleaveBase):
     def replay_exact(self) -> bool:
         return self._deterministic and super().replay_exact
 
+    def read_aheads(self) -> list[Any]:
+        # The open datasets' readers (sampled on the consumer's thread, which alone
+        # changes the cycle).
+        return [slot.reader.window for slot in self._cycle
+                if isinstance(slot, _Slot) and slot.reader is not None]
+
     def _load_position(self, state: State) -> None:
         super()._load_position(state)
         self._max_open = len(self._cycle) * (1 + PREFETCH_INPUT_FACTOR)

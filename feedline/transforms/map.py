@@ -375,6 +375,9 @@ class ParallelMapIterator(DatasetIterator):
     def replay_exact(self) -> bool:
         return self._deterministic and super().replay_exact
 
+    def read_aheads(self) -> list[ReadAhead]:
+        return [self._window]
+
     # ------------------------------------------------------------------ tuning
     def tuning_counters(self) -> tuple[int, int, int, float, float]:
         """(elements handed out, ``next()`` calls, calls that waited for a task, seconds its

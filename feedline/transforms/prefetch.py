@@ -183,6 +183,9 @@ class PrefetchIterator(DatasetIterator):
         producing, consuming = self._reader.seconds_per_item, self._call_seconds
         return producing is not None and consuming is not None and producing <= consuming
 
+    def read_aheads(self) -> list[Any]:
+        return [self._reader.window]
+
     @property
     def capacity(self) -> int:
         """How many elements may be read ahead now (grows under ``AUTOTUNE``)."""

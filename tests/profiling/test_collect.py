@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -142,6 +143,46 @@ def test_read_ahead_stages_report_buffer_parallelism_and_worker_time(probe_kind)
     assert set(stats.timeline[-1].buffers) <= {work_stage.id, prefetch.id}
 
 
+def test_a_parallel_interleave_reports_its_open_datasets_buffers(probe_kind):
+    # Its readers live in its cycle of open datasets, which it declares
+    # (DatasetIterator.read_aheads): sampled on the consumer's thread, which alone changes
+    # the cycle.
+    ds = fl.Dataset.range(4).interleave(
+        lambda i: fl.Dataset.range(200).map(lambda x: x + 0), cycle_length=2,
+        num_parallel_calls=2, name="files")
+    options = fl.Options(profiling=fl.ProfilingOptions(statistics=True, interval=0.001),
+                         autotune=fl.AutotuneOptions(processes=False))
+    with iter(ds.with_options(options)) as it:
+        assert sorted(int(x) for x in it) == sorted(list(range(200)) * 4)
+        stats = it.statistics()
+    files = _by_name(stats)["files"]
+    assert files.asynchronous and files.buffer_size is not None and files.buffer_size > 0
+    assert 0.0 <= files.buffer_mean <= 1.0
+
+
+def test_sampling_leaves_the_stages_attribute_storage_alone(probe_kind, monkeypatch):
+    # Reading an iterator's __dict__ (vars()) turns its attribute storage into a plain dict
+    # for good, and every attribute read of that stage is slower after (a shuffle 20%):
+    # the sampler must ask the stages for their buffers instead.
+    import builtins
+
+    looked_into = []
+    real_vars = builtins.vars
+
+    def watching_vars(*args):
+        looked_into.extend(type(a).__name__ for a in args)
+        return real_vars(*args)
+
+    monkeypatch.setattr(builtins, "vars", watching_vars)
+    options = fl.Options(profiling=fl.ProfilingOptions(statistics=True, interval=0.001))
+    ds = fl.Dataset.from_tensor_slices(np.arange(5000)).shuffle(100, seed=1).map(
+        lambda x: x, num_parallel_calls=2).prefetch(2)
+    with iter(ds.with_options(options)) as it:
+        assert sorted(int(x) for x in it) == list(range(5000))
+        assert len(it.statistics().timeline) > 1
+    assert not [name for name in looked_into if name.endswith("Iterator")]
+
+
 def test_consumer_time_between_calls_is_measured(probe_kind):
     ds = fl.Dataset.range(20)
     stats = _stats(ds, consume=lambda _: time.sleep(0.01))
@@ -183,14 +224,43 @@ def test_rewritten_pipelines_still_work_under_probes(probe_kind):
                                             [20, 22, 24, 26, 28], [30, 32, 34, 36, 38]]
 
 
-def test_sampler_and_workers_end_when_the_pipeline_closes(probe_kind):
+def test_statistics_start_no_thread_and_the_workers_end_when_the_pipeline_closes(
+        probe_kind):
     ds = fl.Dataset.range(1000).map(lambda x: x, num_parallel_calls=2).prefetch(2)
     with no_leaked_threads(timeout=10):
         it = iter(ds.with_options(STATS))
         next(it)
-        assert any(t.name == "feedline-statistics" for t in threading.enumerate())
+        assert not any(t.name == "feedline-statistics" for t in threading.enumerate())
         it.close()
-    assert not any(t.name == "feedline-statistics" for t in threading.enumerate())
+
+
+def test_samples_come_every_interval_beside_calls_that_release_the_gil(probe_kind):
+    # A shuffle's numpy calls release the GIL and take it back at once: a sampler thread
+    # of its own got it 0-1 times in 2 s here. Sampled from the consumer's reads, the
+    # timeline has a point every interval.
+    options = fl.Options(profiling=fl.ProfilingOptions(statistics=True, interval=0.05))
+    ds = fl.Dataset.from_tensor_slices(np.arange(1000)).shuffle(100, seed=1).repeat()
+    with iter(ds.with_options(options)) as it:
+        started = time.perf_counter()
+        while time.perf_counter() - started < 1.0:
+            next(it)
+        timeline = it.statistics().timeline
+    assert len(timeline) >= 10
+    gaps = [b.seconds - a.seconds for a, b in itertools.pairwise(timeline)]
+    assert max(gaps) < 0.5
+
+
+def test_a_failing_sample_is_a_warning_and_the_pipeline_goes_on(probe_kind, monkeypatch):
+    def fail(self):
+        raise RuntimeError("sample failed")
+
+    options = fl.Options(profiling=fl.ProfilingOptions(statistics=True, interval=0.001))
+    ds = fl.Dataset.range(100_000).map(lambda x: x + 1)
+    with iter(ds.with_options(options)) as it:
+        monkeypatch.setattr(collect.Collector, "sample", fail)
+        with pytest.warns(RuntimeWarning, match="a statistics sample failed.*sample failed"):
+            assert [int(x) for x in it] == list(range(1, 100_001))
+        monkeypatch.undo()  # the last sample, at close, reads the stages
 
 
 def test_statistics_after_close_are_kept(probe_kind):
