@@ -3,7 +3,8 @@
 ``python -m benchmarks.profiling [--records 40000] [--rounds 5] [--write]``
 
 1. **Statistics overhead**: the chess pipeline (TFRecord files, shuffle buffer, batch 512,
-   vectorized parse on a parallel map, prefetch) and a per-element pipeline (a shuffle, a
+   vectorized parse on a parallel map, prefetch), the images pipeline (JPEG decode and
+   augment on a parallel map, batches of 38 MB, prefetch) and a per-element pipeline (a shuffle, a
    Python ``map`` and ``filter`` per element, batch: the worst case, about 1 us of work per
    element through three probed stages), each read with statistics off, on, and on
    with a trace, each for ``--sweep-seconds`` (the data repeated). Runs alternate (off,
@@ -253,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         "overhead": {
             "chess (shuffle, batch, parallel parse, prefetch)":
                 overhead_table(lambda: chess(files), args.rounds, args.sweep_seconds),
+            "images (parallel decode and augment, batch, prefetch)":
+                overhead_table(lambda: images(image_meta), args.rounds, args.sweep_seconds),
             "per element (shuffle, map, filter, batch)":
                 overhead_table(lambda: per_element(args.elements), args.rounds,
                                args.sweep_seconds),

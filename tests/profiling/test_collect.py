@@ -6,6 +6,7 @@ import itertools
 import json
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -78,6 +79,50 @@ def test_bytes_are_element_sizes_times_elements(probe_kind):
     ds = fl.Dataset.range(50).map(lambda i: np.full(256, i, np.float32), name="fill")
     stages = _by_name(_stats(ds, options=PLAIN))
     assert stages["fill"].bytes == 50 * 256 * 4
+
+
+def test_probes_keep_no_element_once_handed_out(probe_kind):
+    # Holding a sampled element a while (a 38 MB batch of images) made every later batch
+    # fault in fresh pages: 12% slower with statistics on. The probe sizes it and lets go.
+    alive = []
+
+    def make(i):
+        array = np.full(1024, i, np.float32)
+        alive.append(weakref.ref(array))
+        return array
+
+    ds = fl.Dataset.range(300).map(make, name="make").batch(10)
+    with iter(ds.with_options(PLAIN)) as it:
+        for _ in it:
+            pass
+        assert sum(ref() is not None for ref in alive) == 0
+        stages = _by_name(it.statistics())
+    assert stages["make"].bytes == 300 * 1024 * 4
+    assert stages["batch"].bytes == 30 * 10 * 1024 * 4
+
+
+def test_probe_counts_the_sizes_it_measured(probe_kind):
+    probe = collect.make_probe(iter([b"a" * n for n in range(1, 200)]), sizer=len)
+    assert len(list(probe)) == 199
+    counts = probe._probe_counts()
+    # Every call is timed at first, then one in SAMPLE_EVERY; one timed call in 64 is sized.
+    assert counts["sized"] >= 1
+    assert counts["sized_bytes"] >= counts["sized"]
+
+
+def test_a_failing_sizer_is_a_warning_once_and_the_stage_goes_on(probe_kind):
+    calls = []
+
+    def broken(element):
+        calls.append(element)
+        raise ValueError("no size")
+
+    probe = collect.make_probe(iter(range(5000)), sizer=broken)
+    with pytest.warns(RuntimeWarning, match="measuring an element's size failed.*no size"):
+        assert list(probe) == list(range(5000))
+    assert len(calls) == 1 and probe._probe_counts()["sized"] == 0
+    with pytest.raises(TypeError, match="sizer"):
+        collect.make_probe(iter([]), sizer=3)
 
 
 def test_errors_are_counted_and_still_raised_in_their_place(probe_kind):
