@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import feedline as fl
 from benchmarks import profiling
@@ -12,7 +13,10 @@ def test_markdown_reports_overhead_sweep_share_and_convergence():
     result = {
         "command": "python -m benchmarks.profiling", "machine": "x86_64, 2 CPUs",
         "date": "2026-11-24",
-        "overhead": {"chess": {"off": 200_000.0, "on": 198_000.0, "trace": 190_000.0}},
+        "overhead": {"chess": {"off": 200_000.0, "on": 198_000.0, "trace": 190_000.0,
+                               "on_ratio": 0.991, "on_middle": (0.97, 1.012),
+                               "trace_ratio": 0.95, "trace_middle": (0.9, 0.99),
+                               "rounds": 12}},
         "sweep": {"chess": {"AUTOTUNE": 96.0, "map 1, prefetch 1": 100.0,
                             "map 2, prefetch 1": 80.0}},
         "head_to_head": {"chess": {"best": "map 1, prefetch 1", "autotune": 97.0,
@@ -20,7 +24,8 @@ def test_markdown_reports_overhead_sweep_share_and_convergence():
         "convergence": {"steady": 1000.0, "reached_s": 0.4, "windows": 20},
     }
     text = profiling.markdown(result)
-    assert "| chess | 200,000 | 198,000 | **0.990** | 190,000 | 0.950 |" in text
+    assert "| chess | 200,000 | 198,000 | **0.991** | 0.970-1.012 | 190,000 | 0.950 |" in text
+    assert "the median over 12 rounds of each round's own ratio" in text
     assert ("Head to head, 5 alternating runs each: AUTOTUNE 97 rows/s, the sweep's best "
             "fixed setting (map 1, prefetch 1) 98: **99.0%** of it (goal >= 95%)") in text
     assert "In the sweep: AUTOTUNE 96 rows/s, best fixed 100 (96.0%;" in text
@@ -51,15 +56,24 @@ def test_head_to_head_reads_the_best_setting_of_the_sweep():
 def test_overhead_rounds_run_the_modes_in_turning_orders(monkeypatch):
     order = []
 
+    rates = {"off": iter([100.0, 200.0, 100.0]), "on": iter([99.0, 190.0, 101.0]),
+             "trace": iter([90.0, 200.0, 80.0])}
+
     def fake_rate(dataset, seconds):
         options = dataset.options()
         profiling_options = options.profiling
-        order.append("trace" if profiling_options.trace else
-                     "on" if profiling_options.statistics else "off")
-        return 100.0
+        mode = ("trace" if profiling_options.trace else
+                "on" if profiling_options.statistics else "off")
+        order.append(mode)
+        return next(rates[mode])
 
     monkeypatch.setattr(profiling, "timed_rate", fake_rate)
     monkeypatch.setattr(profiling, "rate", lambda dataset: 1.0)
     table = profiling.overhead_table(lambda: fl.Dataset.range(4), rounds=3, seconds=0.01)
     assert order == ["off", "on", "trace", "on", "trace", "off", "trace", "off", "on"]
-    assert table == {"off": 100.0, "on": 100.0, "trace": 100.0}
+    # Medians of the rates; ratios are the median of each round's own ratio.
+    assert (table["off"], table["on"], table["trace"]) == (100.0, 101.0, 90.0)
+    assert table["on_ratio"] == 0.99 and table["trace_ratio"] == 0.9
+    assert table["on_middle"] == pytest.approx((0.97, 1.0))
+    assert table["trace_middle"] == pytest.approx((0.85, 0.95))
+    assert table["rounds"] == 3
