@@ -37,7 +37,8 @@ starts at its CPU budget; with no budget set (``Options.autotune.cpu_budget`` an
   once as the stage has workers, :data:`RELIABLE_CONCURRENCY`): calls that hold the GIL
   at least :data:`SERIAL_GIL_SHARE` of their time run one worker (they run one at a time
   however many threads there are), kept unless slower than the rate measured meanwhile
-  (a busy machine can make parallel calls look serial); calls that left their CPUs idle part of the time when
+  (a busy machine can make parallel calls look serial: then how the rate scaled gives
+  the GIL share, and the stage goes to the threads that fill the GIL); calls that left their CPUs idle part of the time when
   running together (below :data:`FILL_BUSY`: waiting for the GIL, files, the network)
   get, at once, as many threads as it takes for their GIL time to fill the GIL
   (:data:`HEADROOM` over the share of a call's time holding it, within the stage's
@@ -129,6 +130,12 @@ FILL_BUSY = 0.9
 """Share of their time calls running together spent on a CPU below which the cores they
 leave idle are filled with more threads (images on 2 cores: 77%; 4 threads read 20% more
 than 2)."""
+
+
+def _filling(stage: TunableStage, holding: float) -> int:
+    """Threads whose GIL time fills the GIL, with :data:`HEADROOM`, within the stage's
+    threads: ``holding`` is the share of a call's time it holds the GIL."""
+    return min(stage.max_workers, math.ceil(HEADROOM / max(holding, 1e-3) - 1e-9))
 
 
 @dataclass(frozen=True)
@@ -392,11 +399,7 @@ class Tuner:
                                             EXPLORE_TICKS * MAX_EXPLORE_BACKOFF)
                 control.explore_at = self._ticks + control.explore_every
             elif kind == "serial" and rate < rate_before / GAIN:
-                self._set(stage, control, previous,
-                          f"one worker was slower ({rate:,.0f} elements/s) than {previous} "
-                          f"measured ({rate_before:,.0f}): the measurement misled (a busy "
-                          "machine, the first calls' set-up)")
-                control.paused_until = self._ticks + PAUSE_TICKS
+                self._undo_serial(stage, control, previous, rate, rate_before)
             elif kind == "grow":
                 control.grow_pause = PAUSE_TICKS
             elif kind == "explore":
@@ -453,7 +456,7 @@ class Tuner:
         # that holds the GIL, of the time it is on a CPU at all (a call that mostly waits
         # for files holds it little).
         holding = share * measured.busy_alone
-        filling = min(stage.max_workers, math.ceil(HEADROOM / max(holding, 1e-3) - 1e-9))
+        filling = _filling(stage, holding)
         if busy < FILL_BUSY and filling > workers:
             self._set(stage, control, filling,
                       f"its calls, running {workers} at once, were on a CPU {busy:.0%} of "
@@ -461,6 +464,26 @@ class Tuner:
                       f"{filling} threads fill the CPUs they leave idle")
             return True
         return False
+
+    def _undo_serial(self, stage: TunableStage, control: _Control, previous: int, rate: float,
+                     rate_before: float) -> None:
+        """One worker was slower than ``previous`` measured: the calls do not serialize.
+        How the rate scaled says how much of a call holds the GIL, and so how many threads
+        fill it (a busy machine, or a batching thread hungry for the CPUs, measured images
+        as serialized in one warm run in four; going back to two workers and growing one
+        at a time from there cost a whole run)."""
+        speedup = rate_before / max(rate, 1e-9)
+        # Amdahl over the GIL: ``previous`` workers run ``previous / (1 + share *
+        # (previous - 1))`` times as fast as one.
+        share = min(1.0, max(0.0, (previous / speedup - 1) / (previous - 1)))
+        measured = stage.measured_calls
+        busy_alone = measured.busy_alone if measured is not None else 1.0
+        target = max(previous, _filling(stage, share * busy_alone))
+        self._set(stage, control, target,
+                  f"one worker was slower ({rate:,.0f} elements/s) than {previous} measured "
+                  f"({rate_before:,.0f}): the measurement misled (a busy machine, the first "
+                  f"calls' set-up); {previous} ran {speedup:.1f}x as fast as one, so its calls "
+                  f"hold the GIL about {share:.0%} of their time: {target} threads")
 
     def record(self, stage: str, setting: str, old: int, new: int, reason: str) -> None:
         """Keep a change made elsewhere in the pipeline (a ``prefetch(AUTOTUNE)`` buffer

@@ -266,6 +266,29 @@ def test_one_worker_for_serial_calls_is_kept_unless_slower_than_measured(
             tuner.decisions()[-1].reason
 
 
+@pytest.mark.parametrize(("rate_alone", "threads", "share"), [
+    (500, 4, "0%"),  # two ran twice as fast as one: the calls hardly hold the GIL
+    (770, 3, "54%"),  # 1.3x: Amdahl over the GIL gives 54%, 1.3 / 0.54: 3 threads
+    (900, 2, "80%"),  # 1.11x: two are enough
+])
+def test_serial_calls_that_were_not_go_to_the_threads_their_scaling_says(
+        clock, tuner_with, rate_alone, threads, share):
+    # Measured serialized (a busy machine), but one worker was slower than two: the rates
+    # say how much of a call holds the GIL, and the stage goes straight to the threads
+    # that fill it, not back to two and up one at a time.
+    stage = FakeStage(workers=4)
+    stage.tuned_workers = 2
+    stage.measured_calls = CallMeasurement(gil_share=1.0, busy_together=0.45,
+                                           concurrency=2.0, rate=1000.0)
+    tuner = tuner_with(stage)
+    _tick(tuner, clock, stage, 1000, 500, 1.0)
+    assert stage.tuned_workers == 1
+    _trial(tuner, clock, stage, rate_alone, 500, 1.0)
+    assert stage.tuned_workers == threads
+    assert f"hold the GIL about {share} of their time: {threads} threads" in \
+        tuner.decisions()[-1].reason
+
+
 @pytest.mark.parametrize(("share", "alone", "threads"), [
     (0.3, 1.0, 4),  # images on 2 cores: 1 / 0.3 threads fill the GIL (4: the most)
     (0.45, 1.0, 3),
