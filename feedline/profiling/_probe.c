@@ -107,15 +107,20 @@ static void warn_failed(const char *what, PyObject *culprit) {
 }
 
 static void size_element(Probe *p, PyObject *element) {
-    PyObject *size = PyObject_CallOneArg(p->sizer, element);
+    /* Our own reference: the call may let another thread in, whose failing call clears
+     * p->sizer meanwhile. */
+    PyObject *sizer = Py_NewRef(p->sizer);
+    PyObject *size = PyObject_CallOneArg(sizer, element);
     unsigned long long bytes = size == NULL ? (unsigned long long)-1
                                             : PyLong_AsUnsignedLongLong(size);
     Py_XDECREF(size);
     if (bytes == (unsigned long long)-1 && PyErr_Occurred()) {
-        warn_failed("measuring an element's size", p->sizer);
+        warn_failed("measuring an element's size", sizer);
         Py_CLEAR(p->sizer); /* once: it would fail again on every sample */
+        Py_DECREF(sizer);
         return;
     }
+    Py_DECREF(sizer);
     p->sized++;
     p->sized_bytes += bytes;
 }
