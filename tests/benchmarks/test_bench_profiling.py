@@ -17,6 +17,9 @@ def test_markdown_reports_overhead_sweep_share_and_convergence():
                                "on_ratio": 0.991, "on_middle": (0.97, 1.012),
                                "trace_ratio": 0.95, "trace_middle": (0.9, 0.99),
                                "rounds": 12}},
+        "direct": {"chess": {"calls_per_second": 546_000.0, "probes": 0.0027,
+                             "samples": 0.0006, "share": 0.0033}},
+        "probe_ns": 5.0,
         "sweep": {"chess": {"AUTOTUNE": 96.0, "map 1, prefetch 1": 100.0,
                             "map 2, prefetch 1": 80.0}},
         "head_to_head": {"chess": {"best": "map 1, prefetch 1", "autotune": 97.0,
@@ -24,7 +27,9 @@ def test_markdown_reports_overhead_sweep_share_and_convergence():
         "convergence": {"steady": 1000.0, "reached_s": 0.4, "windows": 20},
     }
     text = profiling.markdown(result)
-    assert "| chess | 200,000 | 198,000 | **0.991** | 0.970-1.012 | 190,000 | 0.950 |" in text
+    assert ("| chess | 200,000 | 198,000 | **0.991** | 0.970-1.012 | 190,000 | 0.950 | "
+            "0.33% (0.55 M calls/s) |") in text
+    assert "a probe's cost per call (5.0 ns" in text
     assert "the median over 12 rounds of each round's own ratio" in text
     assert ("Head to head, 5 alternating runs each: AUTOTUNE 97 rows/s, the sweep's best "
             "fixed setting (map 1, prefetch 1) 98: **99.0%** of it (goal >= 95%)") in text
@@ -77,3 +82,14 @@ def test_overhead_rounds_run_the_modes_in_turning_orders(monkeypatch):
     assert table["on_middle"] == pytest.approx((0.97, 1.0))
     assert table["trace_middle"] == pytest.approx((0.85, 0.95))
     assert table["rounds"] == 3
+
+
+def test_direct_cost_counts_the_stages_calls_and_prices_them():
+    per_call = profiling.probe_cost(calls=20_000, rounds=2)
+    assert 0.0 <= per_call < 1e-6  # a probe costs nanoseconds, never a microsecond
+    cost = profiling.direct_cost(lambda: fl.Dataset.range(1000).map(lambda x: x + 1),
+                                 seconds=0.2, per_call=1e-8)
+    # Three probed stages (repeat, map, range) each hand out every element.
+    assert cost["calls_per_second"] > 0
+    assert cost["probes"] == pytest.approx(cost["calls_per_second"] * 1e-8)
+    assert cost["share"] == pytest.approx(cost["probes"] + cost["samples"])
