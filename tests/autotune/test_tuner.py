@@ -248,18 +248,24 @@ def test_a_stage_whose_calls_hold_the_gil_starts_at_one_worker(clock, tuner_with
     assert stage.tuned_workers == 3
 
 
-@pytest.mark.parametrize(("rate_alone", "kept"), [(1100, True), (600, False)])
-def test_one_worker_for_serial_calls_is_kept_unless_slower_than_measured(
-        clock, tuner_with, rate_alone, kept):
-    # A machine busy with other work can make calls that run in parallel look serialized:
-    # one worker is judged on the rate its executor choice measured with two.
-    stage = FakeStage(workers=2)
+def _serial_trial(clock, tuner_with, stage, rate_alone):
+    """Two workers measured serialized at 1,000 elements/s: one worker, tried at
+    ``rate_alone``."""
     stage.measured_calls = CallMeasurement(gil_share=1.0, busy_together=0.45,
                                            concurrency=2.0, rate=1000.0)
     tuner = tuner_with(stage)
     _tick(tuner, clock, stage, 1000, 500, 1.0)
     assert stage.tuned_workers == 1
     _trial(tuner, clock, stage, rate_alone, 500, 1.0)
+    return stage, tuner
+
+
+@pytest.mark.parametrize(("rate_alone", "kept"), [(1100, True), (600, False)])
+def test_one_worker_for_serial_calls_is_kept_unless_slower_than_measured(
+        clock, tuner_with, rate_alone, kept):
+    # A machine busy with other work can make calls that run in parallel look serialized:
+    # one worker is judged on the rate its executor choice measured with two.
+    stage, tuner = _serial_trial(clock, tuner_with, FakeStage(workers=2), rate_alone)
     assert stage.tuned_workers == (1 if kept else 2)
     if not kept:
         assert "one worker was slower (600 elements/s) than 2 measured (1,000)" in \
@@ -278,12 +284,7 @@ def test_serial_calls_that_were_not_go_to_the_threads_their_scaling_says(
     # that fill it, not back to two and up one at a time.
     stage = FakeStage(workers=4)
     stage.tuned_workers = 2
-    stage.measured_calls = CallMeasurement(gil_share=1.0, busy_together=0.45,
-                                           concurrency=2.0, rate=1000.0)
-    tuner = tuner_with(stage)
-    _tick(tuner, clock, stage, 1000, 500, 1.0)
-    assert stage.tuned_workers == 1
-    _trial(tuner, clock, stage, rate_alone, 500, 1.0)
+    stage, tuner = _serial_trial(clock, tuner_with, stage, rate_alone)
     assert stage.tuned_workers == threads
     assert f"hold the GIL about {share} of their time: {threads} threads" in \
         tuner.decisions()[-1].reason
