@@ -25,6 +25,7 @@
 #define CPU_EVERY 8     /* of the timed calls, one in 8 also reads the thread's CPU clock */
 #define SLOW_NS 20000  /* calls slower than this on average: time every one */
 #define MAX_THREADS 16
+#define SIZED_FIRST 8   /* the first timed calls whose elements are sized, then one in 64 */
 
 typedef struct {
     PyObject_HEAD
@@ -159,7 +160,7 @@ static PyObject *probe_iternext(Probe *p) {
     note_thread(p);
     if (result == NULL) {
         note_end(p);
-    } else if (p->sizer != NULL && (p->sampled & 63) == 1) {
+    } else if (p->sizer != NULL && (p->sampled <= SIZED_FIRST || (p->sampled & 63) == 1)) {
         /* Measured now, the number kept, never the element: holding one a while (a 38 MB
          * batch of images) changes how the allocator reuses memory, and every later batch
          * then faulted in fresh pages (12% slower). */
@@ -339,7 +340,7 @@ static PyTypeObject ProbeType = {
     .tp_basicsize = sizeof(Probe),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Probe(inner, spans=None, max_spans=0, sizer=None): counts and samples a stage's next()\n"
-               "(sizer(element) -> bytes, called on one sampled call in 64).",
+               "(sizer(element) -> bytes, called on the first 8 timed calls, then one in 64).",
     .tp_new = probe_new,
     .tp_dealloc = (destructor)probe_dealloc,
     .tp_traverse = (traverseproc)probe_traverse,

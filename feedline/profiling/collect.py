@@ -12,8 +12,8 @@ extension a Python probe does the same, at a higher cost per element.
 
 Every ``interval`` seconds the pipeline's outermost probe, on the thread that reads the
 pipeline, takes a sample (:meth:`Collector.drive`): the fill of each stage's read-ahead
-buffer and the CPU time of each stage's worker threads. The probes measure the size of one
-timed element in 64 as they hand it out and keep the number, never the element (holding a
+buffer and the CPU time of each stage's worker threads. The probes measure the size of the
+first 8 timed elements, then one in 64, as they hand them out and keep the number, never the element (holding a
 38 MB batch of images a while made every later batch fault in fresh pages: 12% slower);
 :meth:`Collector.statistics` turns it all into a
 :class:`~feedline.profiling.records.PipelineStatistics`. Not a thread of its own: a thread
@@ -143,7 +143,7 @@ class PythonProbe:
             counts[1 if isinstance(error, StopIteration) else 2] += 1
             raise error
         sizer = self._probe_sizer
-        if sizer is not None and counts[3] % 64 == 1:
+        if sizer is not None and (counts[3] <= 8 or counts[3] % 64 == 1):
             # The number, never the element: holding one changes how memory is reused.
             try:
                 counts[11] += int(sizer(result))
@@ -183,8 +183,8 @@ def make_probe(inner: Any, spans: list[Any] | None = None, max_spans: int = 0,
                sizer: Callable[[Any], int] | None = None) -> Any:
     """A probe of ``inner``: the compiled one when built, else :class:`PythonProbe`.
 
-    ``sizer(element) -> bytes`` is called on one timed call in 64 (the probe keeps the
-    count and the sum, ``sized`` and ``sized_bytes``, never the element).
+    ``sizer(element) -> bytes`` is called on the first 8 timed calls, then one in 64 (the
+    probe keeps the count and the sum, ``sized`` and ``sized_bytes``, never the element).
 
     Example:
         >>> probe = make_probe(iter("ab"))

@@ -102,12 +102,21 @@ def test_probes_keep_no_element_once_handed_out(probe_kind):
 
 
 def test_probe_counts_the_sizes_it_measured(probe_kind):
-    probe = collect.make_probe(iter([b"a" * n for n in range(1, 200)]), sizer=len)
-    assert len(list(probe)) == 199
+    # Slow calls are all timed: the first call and the first 8 timed after it are sized,
+    # then one timed call in 64.
+    def slow_bytes():
+        for n in range(1, 201):
+            time.sleep(collect.SLOW_NS * 2e-9)
+            yield b"a" * n
+
+    probe = collect.make_probe(slow_bytes(), sizer=len)
+    assert len(list(probe)) == 200
     counts = probe._probe_counts()
-    # Every call is timed at first, then one in SAMPLE_EVERY; one timed call in 64 is sized.
-    assert counts["sized"] >= 1
-    assert counts["sized_bytes"] >= counts["sized"]
+    assert counts["untimed"] == 0
+    # Elements 1..9 (1..9 bytes), then those of timed calls 65, 129 and 193 after the
+    # first (elements 66, 130 and 194).
+    assert counts["sized"] == 12
+    assert counts["sized_bytes"] == sum(range(1, 10)) + 66 + 130 + 194
 
 
 def test_a_failing_sizer_is_a_warning_once_and_the_stage_goes_on(probe_kind):
