@@ -369,6 +369,8 @@ def test_worker_processes_report_their_stages(probe_kind):
                      ("block_shard", 2, 400), ("range", 3, 800)]
     assert stats.stages[0].executor == "processes" and stats.stages[0].parallelism == 2
     assert stats.stages[2].self_seconds > 0
+    # Sizes measured in the workers come back with their counts: 25 batches of 16 int64.
+    assert stats.stages[0].bytes == stats.stages[1].bytes == 25 * 16 * 8
     assert {span.process for span in stats.spans if span.stage == 2} == pids
     gone = psutil.wait_procs([psutil.Process(pid) for pid in pids if psutil.pid_exists(pid)],
                              timeout=10)[1]
