@@ -4,9 +4,9 @@
 
 1. **Statistics overhead**: the chess pipeline (TFRecord files, shuffle buffer, batch 512,
    vectorized parse on a parallel map, prefetch), the images pipeline (JPEG decode and
-   augment on a parallel map, batches of 38 MB, prefetch) and a per-element pipeline (a shuffle, a
-   Python ``map`` and ``filter`` per element, batch: the worst case, about 1 us of work per
-   element through three probed stages), each read with statistics off, on, and on
+   augment on a parallel map, batches of 38 MB, prefetch) and a per-element pipeline (a
+   shuffle, a Python ``map`` and ``filter`` per element, batch: the worst case, about 1 us
+   of work per element through three probed stages), each read with statistics off, on, and on
    with a trace, each for ``--overhead-seconds`` (the data repeated). Runs alternate (off,
    on, trace, then on, trace, off, …: each round in another order) so that load on a
    shared machine hits all three alike; the figure is the median of each round's own
@@ -152,9 +152,11 @@ def overhead_table(make: Callable[[], Any], rounds: int, seconds: float) -> dict
     table: dict[str, Any] = {mode: stats_module.median(values)
                              for mode, values in results.items()}
     for mode in ("on", "trace"):
-        ratios = sorted(a / b for a, b in zip(results[mode], results["off"], strict=True))
+        ratios = [a / b for a, b in zip(results[mode], results["off"], strict=True)]
         table[f"{mode}_ratio"] = stats_module.median(ratios)
-        table[f"{mode}_middle"] = (_quantile(ratios, 0.25), _quantile(ratios, 0.75))
+        quartiles = stats_module.quantiles(ratios, n=4, method="inclusive") \
+            if len(ratios) > 1 else ratios * 3
+        table[f"{mode}_middle"] = (quartiles[0], quartiles[2])
     table["rounds"] = rounds
     return table
 
@@ -218,15 +220,6 @@ def direct_cost(make: Callable[[], Any], seconds: float, per_call: float) -> dic
     return {"calls_per_second": calls, "probes": calls * per_call,
             "samples": sample_seconds / interval,
             "share": calls * per_call + sample_seconds / interval}
-
-
-def _quantile(ordered: list[float], q: float) -> float:
-    """The ``q`` quantile of sorted values, interpolated (``statistics.quantiles``'s
-    inclusive method, for any ``q``)."""
-    position = q * (len(ordered) - 1)
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def sweep(make: Callable[[int | None, int | None], Any], rounds: int, cores: int,
