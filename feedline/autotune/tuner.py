@@ -38,13 +38,13 @@ starts at its CPU budget; with no budget set (``Options.autotune.cpu_budget`` an
   at least :data:`SERIAL_GIL_SHARE` of their time run one worker (they run one at a time
   however many threads there are), kept unless slower than the rate measured meanwhile
   (a busy machine can make parallel calls look serial: then how the rate scaled gives
-  the GIL share, and the stage goes to the threads that fill the GIL); calls that left their CPUs idle part of the time when
-  running together (below :data:`FILL_BUSY`: waiting for the GIL, files, the network)
-  get, at once, as many threads as it takes for their GIL time to fill the GIL
-  (:data:`HEADROOM` over the share of a call's time holding it, within the stage's
-  threads), rather than one more per trial. The
-  other rules go on from there, and undo a start the measurement misled (a grow is tried
-  while the consumer waits on busy workers).
+  the GIL share, and the stage goes to the threads that fill the GIL); calls that left
+  their CPUs idle part of the time when running together (below :data:`FILL_BUSY`:
+  waiting for the GIL, files, the network) get, at once, as many threads as it takes for
+  their GIL time to fill the GIL (:data:`HEADROOM` over the share of a call's time
+  holding it, within the stage's threads), rather than one more per trial. The other
+  rules go on from there, and undo a start the measurement misled (a grow is tried while
+  the consumer waits on busy workers).
 * A trim that leaves the consumer waiting and the rate lower is undone; a grow that did not
   help is not tried again for a while, twice as long after each failure (at most
   :data:`MAX_EXPLORE_BACKOFF` times :data:`PAUSE_TICKS`).

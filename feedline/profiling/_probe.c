@@ -25,7 +25,8 @@
 #define CPU_EVERY 8     /* of the timed calls, one in 8 also reads the thread's CPU clock */
 #define SLOW_NS 20000  /* calls slower than this on average: time every one */
 #define MAX_THREADS 16
-#define SIZED_FIRST 8   /* the first timed calls whose elements are sized, then one in 64 */
+#define SIZED_FIRST 8   /* the first timed calls whose elements are sized, then ... */
+#define SIZE_MASK 63    /* ... one timed call in 64 */
 
 typedef struct {
     PyObject_HEAD
@@ -160,7 +161,7 @@ static PyObject *probe_iternext(Probe *p) {
     note_thread(p);
     if (result == NULL) {
         note_end(p);
-    } else if (p->sizer != NULL && (p->sampled <= SIZED_FIRST || (p->sampled & 63) == 1)) {
+    } else if (p->sizer != NULL && (p->sampled <= SIZED_FIRST || (p->sampled & SIZE_MASK) == 1)) {
         /* Measured now, the number kept, never the element: holding one a while (a 38 MB
          * batch of images) changes how the allocator reuses memory, and every later batch
          * then faulted in fresh pages (12% slower). */
@@ -367,7 +368,9 @@ PyMODINIT_FUNC PyInit__probe(void) {
     if (PyModule_AddObjectRef(module, "Probe", (PyObject *)&ProbeType) < 0 ||
         PyModule_AddIntConstant(module, "SAMPLE_EVERY", SAMPLE_MASK + 1) < 0 ||
         PyModule_AddIntConstant(module, "SLOW_NS", SLOW_NS) < 0 ||
-        PyModule_AddIntConstant(module, "CPU_EVERY", CPU_EVERY) < 0) {
+        PyModule_AddIntConstant(module, "CPU_EVERY", CPU_EVERY) < 0 ||
+        PyModule_AddIntConstant(module, "SIZED_FIRST", SIZED_FIRST) < 0 ||
+        PyModule_AddIntConstant(module, "SIZE_EVERY", SIZE_MASK + 1) < 0) {
         Py_DECREF(module);
         return NULL;
     }

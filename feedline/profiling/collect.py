@@ -12,11 +12,11 @@ extension a Python probe does the same, at a higher cost per element.
 
 Every ``interval`` seconds the pipeline's outermost probe, on the thread that reads the
 pipeline, takes a sample (:meth:`Collector.drive`): the fill of each stage's read-ahead
-buffer and the CPU time of each stage's worker threads. The probes measure the size of the
-first 8 timed elements, then one in 64, as they hand them out and keep the number, never the element (holding a
-38 MB batch of images a while made every later batch fault in fresh pages: 12% slower);
-:meth:`Collector.statistics` turns it all into a
-:class:`~feedline.profiling.records.PipelineStatistics`. Not a thread of its own: a thread
+buffer and the CPU time of each stage's worker threads. The probes measure the size of
+the first ``SIZED_FIRST`` timed elements, then one in ``SIZE_EVERY``, as they hand them out,
+and keep the number, never the element (holding a 38 MB batch of images a while made every
+later batch fault in fresh pages: 12% slower); :meth:`Collector.statistics` turns it all
+into a :class:`~feedline.profiling.records.PipelineStatistics`. Not a thread of its own: a thread
 that wakes to sample must take the GIL, which numpy calls release and take back at once,
 so it waited for it nearly all the time (a thread waking every 0.1 s ran 0-1 times in 2 s
 beside a pipeline with a shuffle), and a thread waiting for the GIL costs the others.
@@ -54,11 +54,11 @@ if TYPE_CHECKING:
     from feedline.core.iterator import DatasetIterator, IteratorContext
 
 try:
-    from feedline.profiling._probe import SAMPLE_EVERY, SLOW_NS
+    from feedline.profiling._probe import SAMPLE_EVERY, SIZE_EVERY, SIZED_FIRST, SLOW_NS
     from feedline.profiling._probe import Probe as _CProbe
 except ImportError:  # not compiled: the Python probe below
     _CProbe = None
-    SAMPLE_EVERY, SLOW_NS = 64, 20_000
+    SAMPLE_EVERY, SLOW_NS, SIZED_FIRST, SIZE_EVERY = 64, 20_000, 8, 64
 
 MAX_SPANS_PER_STAGE = 20_000
 """Timed calls kept per stage for a trace: a few seconds of a busy stage, bounded memory."""
@@ -143,7 +143,7 @@ class PythonProbe:
             counts[1 if isinstance(error, StopIteration) else 2] += 1
             raise error
         sizer = self._probe_sizer
-        if sizer is not None and (counts[3] <= 8 or counts[3] % 64 == 1):
+        if sizer is not None and (counts[3] <= SIZED_FIRST or counts[3] % SIZE_EVERY == 1):
             # The number, never the element: holding one changes how memory is reused.
             try:
                 counts[11] += int(sizer(result))
@@ -183,8 +183,9 @@ def make_probe(inner: Any, spans: list[Any] | None = None, max_spans: int = 0,
                sizer: Callable[[Any], int] | None = None) -> Any:
     """A probe of ``inner``: the compiled one when built, else :class:`PythonProbe`.
 
-    ``sizer(element) -> bytes`` is called on the first 8 timed calls, then one in 64 (the
-    probe keeps the count and the sum, ``sized`` and ``sized_bytes``, never the element).
+    ``sizer(element) -> bytes`` is called on the first ``SIZED_FIRST`` timed calls, then
+    one in ``SIZE_EVERY`` (the probe keeps the count and the sum, ``sized`` and
+    ``sized_bytes``, never the element).
 
     Example:
         >>> probe = make_probe(iter("ab"))
