@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
+import numbers
 import os
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +44,8 @@ class ThreadingOptions:
     close_timeout: float = 2.0
 
     def __post_init__(self) -> None:
+        _check_types(self)
+        _check_positive(self, "max_parallelism")
         if self.element_timeout is not None and not self.element_timeout > 0:
             raise ValueError(f"element_timeout must be None or > 0, got {self.element_timeout!r}")
         if not self.close_timeout >= 0:
@@ -87,6 +93,11 @@ class AutotuneOptions:
     processes: bool | None = None
     tune: bool = True
 
+    def __post_init__(self) -> None:
+        _check_types(self)
+        _check_positive(self, "cpu_budget")
+        _check_positive(self, "ram_budget")
+
 
 @dataclass(frozen=True)
 class OptimizationOptions:
@@ -105,6 +116,9 @@ class OptimizationOptions:
     map_fusion: bool = True
     inject_prefetch: bool = False
     map_vectorization: bool = True
+
+    def __post_init__(self) -> None:
+        _check_types(self)
 
 
 class AutoShardPolicy(enum.IntEnum):
@@ -147,6 +161,9 @@ class DistributeOptions:
 
     auto_shard_policy: AutoShardPolicy = AutoShardPolicy.AUTO
 
+    def __post_init__(self) -> None:
+        _check_types(self)
+
 
 @dataclass(frozen=True)
 class ProfilingOptions:
@@ -170,6 +187,7 @@ class ProfilingOptions:
     interval: float = 0.1
 
     def __post_init__(self) -> None:
+        _check_types(self)
         if not self.interval > 0:
             raise ValueError(f"ProfilingOptions.interval must be > 0, got {self.interval!r}")
 
@@ -203,6 +221,9 @@ class Options:
     distribute: DistributeOptions = field(default_factory=DistributeOptions)
     profiling: ProfilingOptions = field(default_factory=ProfilingOptions)
 
+    def __post_init__(self) -> None:
+        _check_types(self)
+
     def merge(self, newer: Options) -> Options:
         """Combine with ``newer``; fields ``newer`` sets to a non-default value win."""
         return _merge(self, newer)  # type: ignore[return-value]
@@ -231,6 +252,53 @@ class Options:
             return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
         except (ValueError, OSError, AttributeError):  # not every platform reports it
             return 1 << 30
+
+
+def _check_types(options: Any) -> None:
+    """Raise ``TypeError`` naming the field and the expected type for a wrongly typed field.
+
+    Checked at construction: a wrong type found later surfaces as an internal
+    ``AttributeError`` far from the mistake (``Options(autotune=True)``). ``bool`` is not
+    accepted where a number is meant, nor a number where a ``bool`` is (``"yes"`` and ``1``
+    are not ``True`` here, as in ``tf.data.Options``).
+    """
+    hints = _type_hints(type(options))
+    for f in dataclasses.fields(options):
+        value = getattr(options, f.name)
+        expected = hints[f.name]
+        allowed = typing.get_args(expected) if isinstance(expected, types.UnionType) else (expected,)
+        if any(_is_instance(value, kind) for kind in allowed):
+            continue
+        if AutoShardPolicy in allowed and isinstance(value, int) and not isinstance(value, bool):
+            try:  # tf.data accepts the policy's integer value too
+                object.__setattr__(options, f.name, AutoShardPolicy(value))
+                continue
+            except ValueError:
+                pass
+        names = " or ".join("None" if kind is type(None) else kind.__name__ for kind in allowed)
+        raise TypeError(
+            f"{type(options).__name__}.{f.name} must be {names}, got {value!r} "
+            f"({type(value).__name__})"
+        )
+
+
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _is_instance(value: Any, kind: type) -> bool:
+    if kind is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if kind is int:  # NumPy integers too (a seed from np.random)
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _check_positive(options: Any, name: str) -> None:
+    value = getattr(options, name)
+    if value is not None and value <= 0:
+        raise ValueError(f"{type(options).__name__}.{name} must be None or > 0, got {value!r}")
 
 
 def _merge(old: Any, new: Any) -> Any:
