@@ -320,11 +320,10 @@ class PipelineIterator:
         return self
 
     def __next__(self) -> Any:
-        lock, root = self._lock, self._root
-        # An error's traceback keeps this frame alive: without ``self`` in it, an iterator
-        # the user abandons while keeping the error is still collected, and so closed.
-        del self
-        with lock:
+        # ``self`` stays referenced for the whole call: in ``iter(ds).__next__()`` this frame
+        # holds the only reference, and dropping it would close the pipeline mid-call.
+        root = self._root
+        with self._lock:
             if root._closed:
                 raise StopIteration
             try:
@@ -332,6 +331,10 @@ class PipelineIterator:
             except StopIteration:
                 raise
             except BaseException:
+                # An error's traceback keeps this frame alive: without ``self`` in it, an
+                # iterator the user abandons while keeping the error is still collected,
+                # and so closed.
+                del self
                 if root._closed:
                     # close() from another thread ended this call: whatever that left it
                     # with (an internal BufferClosed, a cancelled call), the consumer stops.

@@ -100,3 +100,11 @@ def test_graph_is_picklable_without_running():
     ds = fl.Dataset.range(5).batch(2).prefetch(1)
     clone = pickle.loads(pickle.dumps(ds))
     assert [b.tolist() for b in clone] == [[0, 1], [2, 3], [4]]
+
+
+def test_next_called_on_a_temporary_iterator_returns_its_first_element():
+    # The temporary's only reference is the call's own frame: the call must not close it.
+    ds = fl.Dataset.range(5).map(lambda x: x + 1, num_parallel_calls=2).prefetch(2)
+    assert int(iter(ds).__next__()) == 1
+    assert int(ds.as_numpy_iterator().__next__()) == 1
+    assert int(iter(fl.Dataset.range(5)).__next__()) == 0
