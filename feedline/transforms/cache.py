@@ -138,6 +138,7 @@ class _FileReader(_Reader):
         self._path = path
         self._count = count
         self._types = types
+        self._ended = False
         self._file: IO[bytes] = open(path, "rb")  # noqa: SIM115 -- closed by close()
         try:
             self._file.seek(len(header))
@@ -162,12 +163,15 @@ class _FileReader(_Reader):
                              record_index=self.position)
 
     def next(self) -> Element:
+        if self._ended:  # after the end, next() ends again (batch asks once more)
+            raise StopIteration
         start = self._file.tell()
         line = self._file.readline()
         if line.startswith(b"#end ") or not line:
             if self.position != self._count or not line:
                 raise self._damaged(start, f"expected {self._count} records, found "
                                     f"{self.position}")
+            self._ended = True
             raise StopIteration
         if not line.endswith(b"\n") or line[8:9] != b" ":
             raise self._damaged(start, "not a cache record (truncated or edited)")

@@ -305,3 +305,26 @@ def test_a_hostile_cache_file_runs_nothing(tmp_path):
         with pytest.raises(fl.DataLossError, match="record 0"):
             list(fl.Dataset.from_tensors(Point(np.int64(1), np.int64(2))).cache(prefix))
         assert not marker.exists()
+
+
+# ----------------------------------------------------------------------------- after the end
+@pytest.mark.parametrize("filename", ["", "c"])
+def test_a_partial_last_batch_replays_the_cache_every_epoch(tmp_path, filename):
+    # batch asks its input again after the end (the partial last batch): the cache must end
+    # again, never report damage (issue 26: "damaged cache record 10 ... found 10").
+    prefix = str(tmp_path / filename) if filename else ""
+    ds = fl.Dataset.range(10).cache(prefix).batch(4).repeat(3)
+    assert [b.tolist() for b in ds] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]] * 3
+    assert [b.tolist() for b in ds] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]] * 3
+
+
+@pytest.mark.parametrize("filename", ["", "c"])
+def test_next_after_the_end_ends_again_forever(tmp_path, filename):
+    prefix = str(tmp_path / filename) if filename else ""
+    ds = fl.Dataset.range(3).cache(prefix)
+    for _ in range(2):  # the pass that fills the cache, then one that replays it
+        with iter(ds) as it:
+            assert ints(it) == [0, 1, 2]
+            for _ in range(3):
+                with pytest.raises(StopIteration):
+                    next(it)
