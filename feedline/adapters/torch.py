@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import collections
 import os
+import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Self
 
 import numpy as np
@@ -292,7 +293,12 @@ class Loader:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def __del__(self) -> None:
+    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+        # At interpreter exit feedline's atexit hook has already closed every pipeline, and
+        # module globals (``warnings`` among them) may be gone: nothing to do, nothing to say.
+        # ``sys.is_finalizing`` is bound as a default because ``sys`` may be gone too.
+        if _finalizing():
+            return
         feeder = getattr(self, "_feeder", None)
         if feeder is not None:
             with warnings.catch_warnings():
