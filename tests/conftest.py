@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import gc
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,21 @@ from feedline.testing import feedline_threads
 
 # Test data lives in the repository, so a fresh clone tests with nothing beside it.
 TESTDATA = Path(__file__).resolve().parent / "data"
+
+
+def pytest_configure(config):
+    """Derived files (TFRecord indexes) go to a temporary cache folder, never the home one."""
+    global _cache_dir
+    _cache_dir = tempfile.mkdtemp(prefix="feedline-test-cache-")
+    os.environ["FEEDLINE_CACHE_DIR"] = _cache_dir
+
+
+def pytest_unconfigure(config):
+    if _cache_dir is not None:
+        shutil.rmtree(_cache_dir, ignore_errors=True)
+
+
+_cache_dir: str | None = None
 
 
 def pytest_collection_finish(session):

@@ -2,11 +2,19 @@
 
 Reading record ``i`` of a TFRecord file needs its byte offset, which only a scan of the
 framing can find (each record starts with its length). :func:`load_index` scans a file once
--- reading only the 12-byte headers, checking each length's CRC -- and stores the offsets
-(``int64``, plus the end of the file) in ``<file>.flidx`` beside it, or, when that folder
-cannot be written (or the file is remote), in a cache folder: ``$FEEDLINE_CACHE_DIR`` or
-``~/.cache/feedline``, under ``tfrecord-index/``. An index records the file's size and
-modification time and a CRC32C of itself; a stale or damaged index is rebuilt, never trusted.
+-- reading only the 12-byte headers, checking each length's CRC -- and keeps the offsets
+(``int64``, plus the end of the file) in feedline's cache folder, never beside the data:
+``$FEEDLINE_CACHE_DIR/indexes``, by default ``$XDG_CACHE_HOME/feedline/indexes``
+(``~/.cache/feedline/indexes``), one file per data file, named by a digest of its path.
+A user's data folders are only ever read (an index written there would be read as data by
+the next ``list_files(folder + "/*")``). Where the cache folder cannot be written, indexes
+live in this process's memory.
+
+An index records the data file's size and modification time and a CRC32C of itself: one
+that is stale or damaged (its CRC) is rebuilt, never trusted; one whose CRC holds but whose
+offsets do not describe the data file (not starting at 0, a record shorter than its
+framing, or not ending at the file's size -- a shortened index would hide records) is a
+:class:`~feedline.core.errors.DataLossError` naming both files.
 
 :class:`TFRecordRandomReader` then reads any record with one positioned read (``os.pread``
 on local files, kept open; fsspec ranges elsewhere) and checks both CRCs, as the sequential
@@ -54,15 +62,16 @@ PROGRESS_BYTES = 1 << 30
 
 
 def cache_dir() -> Path:
-    """Where indexes go when they cannot go beside their file.
+    """The folder indexes are kept in: ``$FEEDLINE_CACHE_DIR/indexes``, by default under the
+    XDG cache folder (``$XDG_CACHE_HOME/feedline/indexes``, ``~/.cache/feedline/indexes``).
 
     Example:
         >>> cache_dir().name
-        'tfrecord-index'
+        'indexes'
     """
     root = os.environ.get("FEEDLINE_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "feedline")
-    return Path(root) / "tfrecord-index"
+    return Path(root) / "indexes"
 
 
 def _is_local(path: str) -> bool:
@@ -86,19 +95,26 @@ def _file_identity(path: str) -> tuple[int, int]:
     return int(info["size"]), int(float(modified) * 1e9)
 
 
-def index_locations(path: str) -> list[str]:
-    """Where the index of ``path`` may be: beside it (local files), then in the cache.
+def index_path(path: str) -> str:
+    """Where the index of data file ``path`` is kept: the cache folder (:func:`cache_dir`),
+    under a digest of the file's absolute path or URL (the file's size and modification
+    time are inside it, checked on every use).
 
     Example:
-        >>> index_locations("/data/a.tfrecord")[0]
-        '/data/a.tfrecord.flidx'
+        >>> import os
+        >>> name = os.path.basename(index_path("/data/a.tfrecord"))
+        >>> name.endswith("-a.tfrecord.flidx"), index_path("/data/a.tfrecord").startswith("/data")
+        (True, False)
     """
-    digest = hashlib.sha256(os.path.abspath(path).encode() if _is_local(path)
-                            else path.encode()).hexdigest()[:16]
-    cached = str(cache_dir() / f"{digest}-{os.path.basename(path.rstrip('/'))}{INDEX_SUFFIX}")
-    if _is_local(path):
-        return [_local_path(path) + INDEX_SUFFIX, cached]
-    return [cached]
+    key = os.path.abspath(_local_path(path)) if _is_local(path) else path
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return str(cache_dir() / f"{digest}-{os.path.basename(path.rstrip('/'))}{INDEX_SUFFIX}")
+
+
+_MEMORY: dict[tuple[str, int, int], np.ndarray] = {}
+"""Indexes of this process that the cache folder could not take: (file, size, mtime) ->
+offsets."""
+_MEMORY_LOCK = threading.Lock()
 
 
 def _encode(offsets: np.ndarray, size: int, mtime_ns: int) -> bytes:
@@ -109,8 +125,16 @@ def _encode(offsets: np.ndarray, size: int, mtime_ns: int) -> bytes:
     return body + _FOOTER.pack(_crc32c(body))
 
 
-def _decode(data: bytes, size: int, mtime_ns: int) -> np.ndarray | None:
-    """The offsets in an index file, or ``None`` if it is damaged or for another version."""
+def _decode(data: bytes, size: int, mtime_ns: int, path: str = "<data file>",
+            location: str = "<index>") -> np.ndarray | None:
+    """The offsets in an index file, or ``None`` if it is damaged, stale or for another
+    version (it is then rebuilt).
+
+    Raises:
+        DataLossError: The index checks out (CRC, size, time) but its offsets do not
+            describe ``path``: they must start at 0, step by at least a record's framing
+            (16 bytes) and end at the file's size.
+    """
     from feedline.formats.tfrecord import _crc32c
 
     if len(data) < _PREAMBLE.size + 8 + _FOOTER.size:
@@ -122,7 +146,30 @@ def _decode(data: bytes, size: int, mtime_ns: int) -> np.ndarray | None:
     if (magic != _MAGIC or version != _VERSION or saved_size != size
             or saved_mtime != mtime_ns or len(body) != _PREAMBLE.size + 8 * (records + 1)):
         return None
-    return np.frombuffer(body, dtype="<i8", offset=_PREAMBLE.size).astype(np.int64)
+    offsets = np.frombuffer(body, dtype="<i8", offset=_PREAMBLE.size).astype(np.int64)
+    problem = _offsets_problem(offsets, size)
+    if problem:
+        raise DataLossError(
+            f"{location}: the record index of {path} does not describe it: {problem}; "
+            "delete the index to have it rebuilt", path=location)
+    return offsets
+
+
+def _offsets_problem(offsets: np.ndarray, size: int) -> str:
+    """What is wrong with ``offsets`` as the record starts (and end) of a file of ``size``
+    bytes; empty if nothing."""
+    if offsets[0] != 0:
+        return f"expected the first record at byte 0, found {int(offsets[0])}"
+    if offsets[-1] != size:
+        return (f"expected the last record to end at the file's size, {size} bytes, found "
+                f"{int(offsets[-1])} ({len(offsets) - 1} records)")
+    steps = np.diff(offsets)
+    short = np.flatnonzero(steps < _HEADER_SIZE + _FOOTER_SIZE)
+    if short.size:
+        at = int(short[0])
+        return (f"expected record {at} (at byte {int(offsets[at])}) to span at least "
+                f"{_HEADER_SIZE + _FOOTER_SIZE} bytes (its framing), found {int(steps[at])}")
+    return ""
 
 
 def scan_offsets(path: str, size: int) -> np.ndarray:
@@ -197,29 +244,39 @@ def _write_atomically(target: str, data: bytes) -> bool:
 def load_index(path: str) -> np.ndarray:
     """Record offsets of ``path`` (and its end), from its index, built when missing or stale.
 
+    The index is kept in the cache folder (:func:`index_path`), or in memory where that
+    cannot be written; nothing is written beside ``path``.
+
+    Raises:
+        DataLossError: The data file is damaged (a length's CRC, a truncated record), or a
+            checked-out index does not describe it (see :func:`_decode`).
+
     Example:
         >>> import feedline as fl, tempfile, os
         >>> folder = tempfile.mkdtemp()
         >>> path = os.path.join(folder, "a.tfrecord")
         >>> _ = fl.write_tfrecord(fl.Dataset.from_tensor_slices([b"ab", b"c"]), path)
-        >>> load_index(path).tolist(), os.path.exists(path + ".flidx")
-        ([0, 18, 35], True)
+        >>> load_index(path).tolist(), os.listdir(folder)
+        ([0, 18, 35], ['a.tfrecord'])
     """
     size, mtime_ns = _file_identity(path)
-    locations = index_locations(path)
-    for location in locations:
-        try:
-            with open(location, "rb") as saved:
-                offsets = _decode(saved.read(), size, mtime_ns)
-        except OSError:
-            continue
-        if offsets is not None:
-            return offsets
+    location = index_path(path)
+    with _MEMORY_LOCK:
+        offsets = _MEMORY.get((location, size, mtime_ns))
+    if offsets is not None:
+        return offsets
+    try:
+        with open(location, "rb") as saved:
+            data = saved.read()
+    except OSError:
+        data = b""
+    offsets = _decode(data, size, mtime_ns, path, location)
+    if offsets is not None:
+        return offsets
     offsets = scan_offsets(path, size)
-    encoded = _encode(offsets, size, mtime_ns)
-    for location in locations:
-        if _write_atomically(location, encoded):
-            break
+    if not _write_atomically(location, _encode(offsets, size, mtime_ns)):
+        with _MEMORY_LOCK:
+            _MEMORY[(location, size, mtime_ns)] = offsets
     return offsets
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import feedline as fl
-from feedline.formats.tfrecord_index import INDEX_SUFFIX, index_locations, load_index
+from feedline.formats.tfrecord_index import INDEX_SUFFIX, _encode, index_path, load_index
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "tfrecord"
 RAW = [bytes.fromhex(h) for h in json.loads((GOLDEN / "raw.expected.json").read_text())[
@@ -39,7 +39,8 @@ def test_golden_records_by_index(golden):
         assert ds[-1] == expected[-1]
     raw = fl.TFRecordDataset(str(golden / "raw.tfrecord"))
     assert [raw[i] for i in (4, 0, 3, 1, 2)] == [RAW[i] for i in (4, 0, 3, 1, 2)]
-    assert (golden / ("raw.tfrecord" + INDEX_SUFFIX)).exists()
+    assert os.path.isfile(index_path(str(golden / "raw.tfrecord")))
+    assert not list(golden.glob("*" + INDEX_SUFFIX))  # nothing written beside the data
     # The offsets TensorFlow's framing gives: 5 records of 0, 1, 11, 256 and 70000 bytes.
     assert load_index(str(golden / "raw.tfrecord")).tolist() == [0, 16, 33, 60, 332, 70348]
 
@@ -90,7 +91,7 @@ def test_stale_index_is_rebuilt(tmp_path):
 def test_damaged_index_is_rebuilt(tmp_path):
     path = write(tmp_path / "a.tfrecord", [b"x", b"yy", b"zzz"])
     load_index(path)
-    index = Path(path + INDEX_SUFFIX)
+    index = Path(index_path(path))
     data = bytearray(index.read_bytes())
     data[-10] ^= 0xFF
     index.write_bytes(bytes(data))
@@ -98,15 +99,38 @@ def test_damaged_index_is_rebuilt(tmp_path):
     assert index.read_bytes() != bytes(data)  # written again, whole
 
 
-def test_an_unwritable_place_beside_the_file_uses_the_cache(tmp_path, monkeypatch):
+def test_reading_writes_nothing_into_the_data_folder(tmp_path):
+    # Issue 29.3: list(ds) and len(ds) wrote part-0.flidx beside part-0, and the next
+    # list_files(folder + "/*") read the index as a TFRecord file (DataLossError).
+    folder = tmp_path / "data"
+    folder.mkdir()
+    paths = [write(folder / f"part-{i}", [b"%d:%d" % (i, j) for j in range(3)]) for i in range(2)]
+    ds = fl.TFRecordDataset(paths)
+    assert len(ds) == 6 and ds[4] == b"1:1" and len(list(ds.global_shuffle(seed=1))) == 6
+    assert sorted(os.listdir(folder)) == ["part-0", "part-1"]
+    files = fl.Dataset.list_files(str(folder / "*"), shuffle=False)
+    again = fl.TFRecordDataset(files)
+    assert list(again) == [b"%d:%d" % (i, j) for i in range(2) for j in range(3)]
+
+
+def test_indexes_go_to_the_xdg_cache_folder_by_default(tmp_path, monkeypatch):
+    monkeypatch.delenv("FEEDLINE_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     path = write(tmp_path / "a.tfrecord", [b"x", b"yy"])
-    os.mkdir(path + INDEX_SUFFIX)  # the index cannot be written there (root ignores modes)
+    assert fl.TFRecordDataset(path)[1] == b"yy"
+    assert index_path(path).startswith(str(tmp_path / "xdg" / "feedline" / "indexes") + os.sep)
+    assert os.path.isfile(index_path(path))
+    monkeypatch.setenv("FEEDLINE_CACHE_DIR", str(tmp_path / "mine"))
+    assert index_path(path).startswith(str(tmp_path / "mine" / "indexes") + os.sep)
+
+
+def test_an_unwritable_cache_folder_keeps_indexes_in_memory(tmp_path, monkeypatch):
+    path = write(tmp_path / "a.tfrecord", [b"x", b"yy"])
+    (tmp_path / "cache").write_bytes(b"")  # a file: no folder can be made there
     monkeypatch.setenv("FEEDLINE_CACHE_DIR", str(tmp_path / "cache"))
     assert fl.TFRecordDataset(path)[1] == b"yy"
-    cached = index_locations(path)[1]
-    assert cached.startswith(str(tmp_path / "cache" / "tfrecord-index"))
-    assert os.path.isfile(cached)
-    assert fl.TFRecordDataset(path)[0] == b"x"  # read back from the cache
+    assert fl.TFRecordDataset(path)[0] == b"x"
+    assert sorted(os.listdir(tmp_path)) == ["a.tfrecord", "cache"]
 
 
 def test_remote_files_are_indexed_in_the_cache(tmp_path, monkeypatch):
@@ -116,10 +140,35 @@ def test_remote_files_are_indexed_in_the_cache(tmp_path, monkeypatch):
     try:
         ds = fl.TFRecordDataset(url)
         assert [ds[i] for i in (2, 0, 1)] == [b"ccc", b"a", b"bb"]
-        assert index_locations(url) == [index_locations(url)[0]]
-        assert os.path.exists(index_locations(url)[0])
+        assert index_path(url).startswith(str(tmp_path / "cache" / "indexes"))
+        assert os.path.exists(index_path(url))
     finally:
         fsspec.filesystem("memory").rm("/index-test", recursive=True)
+
+
+def _forge_index(path, offsets):
+    """An index of ``path`` whose CRC, size and time all check out, holding ``offsets``."""
+    stat = os.stat(path)
+    Path(index_path(path)).parent.mkdir(parents=True, exist_ok=True)
+    Path(index_path(path)).write_bytes(_encode(np.asarray(offsets, np.int64), stat.st_size,
+                                               stat.st_mtime_ns))
+
+
+@pytest.mark.parametrize("offsets, message", [
+    # A record of no bytes (was struct.error on reading it).
+    ([0, 0, 18, 35], r"expected record 0 \(at byte 0\) to span at least 16 bytes .*found 0"),
+    # Consistent but shortened: the last record hidden (was read silently).
+    ([0, 18], r"expected the last record to end at the file's size, 35 bytes, found 18 "
+              r"\(1 records\)"),
+    ([5, 18, 35], "expected the first record at byte 0, found 5"),
+])
+def test_a_forged_index_is_data_loss_naming_both_files(tmp_path, offsets, message):
+    path = write(tmp_path / "a.tfrecord", [b"ab", b"c"])
+    _forge_index(path, offsets)
+    with pytest.raises(fl.DataLossError, match=message) as raised:
+        len(fl.TFRecordDataset(path))
+    assert raised.value.path == index_path(path)
+    assert str(path) in str(raised.value) and "delete the index" in str(raised.value)
 
 
 def test_a_file_changed_after_indexing_is_data_loss(tmp_path):
