@@ -224,6 +224,9 @@ def decode(value: Any, types: DeclaredTypes | None = None) -> Any:
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
             binascii.Error) as error:
         raise CheckpointError(f"damaged element in the state: {error!r}") from None
+    except RecursionError:
+        raise CheckpointError("damaged element in the state: nested deeper than the "
+                              "interpreter's stack allows (not an encoded element)") from None
 
 
 def _decode(value: Any, types: DeclaredTypes) -> Any:

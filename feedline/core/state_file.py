@@ -58,23 +58,36 @@ def _extract(value: Any, blobs: list[bytes], offset: list[int]) -> Any:
     return value
 
 
-def _restore(value: Any, blob: memoryview) -> Any:
+def _restore(value: Any, blob: memoryview, name: str) -> Any:
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for key, item in value.items():
-            original = next((k for k, ref in _RAW_KEYS.items() if ref == key), None)
+            original = _ORIGINAL_KEYS.get(key)
             if original is not None:
-                start, length = int(item[0]), int(item[1])
-                if start < 0 or length < 0 or start + length > len(blob):
-                    raise CheckpointError(f"state file: payload [{start}, {length}] lies outside "
+                start, length = _reference(item, key, name)
+                if start + length > len(blob):
+                    raise CheckpointError(f"{name}: payload [{start}, {length}] lies outside "
                                           f"its binary section of {len(blob)} bytes (truncated?)")
                 out[original] = base64.b64encode(blob[start:start + length]).decode("ascii")
             else:
-                out[key] = _restore(item, blob)
+                out[key] = _restore(item, blob, name)
         return out
     if isinstance(value, list):
-        return [_restore(item, blob) for item in value]
+        return [_restore(item, blob, name) for item in value]
     return value
+
+
+_ORIGINAL_KEYS = {reference: key for key, reference in _RAW_KEYS.items()}
+
+
+def _reference(item: Any, key: str, name: str) -> tuple[int, int]:
+    """The ``[offset, length]`` a payload reference holds (two integers >= 0)."""
+    if not (isinstance(item, list) and len(item) == 2
+            and all(type(n) is int and n >= 0 for n in item)):
+        raise CheckpointError(f"{name}: damaged state file: {key!r} must hold a payload "
+                              f"reference [offset, length] of two integers >= 0, found "
+                              f"{json.dumps(item)[:80]}")
+    return item[0], item[1]
 
 
 def save_state(path: str | os.PathLike[str] | IO[bytes], state: dict[str, Any]) -> int:
@@ -122,8 +135,9 @@ def load_state(path: str | os.PathLike[str] | IO[bytes]) -> dict[str, Any]:
     """Read a state written by :func:`save_state`, for ``load_state_dict()``.
 
     Raises:
-        CheckpointError: Not a state file, or truncated. (Other damage is found by the
-            state's own checksum when it is loaded into an iterator.)
+        CheckpointError: Not a state file, truncated, or its JSON part is not what
+            :func:`save_state` writes (the message names the file). Other damage is found by
+            the state's own checksum when it is loaded into an iterator.
     """
     if hasattr(path, "read"):
         data = path.read()  # type: ignore[union-attr]
@@ -142,9 +156,14 @@ def load_state(path: str | os.PathLike[str] | IO[bytes]) -> dict[str, Any]:
                               f"bytes from byte {start}, the file has {len(data)})")
     try:
         skeleton = json.loads(data[start:start + length])
-    except ValueError as error:
+        state = _restore(skeleton, memoryview(data)[start + length:], name)
+    except ValueError as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise CheckpointError(f"{name}: damaged state file: {error}") from None
-    state = _restore(skeleton, memoryview(data)[start + length:])
+    except RecursionError:
+        # A state nests a level per stage and per element container: JSON nested as deep as
+        # the interpreter's stack is not one.
+        raise CheckpointError(f"{name}: damaged state file: its JSON part is nested deeper "
+                              "than any state (expected a state_dict())") from None
     if not isinstance(state, dict):
         raise CheckpointError(f"{name}: damaged state file (not a state)")
     return state

@@ -106,3 +106,11 @@ def test_a_buffer_of_bytes_is_one_payload():
 def test_a_buffer_whose_lengths_do_not_add_up_is_refused(lengths):
     with pytest.raises(CheckpointError, match="damaged element"):
         decode({"bl": "YWJj", "n": lengths})
+
+
+def test_an_element_nested_past_the_stack_is_a_checkpoint_error():
+    value = 1
+    for _ in range(100_000):
+        value = {"t": [value]}
+    with pytest.raises(CheckpointError, match="nested deeper than the interpreter's stack"):
+        decode(value)

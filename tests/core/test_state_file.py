@@ -92,3 +92,34 @@ def test_a_buffer_of_bytes_is_written_raw(tmp_path):
     assert size < 100_000 * 1.05  # base64 in JSON would be 1.33 times the payload
     loaded = fl.load_state(tmp_path / "state")
     assert loaded == state and decode(loaded["buffer"]) == records
+
+
+def _state_file(json_text: str) -> io.BytesIO:
+    """A state file whose JSON part is ``json_text`` and whose binary section is 4 bytes."""
+    from feedline.core.state_file import MAGIC
+
+    data = json_text.encode()
+    return io.BytesIO(MAGIC + len(data).to_bytes(8, "little") + data + b"abcd")
+
+
+@pytest.mark.parametrize("json_text, message", [
+    # Was RecursionError from deep inside json.
+    ('{"a":' * 100_000 + "1" + "}" * 100_000, "nested deeper than any state"),
+    # Were TypeError, IndexError, ValueError, OverflowError.
+    ('{"x": {"raw@": 5}}', r"'raw@' must hold a payload reference \[offset, length\] .*found 5"),
+    ('{"x": {"b@": [1]}}', r"'b@' must hold a payload reference .*found \[1\]"),
+    ('{"x": {"bl@": ["a", 2]}}', "'bl@' must hold a payload reference"),
+    ('{"x": {"raw@": [1e400, 2]}}', "'raw@' must hold a payload reference"),
+    ('{"x": {"raw@": [-1, 2]}}', "'raw@' must hold a payload reference"),
+    ('{"x": {"raw@": [3, 2]}}', r"payload \[3, 2\] lies outside its binary section of 4 bytes"),
+])
+def test_a_crafted_state_file_is_a_checkpoint_error_naming_it(json_text, message):
+    file = _state_file(json_text)
+    file.name = "crafted.state"
+    with pytest.raises(fl.CheckpointError, match=f"crafted.state: .*{message}"):
+        fl.load_state(file)
+
+
+def test_a_well_formed_reference_still_restores():
+    file = _state_file('{"x": {"b@": [1, 2], "n": 3}}')
+    assert fl.load_state(file) == {"x": {"b": "YmM=", "n": 3}}
