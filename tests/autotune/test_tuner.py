@@ -20,6 +20,7 @@ from feedline.autotune.tuner import (
     TuningCounters,
 )
 from feedline.testing.threads import no_leaked_threads
+from gil_measurements import measure_as, serialized_by_the_gil, waiting
 
 
 class FakeStage:
@@ -497,54 +498,50 @@ def test_a_tuned_map_may_grow_past_its_cpus_only_without_a_budget(budget):
         assert [int(x) for x in it] == list(range(1, 51))
 
 
-def _first_decision_citing(fn, words: str):
+def _first_decision(fn, done):
     """Reads ``map(fn, AUTOTUNE)`` over ``range(200)`` repeated, checking every epoch's
-    output, until the tuner makes a decision whose reason has ``words``; returns it."""
+    output, until the tuner makes a decision for which ``done(decision)`` holds; returns it."""
     options = fl.Options(autotune=fl.AutotuneOptions(processes=False),
                          profiling=fl.ProfilingOptions(statistics=True))
     ds = fl.Dataset.range(200).map(fn, num_parallel_calls=fl.AUTOTUNE)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     with no_leaked_threads(), iter(ds.repeat().with_options(options)) as it:
-        while not any(words in d.reason for d in it.statistics().tuning):
+        while not any(done(d) for d in it.statistics().tuning):
             assert [int(next(it)) for _ in range(200)] == list(range(200))
-            assert time.monotonic() < deadline, it.statistics().tuning
-        return next(d for d in it.statistics().tuning if words in d.reason)
+            assert time.monotonic() < deadline, (
+                f"timed out after 60 s waiting for the tuner's decision; it made: "
+                f"{it.statistics().tuning}")
+        return next(d for d in it.statistics().tuning if done(d))
 
 
-def test_an_autotune_map_of_calls_holding_the_gil_is_tuned_to_one_worker():
-    # Pure Python calls: the executor choice measures them serialized by the GIL (the lock
-    # in the closure does not pickle: they stay on threads), and the tuner then runs one
-    # worker. The output is exact meanwhile.
+def test_an_autotune_map_of_calls_holding_the_gil_is_tuned_to_one_worker(monkeypatch):
+    # Calls measured serialized by the GIL (the lock in the closure does not pickle: they
+    # stay on threads), and the tuner then runs one worker. The output is exact meanwhile.
     from feedline.core.validation import schedulable_cpus
 
     if schedulable_cpus() < 2:
         pytest.skip("the executor choice measures nothing on one CPU")
+    measure_as(monkeypatch, serialized_by_the_gil)
     unpicklable = threading.Lock()
 
     def spin(x):
         with unpicklable:
             pass
-        total = 0
-        for i in range(5000):
-            total += i
         return x
 
-    assert _first_decision_citing(spin, "hold the GIL").new == 1
+    decision = _first_decision(spin, lambda d: d.new < d.old)
+    assert decision.new == 1
 
 
-def test_an_autotune_map_of_waiting_calls_gets_every_thread_at_once():
-    # Calls that sleep leave their CPUs idle: measured, the stage gets all its threads
-    # (two per CPU with no budget set) at once. The output is exact meanwhile.
+def test_an_autotune_map_of_waiting_calls_gets_every_thread_at_once(monkeypatch):
+    # Calls measured waiting leave their CPUs idle: the stage gets all its threads (two per
+    # CPU with no budget set) at once. The output is exact meanwhile.
     from feedline.core.validation import schedulable_cpus
 
     if schedulable_cpus() < 2:
         pytest.skip("the executor choice measures nothing on one CPU")
-
-    def wait(x):
-        time.sleep(0.002)
-        return x
-
-    decision = _first_decision_citing(wait, "threads fill the CPUs")
+    measure_as(monkeypatch, waiting)
+    decision = _first_decision(lambda x: x, lambda d: d.new > d.old)
     assert decision.new == 2 * decision.old
 
 

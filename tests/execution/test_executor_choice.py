@@ -6,6 +6,7 @@ import logging
 import time
 
 import pytest
+from gil_measurements import measure_as, serialized_by_the_gil, waiting
 from process_helpers import worker_processes
 
 import feedline as fl
@@ -71,7 +72,8 @@ def decision_of(ds: fl.Dataset, count: int):
 
 
 @needs_two_cpus
-def test_gil_bound_function_moves_to_processes_with_the_same_elements(caplog):
+def test_gil_bound_function_moves_to_processes_with_the_same_elements(caplog, monkeypatch):
+    measure_as(monkeypatch, serialized_by_the_gil)
     with caplog.at_level(logging.DEBUG, logger="feedline.execution.executor_choice"):
         elements, kind, decision = decision_of(auto_map(fl.Dataset.range(80), _busy), 80)
     assert [int(x) for x in elements] == [_busy(i) for i in range(80)]
@@ -81,7 +83,8 @@ def test_gil_bound_function_moves_to_processes_with_the_same_elements(caplog):
                for r in caplog.records)
 
 
-def test_function_that_releases_the_gil_stays_on_threads():
+def test_function_that_releases_the_gil_stays_on_threads(monkeypatch):
+    measure_as(monkeypatch, waiting)
     elements, kind, decision = decision_of(auto_map(fl.Dataset.range(60), _sleepy), 60)
     assert [int(x) for x in elements] == [3 * i for i in range(60)]
     assert kind == "thread" and decision.kind == "thread", decision
@@ -105,6 +108,7 @@ def test_explicit_executors_and_the_option_are_obeyed():
 
 @needs_two_cpus
 def test_checkpoints_errors_and_order_across_the_switch(monkeypatch, caplog):
+    measure_as(monkeypatch, serialized_by_the_gil)
     # Decide after three tasks, so every iterator the check makes switches early.
     monkeypatch.setattr(executor_choice, "SOLO_TASKS", 1)
     monkeypatch.setattr(executor_choice, "CONCURRENT_TASKS", 2)
@@ -118,7 +122,8 @@ def test_checkpoints_errors_and_order_across_the_switch(monkeypatch, caplog):
 
 
 @needs_two_cpus
-def test_no_process_is_left_after_close_mid_stream():
+def test_no_process_is_left_after_close_mid_stream(monkeypatch):
+    measure_as(monkeypatch, serialized_by_the_gil)
     it = iter(auto_map(fl.Dataset.range(10_000), _busy))
     for _ in range(60):
         next(it)
@@ -218,7 +223,8 @@ def test_calls_that_never_overlap_stay_on_threads(monkeypatch):
 
 
 @needs_two_cpus
-def test_dataset_map_autotune_chooses():
+def test_dataset_map_autotune_chooses(monkeypatch):
+    measure_as(monkeypatch, serialized_by_the_gil)
     ds = fl.Dataset.range(80).map(_busy, num_parallel_calls=fl.AUTOTUNE)
     _, kind, decision = decision_of(ds, 80)
     assert kind == "process" and decision is not None
