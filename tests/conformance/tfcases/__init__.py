@@ -1,0 +1,11 @@
+"""Conformance cases ported from TensorFlow's tf.data kernel tests, one module per TF file.
+
+Each module defines ``SUITE`` (:class:`tfcases.harness.Suite`): its cases, built by the same
+functions under TensorFlow (to record the expected results) and feedline (to test).
+"""
+
+MODULES = [
+    "batch",
+    "map",
+]
+"""The case modules, in the order the tables list them."""
