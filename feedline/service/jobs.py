@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
+from collections.abc import Callable
 from typing import Any
 
 from feedline.core.errors import ServiceError
@@ -76,8 +77,8 @@ class JobTable:
         self._next_id = 0
         """The service's workers, in the order they were added."""
         if journal is not None:
-            for event in journal.replay():
-                self._apply(event)
+            for line, event in journal.entries():
+                self._replay(journal, line, event)
 
     # ------------------------------------------------------------------ the operations
     def create(self, key: str, mode: str, num_splits: int, num_consumers: int | None,
@@ -138,6 +139,9 @@ class JobTable:
     def split_done(self, job_id: int, split: int) -> None:
         """The consumer that owned ``split`` has read all of it."""
         job = self._job(job_id)
+        if not _is_int(split) or split >= job.num_splits:
+            raise ServiceError(f"job {job_id} has splits 0 to {job.num_splits - 1}, not "
+                               f"{split!r}")
         if split not in job.done:
             self._record({"op": "done", "job": job_id, "split": split})
 
@@ -182,9 +186,28 @@ class JobTable:
         return job
 
     def _record(self, event: dict[str, Any]) -> None:
+        try:  # never journal what a restarted dispatcher could not replay
+            _check_event(event)
+        except _BadEvent as error:
+            raise ServiceError(f"the dispatcher refuses a request: {error}") from None
         if self._journal is not None:
             self._journal.append(event)
         self._apply(event)
+
+    def _replay(self, journal: Journal, line: int, event: dict[str, Any]) -> None:
+        """Apply ``event``, line ``line`` of ``journal``, checked first: the file may be
+        damaged or crafted, and a raw ``KeyError`` would name neither it nor the line."""
+        try:
+            _check_event(event)
+            self._apply(event)
+        except _BadEvent as error:
+            problem = str(error)
+        except (KeyError, TypeError, ValueError, AttributeError) as error:  # missed by the check
+            problem = f"it cannot be applied ({type(error).__name__}: {error})"
+        else:
+            return
+        raise ServiceError(f"{journal.path}: line {line}: {problem}; the dispatcher cannot "
+                           "recover its state from this journal")
 
     def _apply(self, event: dict[str, Any]) -> None:
         op = event["op"]
@@ -192,6 +215,9 @@ class JobTable:
             self.workers = list(event["workers"])
             return
         if op == "create":
+            if event["job"] in self.jobs:
+                raise _BadEvent(f"a 'create' event of job {event['job']}, which an earlier "
+                                "line created (expected a new job number)")
             job = Job(event["job"], event["key"], event["mode"], event["num_splits"],
                       event["num_consumers"], list(event["workers"]))
             position = event["position"] or {}
@@ -205,15 +231,27 @@ class JobTable:
             self.by_key[job.key] = job.job_id
             self._next_id = max(self._next_id, job.job_id + 1)
             return
-        job = self.jobs[event["job"]]
+        job = self.jobs.get(event["job"])
+        if job is None:
+            raise _BadEvent(f"{op!r} event of job {event['job']}, which no earlier line "
+                            "creates (expected a job created by an earlier 'create' line "
+                            "and not ended by a 'forget' line)")
         if op == "assign":
             split = event["split"]
+            if split not in job.pending:
+                pending = sorted(job.pending)
+                shown = str(pending[:8])[:-1] + (", ...]" if len(pending) > 8 else "]")
+                raise _BadEvent(f"'assign' event of split {split} of job {job.job_id}, which "
+                                f"is not pending there (expected one of {shown})")
             job.pending.remove(split)
             job.assigned[split] = event["consumer"]
             job.replies[event["consumer"]] = (event["request"], [split, job.resume.get(split, 0)])
         elif op == "none":
             job.replies[event["consumer"]] = (event["request"], None)
         elif op == "done":
+            if not 0 <= event["split"] < job.num_splits:
+                raise _BadEvent(f"'done' event of split {event['split']} of job {job.job_id}, "
+                                f"which has {job.num_splits} splits")
             if event["split"] in job.pending:
                 job.pending.remove(event["split"])
             job.assigned.pop(event["split"], None)
@@ -226,6 +264,11 @@ class JobTable:
             job.left_at = event.get("time")
             for split_key, items in event["partial"].items():
                 split = int(split_key)
+                if job.assigned.get(split) != event["consumer"]:
+                    raise _BadEvent(
+                        f"'release' event giving back split {split} of job {job.job_id}, "
+                        f"which is not assigned to consumer {event['consumer']!r} (expected "
+                        "only splits it was assigned)")
                 job.assigned.pop(split, None)
                 job.resume[split] = items
                 job.pending.appendleft(split)
@@ -233,4 +276,80 @@ class JobTable:
             del self.jobs[job.job_id]
             self.by_key.pop(job.key, None)
         else:
-            raise ServiceError(f"unknown journal event {op!r}")
+            raise _BadEvent(f"unknown journal event {op!r} (expected one of "
+                            f"{', '.join(sorted(_EVENTS))})")
+
+
+class _BadEvent(Exception):
+    """A journal event that is malformed or does not follow from the events before it."""
+
+
+def _is_int(value: Any, least: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _is_names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(name, str) for name in value)
+
+
+def _is_counts(value: Any) -> bool:
+    """``{"split": items}``: split numbers (as JSON's string keys) to item counts."""
+    return isinstance(value, dict) and all(
+        isinstance(key, str) and key.isdigit() and key.isascii() and _is_int(items)
+        for key, items in value.items())
+
+
+def _is_position(value: Any) -> bool:
+    if value is None:
+        return True
+    if not isinstance(value, dict) or set(value) - {"done", "partial"}:
+        return False
+    done = value.get("done", [])
+    return isinstance(done, list) and all(_is_int(split) for split in done) and \
+        _is_counts(value.get("partial", {}))
+
+
+_JOB = ("a job number (an int >= 0)", _is_int)
+_CONSUMER = ("a consumer name (a string)", lambda value: isinstance(value, str))
+_REQUEST = ("a request number (an int)", lambda value: _is_int(value, -2**63))
+_SPLIT = ("a split number (an int >= 0)", _is_int)
+_EVENTS: dict[str, dict[str, tuple[str, Callable[[Any], bool]]]] = {
+    "workers": {"workers": ("a list of worker names", _is_names)},
+    "create": {
+        "job": _JOB, "key": ("a job key (a string)", lambda value: isinstance(value, str)),
+        "mode": ("a processing mode (a string)", lambda value: isinstance(value, str)),
+        "num_splits": ("a number of splits (an int >= 0)", _is_int),
+        "num_consumers": ("null or a number of consumers (an int >= 1)",
+                          lambda value: value is None or _is_int(value, 1)),
+        "workers": ("a list of worker names", _is_names),
+        "position": ('null or {"done": [splits], "partial": {"split": items}}',
+                     _is_position)},
+    "assign": {"job": _JOB, "consumer": _CONSUMER, "request": _REQUEST, "split": _SPLIT},
+    "none": {"job": _JOB, "consumer": _CONSUMER, "request": _REQUEST},
+    "done": {"job": _JOB, "split": _SPLIT},
+    "join": {"job": _JOB, "consumer": _CONSUMER},
+    "release": {"job": _JOB, "consumer": _CONSUMER,
+                "partial": ('{"split": items} (split numbers to item counts)', _is_counts)},
+    "forget": {"job": _JOB},
+}
+"""What each journal event holds: its fields, each with what it must be."""
+
+
+def _check_event(event: dict[str, Any]) -> None:
+    """Raise :class:`_BadEvent` (saying what was expected) unless ``event`` has the fields
+    its ``op`` needs, of the right types."""
+    op = event["op"]
+    fields = _EVENTS.get(op)
+    if fields is None:
+        raise _BadEvent(f"unknown journal event {op!r} (expected one of "
+                        f"{', '.join(sorted(_EVENTS))})")
+    for field, (expected, valid) in fields.items():
+        if field not in event:
+            raise _BadEvent(f"{op!r} event without {field!r} (expected {expected})")
+        if not valid(event[field]):
+            raise _BadEvent(f"{op!r} event's {field!r} is {event[field]!r} (expected "
+                            f"{expected})")
+    moment = event.get("time")
+    if op == "release" and moment is not None and (
+            isinstance(moment, bool) or not isinstance(moment, int | float)):
+        raise _BadEvent(f"'release' event's 'time' is {moment!r} (expected a Unix time)")

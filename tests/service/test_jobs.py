@@ -110,6 +110,61 @@ def test_a_damaged_line_inside_the_journal_is_an_error_naming_it(tmp_path):
         JobTable(Journal(tmp_path))
 
 
+_CREATE = {"op": "create", "job": 0, "key": "k", "mode": "distributed_epoch", "num_splits": 2,
+           "num_consumers": None, "workers": ["w0"], "position": None}
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ({"op": "done", "job": 999, "split": 0},
+     "'done' event of job 999, which no earlier line creates"),
+    ({"op": "assign", "job": 0, "request": 1, "split": 0},
+     "'assign' event without 'consumer' (expected a consumer name (a string))"),
+    ({"op": "assign", "job": 0, "consumer": "a", "request": 1, "split": "0"},
+     "'assign' event's 'split' is '0' (expected a split number (an int >= 0))"),
+    ({"op": "assign", "job": 0, "consumer": "a", "request": 1, "split": 5},
+     "'assign' event of split 5 of job 0, which is not pending there (expected one of [0, 1])"),
+    ({"op": "done", "job": 0, "split": 2}, "'done' event of split 2 of job 0, which has 2 splits"),
+    ({"op": "release", "job": 0, "consumer": "a", "partial": {"one": 3}},
+     """'release' event's 'partial' is {'one': 3} (expected {"split": items}"""),
+    ({"op": "release", "job": 0, "consumer": "a", "partial": {"1": 3}},
+     "'release' event giving back split 1 of job 0, which is not assigned to consumer 'a'"),
+    ({"op": "release", "job": 0, "consumer": "a", "partial": {}, "time": "noon"},
+     "'release' event's 'time' is 'noon' (expected a Unix time)"),
+    ({**_CREATE, "num_splits": -1},
+     "'create' event's 'num_splits' is -1 (expected a number of splits (an int >= 0))"),
+    ({**_CREATE, "position": {"done": [0], "partial": {"1": "x"}}},
+     "'create' event's 'position' is {'done': [0], 'partial': {'1': 'x'}} (expected null or"),
+    (_CREATE, "a 'create' event of job 0, which an earlier line created"),
+    ({"op": "resize", "job": 0}, "unknown journal event 'resize' (expected one of assign, "),
+    ({"workers": ["w1"]}, 'is not a journal event (expected a JSON object with a string "op"'),
+    ([1, 2],
+     """is not a journal event (expected a JSON object with a string "op", got '[1, 2]')"""),
+    ("[" * 100_000 + "]" * 100_000, "is not a journal event (expected one JSON object per line"),
+])
+def test_a_damaged_or_crafted_journal_is_an_error_naming_the_file_line_and_expectation(
+        tmp_path, line, expected):
+    text = line if isinstance(line, str) else json.dumps(line)
+    (tmp_path / JOURNAL_FILE).write_text(f"{json.dumps(_CREATE)}\n{text}\n"
+                                         '{"op": "workers", "workers": ["w0"]}\n')
+    with pytest.raises(ServiceError) as caught:
+        JobTable(Journal(tmp_path))
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / JOURNAL_FILE}: line 2")
+    assert expected in message, message
+    assert message.endswith("; the dispatcher cannot recover its state from this journal")
+
+
+def test_a_request_that_could_not_be_replayed_is_refused_before_it_is_journaled(tmp_path):
+    table = JobTable(Journal(tmp_path))
+    job = _create(table, splits=2)
+    with pytest.raises(ServiceError, match="job 0 has splits 0 to 1, not 2"):
+        table.split_done(job, 2)
+    with pytest.raises(ServiceError, match="'create' event's 'position' is"):
+        table.create("other", "distributed_epoch", 2, None, ["w0"], {"done": ["0"]})
+    again = JobTable(Journal(tmp_path))  # what was journaled still replays
+    assert sorted(again.jobs) == [job] and again.jobs[job].done == set()
+
+
 def test_splits_of_a_pass_together_give_every_element_once():
     ds = fl.Dataset.range(23).map(lambda x: x * 3)
     splits = count_splits(ds, None, 2)
