@@ -25,6 +25,14 @@ frame's CRC32C and the header's are checked when read, and damage is a
 :class:`~feedline.core.errors.DataLossError` naming the file. Format 1 chunks
 (``FLCHUNK1``: one frame, one CRC) are still read.
 
+A chunk of a store (:mod:`feedline.snapshot.store`) says whose it is: its header holds the
+store's random id (``"store"``), its shard and its number (``"chunk"``), and the store's
+manifest lists each chunk's *checksum*, the CRC32C of its header (which lists every frame's
+CRC32C, so it vouches for the whole file). Reading a store checks both
+(:class:`ChunkIdentity`): a chunk file swapped with another, copied over another, or taken
+from another store or another write of the same one is a ``DataLossError`` naming the file,
+what was expected and what was found -- never elements in the wrong order, twice or missing.
+
 Compression: ``"ZSTD"`` (the default, level 1), ``"LZ4"`` (the optional ``lz4`` package),
 ``"GZIP"``, ``"NONE"``.
 """
@@ -342,19 +350,90 @@ def write_file(path: str, data: bytes | Sequence[Any]) -> int:
     return written
 
 
-def read_header(path: str, data: Any) -> tuple[dict[str, Any], int]:
-    """The header of a chunk file's bytes (any buffer) and where its payload starts."""
+@dataclasses.dataclass(frozen=True)
+class ChunkIdentity:
+    """What a store's manifest says chunk file ``shard``/``chunk`` must be.
+
+    Attributes:
+        store: The store's random id (one per store, written into each of its chunks).
+        shard: The shard the chunk belongs to.
+        chunk: Its number within the shard.
+        checksum: The CRC32C of its header (:func:`header_checksum`), which lists the CRC32C
+            of every frame: it vouches for the whole file.
+    """
+
+    store: str
+    shard: int
+    chunk: int
+    checksum: int
+
+    def header_fields(self) -> dict[str, Any]:
+        """The fields a chunk of this identity carries in its header."""
+        return {"store": self.store, "shard": self.shard, "chunk": self.chunk}
+
+    def describe(self) -> str:
+        return f"chunk {self.chunk} of shard {self.shard} of store {self.store}"
+
+
+def header_checksum(parts: Sequence[Any]) -> int:
+    """The checksum a manifest lists for the chunk :func:`chunk_parts` gave as ``parts``.
+
+    Example:
+        >>> parts = chunk_parts([pack_frame([b"ab"], 2, 1, "NONE")], "NONE", 0)
+        >>> header_checksum(parts) == read_header("doc", b"".join(parts))[2]
+        True
+    """
+    return _PREFIX.unpack_from(bytes(parts[0][:_PREFIX.size]))[2]
+
+
+def read_header(path: str, data: Any, expected: ChunkIdentity | None = None
+                ) -> tuple[dict[str, Any], int, int | None]:
+    """The header of a chunk file's bytes (any buffer), where its payload starts, and its
+    checksum (``None`` for format 1, which has none).
+
+    Raises:
+        DataLossError: The file is damaged, or it is not the chunk ``expected`` names (the
+            message says what was expected and what was found).
+    """
     magic = bytes(data[:8])
     if magic == MAGIC and len(data) >= _PREFIX.size:
         _, size, crc = _PREFIX.unpack_from(data)
         text = bytes(data[_PREFIX.size:_PREFIX.size + size])
         if len(text) != size or crc32c(text) != crc:
             raise DataLossError(f"{path}: the chunk's header is damaged (checksum)", path=path)
-        return _parse_header(path, text), _aligned(_PREFIX.size + size)
+        header = _parse_header(path, text)
+        if expected is not None:
+            _check_identity(path, header, crc, expected)
+        return header, _aligned(_PREFIX.size + size), crc
     if magic != MAGIC_V1 or len(data) < 12:
         raise DataLossError(f"{path} is not a feedline chunk file (or is damaged)", path=path)
+    if expected is not None:
+        raise DataLossError(f"{path}: expected {expected.describe()}, found a format 1 chunk, "
+                            "which carries no identity (a file copied from an older store?)",
+                            path=path)
     (size,) = _U32.unpack_from(data, 8)
-    return _parse_header(path, bytes(data[12:12 + size])), 12 + size
+    return _parse_header(path, bytes(data[12:12 + size])), 12 + size, None
+
+
+def _check_identity(path: str, header: dict[str, Any], crc: int,
+                    expected: ChunkIdentity) -> None:
+    """A chunk whose header is sound must also be the one its store's manifest lists."""
+    found = {key: header.get(key) for key in ("store", "shard", "chunk")}
+    if found != expected.header_fields():
+        if found["store"] is None:
+            what = "a chunk that names no store"
+        elif found["store"] != expected.store:
+            what = (f"chunk {found['chunk']} of shard {found['shard']} of another store "
+                    f"({found['store']}): a file copied from another save, snapshot or cache")
+        else:
+            what = (f"chunk {found['chunk']} of shard {found['shard']}: a chunk file swapped "
+                    "with or copied over another")
+        raise DataLossError(f"{path}: expected {expected.describe()}, found {what}", path=path)
+    if crc != expected.checksum:
+        raise DataLossError(
+            f"{path}: expected {expected.describe()} with checksum {expected.checksum:08x} (as "
+            f"the manifest lists), found checksum {crc:08x}: a chunk of another write of this "
+            "store put in its place", path=path)
 
 
 def _aligned(offset: int) -> int:
@@ -400,7 +479,7 @@ def read_chunk(path: str, types: DeclaredTypes | None = None) -> tuple[dict[str,
 def decode_chunk(path: str, data: bytes, types: DeclaredTypes | None = None
                  ) -> tuple[dict[str, Any], Iterator[Any]]:
     """Like :func:`read_chunk`, from a chunk file's bytes (``path`` names it in errors)."""
-    header, start = read_header(path, data)
+    header, start, _ = read_header(path, data)
     frames = _check_frames(path, header, memoryview(data)[start:], shared=False)
     return header, chunk_elements(path, header, frames, types)
 
@@ -409,8 +488,12 @@ def _is_local(path: str) -> bool:
     return "://" not in path or path.startswith("file://")
 
 
-def load_chunk(path: str) -> tuple[dict[str, Any], list[Frame]]:
+def load_chunk(path: str, expected: ChunkIdentity | None = None
+               ) -> tuple[dict[str, Any], list[Frame]]:
     """Read, check and decompress chunk ``path``: its header and its frames.
+
+    ``expected``: the chunk its store's manifest lists at ``path``; a file that is another
+    (swapped, copied, or of another store or write) is refused before any element is read.
 
     A local file is mapped into memory (copy-on-write: writable, and never written back),
     not read: an uncompressed frame's elements are then views into the page cache itself
@@ -424,8 +507,8 @@ def load_chunk(path: str) -> tuple[dict[str, Any], list[Frame]]:
     short: readers run it on threads, chunks ahead of the one being handed out.
 
     Raises:
-        DataLossError: The file is damaged (the message names it); ``FileNotFoundError``
-            when it is missing.
+        DataLossError: The file is damaged or not the ``expected`` chunk (the message names
+            it); ``FileNotFoundError`` when it is missing.
     """
     if _is_local(path):
         with open(path.removeprefix("file://"), "rb") as file:
@@ -436,7 +519,7 @@ def load_chunk(path: str) -> tuple[dict[str, Any], list[Frame]]:
             data = file.read()
         shared = False  # bytes: read-only, so elements are copied out
     view = memoryview(data)
-    header, start = read_header(path, view)
+    header, start, _ = read_header(path, view, expected)
     return header, _check_frames(path, header, view[start:], shared)
 
 

@@ -25,6 +25,7 @@ from feedline.execution.executor import make_executor
 from feedline.snapshot.chunks import chunk_elements, compression_of, load_chunk
 from feedline.snapshot.store import (
     StoreWriter,
+    chunk_identities,
     chunk_path,
     complete_manifest,
     exists,
@@ -189,6 +190,8 @@ class StoreShardDataset(Dataset):
         self.elements = int(manifest["elements"]) if len(manifest["shards"]) <= 1 else UNKNOWN
         self.written = manifest.get("written")
         self.name = name or f"load({folder}, shard {shard})"
+        # What each chunk file must be (None: a format 1 store, whose chunks name nothing).
+        self.identities = chunk_identities(folder, manifest, shard, chunks)
 
     def cardinality(self) -> int:
         return self.elements
@@ -228,7 +231,10 @@ class StoreShardIterator(DatasetIterator):
         for chunk in range(self._chunk, min(self._chunk + 1 + self.READ_AHEAD,
                                             self._node.chunks)):
             if chunk not in self._ahead:
-                self._ahead[chunk] = self._executor.submit(load_chunk, self._path(chunk))
+                expected = None if self._node.identities is None else \
+                    self._node.identities[chunk]
+                self._ahead[chunk] = self._executor.submit(load_chunk, self._path(chunk),
+                                                           expected)
         header, raw = self._ahead.pop(self._chunk).result()
         elements = chunk_elements(self._path(self._chunk), header, raw, self._types)
         for _ in range(self._element):  # skip what a restored state had read

@@ -7,6 +7,14 @@ Layout of a store folder::
     shard-00000/chunk-00000.flchunk, chunk-00001.flchunk, ...
     dataset.json             written last, when the input ended: the store is complete
 
+Both JSON files (format 2) hold the store's random id (``store_id``), and, per shard, each
+chunk's checksum and element count (``checksums``, ``counts``). Every chunk carries the
+store's id, its shard and its number in its header; readers check them and the checksum
+(:class:`~feedline.snapshot.chunks.ChunkIdentity`), so a chunk file swapped, copied, or taken
+from another store is a :class:`~feedline.core.errors.DataLossError`, never elements out of
+order, twice or missing. Complete stores of format 1 (no ids) are still read, unchecked; a
+partial one is started again.
+
 A round gathers elements (bounded by :data:`ROUND_BYTES` of encoded size) in one chunk per
 shard, writes those chunks, then rewrites ``progress.json`` atomically. Elements are encoded
 as they come without copying their large arrays (:func:`~feedline.snapshot.codec.
@@ -27,20 +35,30 @@ import functools
 import json
 import os
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import fsspec
 
 from feedline.core.errors import CheckpointError, DataLossError
-from feedline.snapshot.chunks import ChunkBuilder, chunk_parts, pack_frame, write_file
+from feedline.snapshot.chunks import (
+    ChunkBuilder,
+    ChunkIdentity,
+    chunk_parts,
+    header_checksum,
+    pack_frame,
+    write_file,
+)
 
 ROUND_BYTES = 16 << 20
 """Encoded bytes a round may buffer before it is committed (per store writer)."""
 MANIFEST = "dataset.json"
 PROGRESS = "progress.json"
 CHUNK_SUFFIX = ".flchunk"
-FORMAT = 1
+FORMAT = 2
+"""Version of the store layout: 2 added chunk identities (store id, shard, number) and the
+checksums and element counts of the chunks in the JSON files; 1 had none."""
 
 
 def join(*parts: str) -> str:
@@ -103,9 +121,14 @@ class StoreWriter:
             raise CheckpointError(
                 f"{folder} holds a partial write of another pipeline or setting "
                 f"({progress.get('identity')}); remove it or use another path")
+        if progress is not None and progress.get("format") != FORMAT:
+            # A partial write of an older feedline: its chunks carry no identity, so it is
+            # started again (its chunk files are removed below as uncommitted).
+            progress = None
         self.progress: dict[str, Any] = progress or {
             "format": FORMAT, "identity": identity, "compression": compression,
-            "shards": {}, "elements": 0, "bytes": 0, "input_state": None, "rounds": 0,
+            "store_id": uuid.uuid4().hex, "shards": {}, "checksums": {}, "counts": {},
+            "elements": 0, "bytes": 0, "input_state": None, "rounds": 0,
             "structure": None, "started": time.time()}
         self.compression = self.progress["compression"]
         self._remove_uncommitted()
@@ -196,8 +219,9 @@ class StoreWriter:
             path = chunk_path(self.folder, shard, index)
             fs, inner = filesystem(path)
             fs.makedirs(inner.rsplit("/", 1)[0], exist_ok=True)
-            jobs.append(self._executor.submit(self._write, path, builder.close(),
-                                              builder.structure))
+            fields = {"store": self.progress["store_id"], "shard": shard, "chunk": index}
+            jobs.append((str(shard), builder.elements, self._executor.submit(
+                self._write, path, builder.close(), builder.structure, fields)))
             shards[str(shard)] = index + 1
         structure = next(iter(self._chunks.values())).structure
         count = sum(b.elements for b in self._chunks.values())
@@ -211,8 +235,14 @@ class StoreWriter:
     def _record_oldest(self) -> None:
         """Wait for the oldest round being written, then record it in ``progress.json``."""
         jobs, shards, input_state, count, structure = self._pending.popleft()
-        written = sum(job.result() for job in jobs)  # raises the first write error
+        results = [(shard, elements, job.result())  # raises the first write error
+                   for shard, elements, job in jobs]
+        written = sum(size for _, _, (size, _) in results)
         progress = self.progress
+        # Chunks of one shard are committed in order, so each list grows by one per round.
+        for shard, elements, (_, checksum) in results:
+            progress["checksums"].setdefault(shard, []).append(checksum)
+            progress["counts"].setdefault(shard, []).append(elements)
         if progress["structure"] is None:
             progress["structure"] = structure
         progress.update(shards=shards, input_state=input_state, rounds=progress["rounds"] + 1,
@@ -222,9 +252,12 @@ class StoreWriter:
             self._bar.update(written)
             self._bar.set_postfix(elements=f"{progress['elements']:,}", refresh=False)
 
-    def _write(self, path: str, frames: list[Any], structure: Any) -> int:
+    def _write(self, path: str, frames: list[Any], structure: Any,
+               fields: dict[str, Any]) -> tuple[int, int]:
+        """Write one chunk; returns its size and checksum."""
         packed = [frame() if callable(frame) else frame.result() for frame in frames]
-        return write_file(path, chunk_parts(packed, self.compression, structure))
+        parts = chunk_parts(packed, self.compression, structure, fields)
+        return write_file(path, parts), header_checksum(parts)
 
     def finish(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Commit what is buffered and write the manifest: the store is complete."""
@@ -232,9 +265,11 @@ class StoreWriter:
         self._record_all()
         progress = self.progress
         complete = {"format": FORMAT, "identity": self.identity,
-                    "compression": self.compression, "shards": progress["shards"],
-                    "elements": progress["elements"], "bytes": progress["bytes"],
-                    "structure": progress["structure"], "written": time.time(), **manifest}
+                    "compression": self.compression, "store_id": progress["store_id"],
+                    "shards": progress["shards"], "checksums": progress["checksums"],
+                    "counts": progress["counts"], "elements": progress["elements"],
+                    "bytes": progress["bytes"], "structure": progress["structure"],
+                    "written": time.time(), **manifest}
         write_json(join(self.folder, MANIFEST), complete)
         fs, inner = filesystem(join(self.folder, PROGRESS))
         try:
@@ -260,6 +295,37 @@ class StoreWriter:
             if self._bar is not None:
                 self._bar.close()
                 self._bar = None
+
+
+def chunk_identities(folder: str, manifest: dict[str, Any], shard: int,
+                     chunks: int) -> list[ChunkIdentity] | None:
+    """What each of the first ``chunks`` chunk files of ``shard`` must be, by the manifest
+    (or ``progress.json``) of the store at ``folder``; ``None`` for a format 1 store, whose
+    chunks carry no identity.
+
+    Raises:
+        DataLossError: The manifest does not list a checksum for every chunk.
+
+    Example:
+        >>> manifest = {"format": 2, "store_id": "ab", "checksums": {"0": [7, 9]}}
+        >>> [i.chunk for i in chunk_identities("/s", manifest, 0, 2)]
+        [0, 1]
+    """
+    if manifest.get("format", 1) < 2:
+        return None
+    try:
+        store = str(manifest["store_id"])
+        checksums = [int(c) for c in manifest["checksums"].get(str(shard), [])][:chunks]
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise DataLossError(f"{join(folder, MANIFEST)}: damaged manifest (expected the store's "
+                            f"id and its chunks' checksums): {error!r}",
+                            path=join(folder, MANIFEST)) from None
+    if len(checksums) != chunks:
+        raise DataLossError(f"{join(folder, MANIFEST)}: damaged manifest: expected a checksum "
+                            f"for each of the {chunks} chunks of shard {shard}, found "
+                            f"{len(checksums)}", path=join(folder, MANIFEST))
+    return [ChunkIdentity(store, shard, chunk, checksum)
+            for chunk, checksum in enumerate(checksums)]
 
 
 def complete_manifest(folder: str) -> dict[str, Any] | None:

@@ -245,7 +245,8 @@ class SnapshotIterator(DatasetIterator):
             return None
         from feedline.snapshot.save_load import StoreShardDataset
 
-        manifest = {"elements": progress["elements"], "shards": progress["shards"]}
+        manifest = {key: progress.get(key) for key in
+                    ("format", "elements", "shards", "store_id", "checksums", "counts")}
         shards = [StoreShardDataset(self._folder, int(shard), int(count), manifest)
                   for shard, count in sorted(progress["shards"].items(),
                                              key=lambda kv: int(kv[0]))]

@@ -292,6 +292,12 @@ def test_a_saved_dataset_of_format_1_chunks_loads(tmp_path):
     fl.Dataset.range(3).map(big).save(str(tmp_path), compression="AUTO")
     chunk = tmp_path / "shard-00000" / "chunk-00000.flchunk"
     chunk.write_bytes(format_1_chunk([big(i) for i in range(3)]))
+    # As an older feedline wrote the manifest (store format 1: no store id, no checksums).
+    manifest = json.loads((tmp_path / "dataset.json").read_text())
+    for key in ("store_id", "checksums", "counts"):
+        del manifest[key]
+    manifest["format"] = 1
+    (tmp_path / "dataset.json").write_text(json.dumps(manifest))
     assert_elements_equal(list(fl.Dataset.load(str(tmp_path))), [big(i) for i in range(3)])
 
 

@@ -197,3 +197,133 @@ def test_ignore_errors_skips_a_damaged_chunk(tmp_path):
     assert got[0] == 0 and 0 < len(got) < 100 and got == sorted(got)
     missing = sorted(set(range(100)) - set(got))
     assert missing == list(range(missing[0], missing[-1] + 1))  # exactly one chunk's worth
+
+
+# ----------------------------------------------------------------------------- swapped or copied chunks
+def _put(path, data):
+    """Replace a chunk file as a copy does (a new file: one being read stays mapped intact)."""
+    from feedline.snapshot.chunks import write_file
+
+    write_file(str(path), data)
+
+
+def _chunk_files(folder):
+    return sorted(folder.glob("shard-*/chunk-*.flchunk"))
+
+
+def _saved(folder, n=40, shards=2):
+    fl.Dataset.range(n).save(str(folder), shard_func=lambda x: x % shards,
+                             checkpoint_args={"checkpoint_interval": 80})
+    files = _chunk_files(folder)
+    assert len(files) >= 6, files  # several chunks in every shard
+    return files
+
+
+def _load_all(folder):
+    return [int(x) for x in fl.Dataset.load(str(folder))]
+
+
+def test_every_swap_of_two_chunk_files_is_data_loss(tmp_path):
+    # Issue 29.4: swapped chunk files read back as valid data, elements in the wrong order.
+    files = _saved(tmp_path)
+    originals = {f: f.read_bytes() for f in files}
+    expected = _load_all(tmp_path)
+    for i, a in enumerate(files):
+        for b in files[i + 1:]:
+            _put(a, originals[b])
+            _put(b, originals[a])
+            with pytest.raises(fl.DataLossError, match=r"chunk-\d+\.flchunk: expected chunk "
+                                                       r"\d+ of shard \d+ of store [0-9a-f]+, "
+                                                       r"found chunk") as raised:
+                _load_all(tmp_path)
+            assert raised.value.path in (str(a), str(b))
+            _put(a, originals[a])
+            _put(b, originals[b])
+    assert _load_all(tmp_path) == expected
+
+
+def test_every_copy_of_a_chunk_file_over_another_is_data_loss(tmp_path):
+    # Issue 29.4: copies read back as duplicates and holes.
+    files = _saved(tmp_path)
+    originals = {f: f.read_bytes() for f in files}
+    for source in files:
+        for target in files:
+            if source == target:
+                continue
+            _put(target, originals[source])
+            with pytest.raises(fl.DataLossError, match="a chunk file swapped with or copied "
+                                                       "over another") as raised:
+                _load_all(tmp_path)
+            assert raised.value.path == str(target)
+            assert f"expected chunk {int(target.stem[-5:])} of shard " \
+                   f"{int(target.parent.name[-5:])}" in str(raised.value)
+            _put(target, originals[target])
+
+
+def test_a_chunk_of_another_store_is_data_loss(tmp_path):
+    _saved(tmp_path / "a")
+    _saved(tmp_path / "b")
+    chunk = Path("shard-00001") / "chunk-00002.flchunk"
+    _put(tmp_path / "a" / chunk, (tmp_path / "b" / chunk).read_bytes())  # same place
+    with pytest.raises(fl.DataLossError, match=r"chunk-00002.flchunk: expected chunk 2 of "
+                                               r"shard 1 of store [0-9a-f]+, found chunk 2 of "
+                                               r"shard 1 of another store"):
+        _load_all(tmp_path / "a")
+
+
+def test_a_chunk_of_another_write_of_the_same_store_is_data_loss(tmp_path):
+    from feedline.snapshot.chunks import encode_chunk
+
+    _saved(tmp_path)
+    manifest = json.loads((tmp_path / "dataset.json").read_text())
+    chunk = tmp_path / "shard-00000" / "chunk-00001.flchunk"
+    # Rightly named (store, shard, number), other content: only the manifest's checksum tells.
+    fields = {"store": manifest["store_id"], "shard": 0, "chunk": 1}
+    _put(chunk, encode_chunk([np.int64(7)], "ZSTD", fields))
+    with pytest.raises(fl.DataLossError, match=r"chunk-00001.flchunk: expected chunk 1 of shard "
+                                               r"0 of store [0-9a-f]+ with checksum [0-9a-f]{8} "
+                                               r"\(as the manifest lists\), found checksum"):
+        _load_all(tmp_path)
+
+
+def test_the_manifest_lists_each_chunks_checksum_and_count(tmp_path):
+    from feedline.snapshot.chunks import read_header
+
+    files = _saved(tmp_path)
+    manifest = json.loads((tmp_path / "dataset.json").read_text())
+    assert manifest["format"] == 2 and len(manifest["store_id"]) == 32
+    for path in files:
+        shard, number = str(int(path.parent.name[-5:])), int(path.stem[-5:])
+        header, _, checksum = read_header(str(path), path.read_bytes())
+        assert (header["store"], header["shard"], header["chunk"]) == \
+            (manifest["store_id"], int(shard), number)
+        assert manifest["checksums"][shard][number] == checksum
+        assert manifest["counts"][shard][number] == header["elements"]
+    assert sum(map(sum, manifest["counts"].values())) == manifest["elements"] == 40
+
+
+def test_a_manifest_without_checksums_is_data_loss(tmp_path):
+    _saved(tmp_path)
+    manifest = json.loads((tmp_path / "dataset.json").read_text())
+    manifest["checksums"]["1"].pop()
+    (tmp_path / "dataset.json").write_text(json.dumps(manifest))
+    with pytest.raises(fl.DataLossError, match=r"dataset.json: damaged manifest: expected a "
+                                               r"checksum for each of the \d+ chunks of shard 1"):
+        fl.Dataset.load(str(tmp_path))
+
+
+def test_a_partial_save_of_an_older_format_is_started_again(tmp_path):
+    FAIL_AT["at"] = 100
+    ds = fl.Dataset.range(200).map(crashing)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            ds.save(str(tmp_path), checkpoint_args={"checkpoint_interval": 500})
+    finally:
+        FAIL_AT["at"] = None
+    progress = json.loads((tmp_path / "progress.json").read_text())
+    progress["format"] = 1  # as an older feedline left it
+    (tmp_path / "progress.json").write_text(json.dumps(progress))
+    CALLS[:] = []
+    ds.save(str(tmp_path), checkpoint_args={"checkpoint_interval": 500})
+    assert CALLS[0] == 0  # computed again from the start, its old chunks replaced
+    assert [int(b[0]) for b in fl.Dataset.load(str(tmp_path))] == list(range(200))

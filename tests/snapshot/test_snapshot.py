@@ -202,3 +202,39 @@ def test_a_state_taken_while_computing_restores_into_a_complete_snapshot(tmp_pat
         restored.load_state_dict(state)  # produced 50 while computing; now it reads
         rest = list(restored)
     assert xs(head + rest) == list(range(300))
+
+
+def test_swapped_or_copied_chunks_of_a_snapshot_are_data_loss(tmp_path):
+    # Issue 29.4: they read back as elements in the wrong order, duplicates and holes.
+    from feedline.snapshot.chunks import write_file
+
+    ds = pipelines.pipeline(tmp_path)
+    expected = xs(list(ds))
+    [info] = fl.snapshot_info(str(tmp_path))
+    first, second = (Path(info.path) / "shard-00000" / f"chunk-0000{i}.flchunk" for i in (1, 3))
+    a, b = first.read_bytes(), second.read_bytes()
+    write_file(str(first), b)
+    write_file(str(second), a)
+    with pytest.raises(fl.DataLossError, match=r"chunk-00001.flchunk: expected chunk 1 of shard 0 "
+                                               r"of store [0-9a-f]+, found chunk 3 of shard 0"):
+        list(ds)
+    write_file(str(second), b)  # a copy of chunk 3 over chunk 1
+    with pytest.raises(fl.DataLossError, match="chunk-00001.flchunk: expected chunk 1 .*found "
+                                               "chunk 3"):
+        list(ds)
+    write_file(str(first), a)
+    assert xs(list(ds)) == expected
+
+
+def test_a_reader_of_a_snapshot_being_written_checks_its_chunks(tmp_path):
+    from feedline.snapshot.chunks import write_file
+
+    ds = pipelines.pipeline(tmp_path)
+    with iter(ds) as writer:
+        for _ in range(150):
+            next(writer)  # several rounds committed, the lock held
+        [info] = fl.snapshot_info(str(tmp_path))
+        chunk = Path(info.path) / "shard-00000" / "chunk-00000.flchunk"
+        write_file(str(chunk), (chunk.parent / "chunk-00001.flchunk").read_bytes())
+        with pytest.raises(fl.DataLossError, match="chunk-00000.flchunk: expected chunk 0 "):
+            list(ds)
