@@ -7,5 +7,12 @@ functions under TensorFlow (to record the expected results) and feedline (to tes
 MODULES = [
     "batch",
     "map",
+    "flat_map",
+    "interleave",
+    "shuffle",
+    "repeat",
+    "take",
+    "skip",
+    "shard",
 ]
 """The case modules, in the order the tables list them."""

@@ -249,3 +249,29 @@ def attempt(ns: Any, fn: Callable[[], Any]) -> Any:
         raise
     except Exception as error:  # noqa: BLE001 - the category is the result
         return "error:" + ns.category(error)
+
+
+def restored_matches(elements: list[Any], uninterrupted: list[Any]) -> dict[str, Any]:
+    """For checkpoint cases of random pipelines (a seeded shuffle): TF's checkpoint tests
+    assert the restored run equals an uninterrupted one; the order itself is TF's RNG.
+
+    Records that equality and the multiset.
+    """
+    same = [_plain(e) for e in elements] == [_plain(e) for e in uninterrupted]
+    return {"restored_equals_uninterrupted": same, "sorted": derive_sorted(elements)}
+
+
+restored_matches.needs_uninterrupted = True  # type: ignore[attr-defined]
+
+
+def values(ns: Any, dataset: Any) -> list[Any]:
+    """The elements of ``dataset`` as plain Python values (to compare runs in a value case)."""
+    return [_plain(to_numpy(e, ns.is_dataset, ns.read_all)) for e in ns.read_all(dataset)]
+
+
+def shuffle_summary(ns: Any, dataset: Any, expected: list[Any]) -> dict[str, Any]:
+    """What TF's global-shuffle tests assert of a shuffled run whose order is TF's RNG: the
+    multiset, that the order is not the input's, and that the length is the cardinality."""
+    out = values(ns, dataset)
+    return {"sorted": sorted(out), "shuffled": out != expected,
+            "len_is_cardinality": len(out) == ns.cardinality(dataset)}

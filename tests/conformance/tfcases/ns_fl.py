@@ -101,6 +101,11 @@ class FeedlineNamespace:
         return dataset[index]
 
     @staticmethod
+    def global_shuffle(dataset: fl.Dataset, seed: int | None = None,
+                       reshuffle_each_iteration: bool = True) -> fl.Dataset:
+        return dataset.global_shuffle(seed, reshuffle_each_iteration)
+
+    @staticmethod
     def spec(dataset: fl.Dataset) -> Any:
         """The element spec as ``(shape, dtype name)`` leaves (``bytes`` for strings)."""
         def leaf(spec: fl.TensorSpec) -> Any:

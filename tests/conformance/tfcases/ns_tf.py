@@ -92,6 +92,14 @@ def make() -> Any:
             return tf.data.experimental.at(dataset, index)
 
         @staticmethod
+        def global_shuffle(dataset: Any, seed: int | None = None,
+                           reshuffle_each_iteration: bool = True) -> Any:
+            from tensorflow.python.data.experimental.ops import global_shuffle_op
+
+            return global_shuffle_op._global_shuffle(  # noqa: SLF001 - TF's only spelling
+                dataset, seed=seed, reshuffle_each_iteration=reshuffle_each_iteration)
+
+        @staticmethod
         def spec(dataset: Any) -> Any:
             def leaf(spec: Any) -> Any:
                 shape = None if spec.shape.rank is None else tuple(spec.shape.as_list())
