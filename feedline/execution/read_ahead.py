@@ -329,6 +329,11 @@ hand-off cost is small beside it, short enough that the consumer rarely waits fo
 ITEM_SECONDS_WEIGHT = 1 / 8
 """Weight of the newest group in :attr:`SequentialReader.seconds_per_item`."""
 
+MAX_GROUPS_PER_READ = 64
+"""Most groups (futures) in a reader's window at once: the window fills as items arrive and
+are taken, never allocated whole up front (``prefetch(10**6)`` made a million futures before
+its first element: 8 s and 1.8 GB; ``prefetch(10**12)`` ran out of memory)."""
+
 
 class SequentialReader:
     """Reads one iterator ahead of its consumer, keeping positions, on a :class:`ReadAhead`.
@@ -437,7 +442,9 @@ class SequentialReader:
             # Before the first task: the source is idle, its state is the start.
             self._tracker.add_snapshot((self._positions.pulled, self._source.state_dict()))
         group = min(self._group, room)
-        count = -(-room // group)
+        count = min(-(-room // group), MAX_GROUPS_PER_READ - len(self._window._pending))
+        if count <= 0:
+            return
         first = self._requested
         self._requested += count * group
         self._in_window += count * group

@@ -180,3 +180,16 @@ def test_read_ahead_stages_start_threads_on_the_first_next_only(build):
         it.load_state_dict(state)
         assert it.state_dict()["root"] == state["root"]
         assert set(feedline_threads()) <= before  # built, restored, saved: no thread yet
+
+
+def test_a_huge_prefetch_buffer_is_filled_as_elements_arrive_not_allocated_up_front():
+    # prefetch(10**12) ran out of memory making its futures before the first element.
+    from feedline.execution.read_ahead import MAX_GROUPS_PER_READ
+
+    with no_leaked_threads():
+        it = iter(fl.Dataset.range(10).prefetch(10**12))
+        assert [int(next(it)) for _ in range(3)] == [0, 1, 2]
+        reader = it._root._reader
+        assert len(reader.window._pending) <= MAX_GROUPS_PER_READ
+        assert [int(x) for x in it] == list(range(3, 10))
+        it.close()
