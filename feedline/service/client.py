@@ -50,8 +50,9 @@ round join one job again.
 raised here in its place, with the worker's traceback as a note, and the next ``next()``
 goes on (a missing file too, as locally). A pipeline that cannot run on workers at all (it
 does not unpickle there, a function raises ``SystemExit``), an element Ray cannot send back,
-or a service that was shut down raise :class:`~feedline.ServiceError`, which ends the
-iteration.
+a service that was shut down, or a dispatcher that cannot run (its restart found a damaged
+journal: the message names the file, the line and what was expected) raise
+:class:`~feedline.ServiceError`, which ends the iteration.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ from feedline.core.error_records import restore_error
 from feedline.core.errors import CheckpointError, ServiceError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.unary import UnaryDataset
-from feedline.service.cluster import LocalCluster, connect
+from feedline.service.cluster import LocalCluster, connect, dispatcher_error
 from feedline.service.ray_support import NAMESPACE, actor_errors, import_ray
 from feedline.service.splits import Part, count_splits
 from feedline.service.worker import decompress, pickle_pipeline
@@ -338,8 +339,7 @@ class DistributedIterator(DatasetIterator):
         try:
             return self._ray.get(method.remote(*args))
         except actor_errors() as error:
-            raise ServiceError(f"the service's dispatcher is gone ({type(error).__name__}): "
-                               "was the service shut down?") from error
+            raise dispatcher_error(error) from error
 
     # ------------------------------------------------------------------ workers and tasks
     def _handle(self, worker: str) -> Any:

@@ -1,18 +1,23 @@
 """The service on a local Ray cluster (loopback only): both processing modes, failures of
 workers and of the dispatcher, shared jobs, coordinated reads, checkpoints, autoscaling."""
 
+import ipaddress
+import json
 import os
 import signal
 import threading
 import time
 
 import numpy as np
+import psutil
 import pytest
 
 import feedline as fl
 from feedline.service.client import WORKER_BUFFER
+from feedline.service.journal import JOURNAL_FILE
+from feedline.service.ray_support import token_authentication
 
-ray = pytest.importorskip("ray")
+ray = pytest.importorskip("ray", minversion="2.52")
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -23,7 +28,11 @@ def cluster():
     # one (workers reserve a CPU each); the machine has what it has.
     with fl.service.LocalCluster(num_workers=2, ray_cpus=8, log_to_driver=False) as local:
         yield local
+        # GCS, raylet, agents, the dispatcher and workers (their restarts too)
+        processes = psutil.Process().children(recursive=True)
     assert not ray.is_initialized()  # the cluster that started Ray ended it
+    _, alive = psutil.wait_procs(processes, timeout=60)
+    assert not alive, [process.cmdline() for process in alive]
 
 
 def _ints(dataset):
@@ -406,3 +415,68 @@ def test_a_ray_address_uses_the_clusters_feedline_dispatcher_starting_it_once(
         ended = ray.get(dispatcher.stop.remote())
         ray.kill(dispatcher, no_restart=True)
     assert ended == [f"{DISPATCHER_NAME}-worker-0"]
+
+
+def _is_loopback(address):
+    return ipaddress.ip_address(address).is_loopback or \
+        address.startswith("::ffff:127.")  # IPv4 loopback on a dual-stack socket
+
+
+def test_the_cluster_listens_on_the_loopback_interface_only(cluster):
+    own = psutil.Process()
+    processes = {process.pid: process for process in [own, *own.children(recursive=True)]}
+    listening = [(connection.laddr.ip, connection.laddr.port, connection.pid)
+                 for connection in psutil.net_connections("inet")
+                 if connection.status == psutil.CONN_LISTEN and connection.pid in processes]
+    assert [entry for entry in listening if not _is_loopback(entry[0])] == []
+    names = {processes[pid].cmdline()[0] for _, _, pid in listening}
+    # Every kind of server of the cluster was seen (so none was missed listening elsewhere).
+    assert {name.rsplit("/", 1)[-1] for name in names} >= {"gcs_server", "raylet",
+                                                           "ray::DispatcherCore",
+                                                           "ray::WorkerCore"}
+    assert {_worker_status(cluster, name)["pid"] for name in cluster.workers()} <= \
+        {pid for _, _, pid in listening}
+    # Ray >= 2.60 turns its token authentication on for the clusters ray.init() starts.
+    if tuple(int(part) for part in ray.__version__.split(".")[:2]) >= (2, 60) and \
+            "RAY_AUTH_MODE" not in os.environ:
+        assert token_authentication()
+
+
+def _service_logs(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == "feedline.service"]
+
+
+@pytest.mark.slow
+def test_a_damaged_journal_is_a_service_error_naming_it_up_to_the_trainer(
+        cluster, tmp_path, monkeypatch, caplog):
+    # Also: a LocalCluster on a Ray without token authentication says so.
+    monkeypatch.setattr("feedline.service.ray_support.token_authentication", lambda: False)
+    with caplog.at_level("WARNING", logger="feedline.service"):
+        damaged = fl.service.LocalCluster(num_workers=1, journal_dir=str(tmp_path))
+    assert any("runs without Ray's token authentication: anyone who can reach its ports "
+               "can run code on it" in message for message in _service_logs(caplog))
+    prefix = f"{damaged.name}-worker-"
+    try:
+        iterator = iter(fl.Dataset.range(100).apply(fl.service.distribute(
+            "distributed_epoch", damaged, num_splits=4, max_outstanding_requests=1)))
+        assert int(next(iterator)) == 0
+        journal = tmp_path / JOURNAL_FILE
+        lines = len(journal.read_text().splitlines())
+        with open(journal, "a") as file:  # a crafted event: job 99 was never created
+            file.write(json.dumps({"op": "done", "job": 99, "split": 0}) + "\n")
+        ray.kill(damaged.dispatcher, no_restart=False)  # its restart replays the journal
+        with pytest.raises(fl.ServiceError) as caught:
+            list(iterator)
+        message = str(caught.value)
+        assert message.startswith("the service's dispatcher cannot run: ServiceError: "
+                                  f"{journal}: line {lines + 1}: 'done' event of job 99, "
+                                  "which no earlier line creates"), message
+        assert isinstance(caught.value.__cause__, ray.exceptions.RayActorError)
+    finally:
+        damaged.shutdown()  # ends the workers its dispatcher no longer can
+    assert not [a for a in ray.util.list_named_actors(all_namespaces=True)
+                if a["name"].startswith(prefix)]
+    assert any("the dispatcher did not stop its workers" in message
+               for message in _service_logs(caplog))
+    with pytest.raises(fl.ServiceError, match=f"cannot run: ServiceError: {journal}: line"):
+        fl.service.LocalCluster(num_workers=1, journal_dir=str(tmp_path))
