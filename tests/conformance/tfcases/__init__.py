@@ -14,5 +14,13 @@ MODULES = [
     "take",
     "skip",
     "shard",
+    "window",
+    "padded_batch",
+    "unbatch",
+    "rebatch",
+    "scan",
+    "unique",
+    "take_while",
+    "enumerate",
 ]
 """The case modules, in the order the tables list them."""

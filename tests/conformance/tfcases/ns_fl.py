@@ -29,13 +29,19 @@ class FeedlineNamespace:
     AUTOTUNE = fl.AUTOTUNE
     INFINITE = fl.INFINITE
     UNKNOWN = fl.UNKNOWN
-    TensorSpec = fl.TensorSpec
     TFRecordDataset = fl.TFRecordDataset
     TextLineDataset = fl.TextLineDataset
     FixedLengthRecordDataset = fl.FixedLengthRecordDataset
     UserError = UserError
 
     # ------------------------------------------------------------ running
+    @staticmethod
+    def TensorSpec(shape: Any, dtype: Any) -> fl.TensorSpec:  # noqa: N802 - mirrors the class
+        """``bytes``/``"string"`` (TF's tf.string) is an object dtype here."""
+        if dtype is bytes or dtype == "string":
+            dtype = object
+        return fl.TensorSpec(tuple(shape), np.dtype(dtype))
+
     @staticmethod
     def is_dataset(value: Any) -> bool:
         return isinstance(value, fl.Dataset)
@@ -234,7 +240,10 @@ class FeedlineNamespace:
 
     @staticmethod
     def as_string(x: Any) -> Any:
-        return str(int(x)).encode()
+        """TF's ``as_string`` of integers: decimal text, element by element."""
+        array = np.asarray(x)
+        out = np.array([str(int(v)).encode() for v in array.reshape(-1)], dtype=object)
+        return out.reshape(array.shape) if array.ndim else out[0]
 
     @staticmethod
     def string_join(parts: list[Any], separator: str = "") -> Any:
