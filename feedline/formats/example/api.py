@@ -1,5 +1,9 @@
 """The public parsing functions (``parse_example``, ``parse_single_example``, SequenceExamples).
 
+Specs holding ``RaggedFeature``/``SparseFeature`` entries are parsed through a
+:class:`~feedline.formats.example.composite.CompositePlan`: their keys as var-len features,
+then assembled.
+
 Each takes the C fast path (:mod:`.cbridge`) when the extension is there and the batch is a
 plain list of ``bytes``, and the protobuf path (:mod:`.decode`) otherwise or when the C code
 steps aside.
@@ -13,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from feedline.formats.example import cbridge
+from feedline.formats.example.composite import plan_composites, var_len_as_sparse
 from feedline.formats.example.decode import (
     _FEATURE_MAP,
     _batch_where,
@@ -23,31 +28,47 @@ from feedline.formats.example.decode import (
     _single_where,
 )
 from feedline.formats.example.ragged import RaggedValues
+from feedline.formats.example.sparse import SparseValues  # noqa: F401 (doctests)
 from feedline.formats.example.specs import (
     FixedLenFeature,
     FixedLenSequenceFeature,
+    RaggedFeature,
+    SparseFeature,
     VarLenFeature,
     _check_features,
 )
 
 
-def parse_example(serialized: Any, features: Mapping[str, Any]) -> dict[str, Any]:
+_EXAMPLE_SPECS = (FixedLenFeature, VarLenFeature, FixedLenSequenceFeature, RaggedFeature,
+                  SparseFeature)
+
+
+def parse_example(serialized: Any, features: Mapping[str, Any], *,
+                  var_len_as_sparse: bool = False) -> dict[str, Any]:
     """Parse a batch of serialized tf.train.Example protos (``tf.io.parse_example``).
 
     Args:
         serialized: A list or 1-D object array of ``bytes`` (e.g. a batch of TFRecord records).
-        features: ``{name: FixedLenFeature | VarLenFeature | FixedLenSequenceFeature}``.
+        features: ``{name: FixedLenFeature | VarLenFeature | FixedLenSequenceFeature |
+            RaggedFeature | SparseFeature}``.
+        var_len_as_sparse: Return ``VarLenFeature`` values as :class:`SparseValues`
+            (TensorFlow's ``SparseTensor``: indices ``[record, position]``, dense shape
+            ``[batch, longest]``) instead of :class:`RaggedValues`.
 
     Returns:
         ``{name: value}``: ``FixedLenFeature`` -> array ``[batch, *shape]``;
         ``VarLenFeature`` -> :class:`RaggedValues` with one row per record;
         ``FixedLenSequenceFeature`` -> array ``[batch, longest, *shape]`` padded with its
-        ``default_value``.
+        ``default_value``; ``RaggedFeature`` -> :class:`RaggedValues` with one row per record
+        (and a level per partition); ``SparseFeature`` -> :class:`SparseValues` of shape
+        ``[batch, *size]``.
 
     Raises:
         ExampleParseError: a record is not an Example, or a feature is missing without a
-            default, has the wrong type or the wrong number of values (the message names the
-            feature, the expectation, what was found and the record's index in the batch).
+            default, has the wrong type or the wrong number of values, or a composite
+            feature's parts do not fit together (the message names the feature, the
+            expectation, what was found and the record's index in the batch).
+        ValueError: two specs read one key with different types, or as dense and var-len.
 
     Example:
         >>> from feedline.formats.example import encode_example
@@ -56,9 +77,21 @@ def parse_example(serialized: Any, features: Mapping[str, Any]) -> dict[str, Any
         ...                             "tokens": VarLenFeature("int64")})
         >>> out["id"], out["tokens"].to_list(), out["tokens"].to_padded(0).tolist()
         (array([1, 2]), [[4, 5], []], [[4, 5], [0, 0]])
+        >>> words = [encode_example({"w": [7, 8, 9], "lens": [2, 1]}),
+        ...          encode_example({"w": [6], "lens": [0, 1]})]
+        >>> parse_example(words, {"w": RaggedFeature(
+        ...     "int64", partitions=[RaggedFeature.RowLengths("lens")])})["w"].to_list()
+        [[[7, 8], [9]], [[], [6]]]
     """
-    _check_features(features, (FixedLenFeature, VarLenFeature, FixedLenSequenceFeature),
-                    "features", "parse_example")
+    _check_features(features, _EXAMPLE_SPECS, "features", "parse_example")
+    plan = plan_composites(features, "parse_example")
+    parsed = _parse_batch(serialized, features if plan is None else plan.merged)
+    if plan is not None:
+        parsed = plan.build(parsed, _batch_where, single=False)
+    return _var_len_as_sparse(parsed, features) if var_len_as_sparse else parsed
+
+
+def _parse_batch(serialized: Any, features: Mapping[str, Any]) -> dict[str, Any]:
     batch = cbridge._native_batch(serialized) if cbridge.extension is not None else None
     if batch is not None:
         out = cbridge._parse_native(batch, features)
@@ -70,11 +103,15 @@ def parse_example(serialized: Any, features: Mapping[str, Any]) -> dict[str, Any
     return _parse_features(maps, features, _batch_where)
 
 
-def parse_single_example(serialized: bytes, features: Mapping[str, Any]) -> dict[str, Any]:
+def parse_single_example(serialized: bytes, features: Mapping[str, Any], *,
+                         var_len_as_sparse: bool = False) -> dict[str, Any]:
     """Parse one serialized tf.train.Example (``tf.io.parse_single_example``).
 
-    Outputs are those of :func:`parse_example` without the batch dimension; a
-    ``VarLenFeature`` gives the 1-D array of the record's values.
+    Outputs are those of :func:`parse_example` without the batch dimension: a
+    ``VarLenFeature`` gives the 1-D array of the record's values (with
+    ``var_len_as_sparse=True``: TensorFlow's :class:`SparseValues`, indices ``[[0], [1],
+    ...]``); a ``RaggedFeature`` a 1-D array without partitions, else :class:`RaggedValues`;
+    a ``SparseFeature`` :class:`SparseValues` of shape ``size``.
 
     Example:
         >>> from feedline.formats.example import encode_example
@@ -82,17 +119,30 @@ def parse_single_example(serialized: bytes, features: Mapping[str, Any]) -> dict
         >>> parse_single_example(record, {"w": FixedLenFeature([2], "float32"),
         ...                               "name": FixedLenFeature([], "string")})
         {'w': array([0.5, 1.5], dtype=float32), 'name': b'x'}
+        >>> record = encode_example({"at": [3, 0], "weight": [0.5, 2.0]})
+        >>> parse_single_example(record, {"w": SparseFeature("at", "weight", "float32", 4)})
+        {'w': SparseValues(indices=[[0], [3]], values=[2.0, 0.5], dense_shape=[4])}
     """
-    _check_features(features, (FixedLenFeature, VarLenFeature, FixedLenSequenceFeature),
-                    "features", "parse_single_example")
+    _check_features(features, _EXAMPLE_SPECS, "features", "parse_single_example")
     record = _single_record(serialized, "parse_single_example")
-    if cbridge.extension is not None:
-        parsed = cbridge._parse_native([record], features)
-        if parsed is not None:
-            return {name: _unbatch(value) for name, value in parsed.items()}
-    examples = _decode([record], False, _single_where)
-    parsed = _parse_features([examples[0].features.feature], features, _single_where)
-    return {name: _unbatch(value) for name, value in parsed.items()}
+    plan = plan_composites(features, "parse_single_example")
+    specs = features if plan is None else plan.merged
+    parsed = cbridge._parse_native([record], specs) if cbridge.extension is not None else None
+    if parsed is None:
+        examples = _decode([record], False, _single_where)
+        parsed = _parse_features([examples[0].features.feature], specs, _single_where)
+    if plan is None:
+        out = {name: _unbatch(value) for name, value in parsed.items()}
+    else:
+        built = plan.build(parsed, _single_where, single=True)
+        out = {name: value if name in plan.composites else _unbatch(value)
+               for name, value in built.items()}
+    return _var_len_as_sparse(out, features) if var_len_as_sparse else out
+
+
+def _var_len_as_sparse(parsed: dict[str, Any], features: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: var_len_as_sparse(value) if isinstance(features[name], VarLenFeature)
+            else value for name, value in parsed.items()}
 
 
 def _single_record(serialized: Any, function: str) -> bytes:

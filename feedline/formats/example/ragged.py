@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from feedline.core.state_codec import decode, encode, register_state_type
 from feedline.core.structure import register_leaf_type
+
+if TYPE_CHECKING:
+    from feedline.formats.example.sparse import SparseValues
 
 
 class RaggedValues:
@@ -19,7 +22,8 @@ class RaggedValues:
     ``values`` is always the flat array (``tf.RaggedTensor.flat_values``).
 
     Args:
-        values: 1-D array of all values, row after row.
+        values: Array of all values, row after row, along its first dimension (further
+            dimensions are uniform: ``tf.RaggedTensor``'s ``flat_values`` of rank > 1).
         row_splits: One int64 array of ``nrows + 1`` split points, or a sequence of them, outer
             level first.
 
@@ -123,17 +127,9 @@ class RaggedValues:
             items = [items[a:b] for a, b in zip(splits[:-1].tolist(), splits[1:].tolist())]
         return items
 
-    def to_padded(self, pad_value: Any = None) -> np.ndarray:
-        """A dense array padded to the longest row at every level.
-
-        Args:
-            pad_value: Fill value; default 0 (numbers) or ``b""`` (strings).
-
-        Returns:
-            An array of shape ``[nrows, longest row, ...]`` (one dimension per level).
-        """
-        if pad_value is None:
-            pad_value = b"" if self.values.dtype == object else 0
+    def _coordinates(self) -> tuple[list[np.ndarray], list[int]]:
+        """Where each value (row of ``values``) sits in the padded array: one index array per
+        ragged dimension, outer first, and the longest row of each of those dimensions."""
         # Position of every value along each dimension, found level by level from the inside.
         index = np.arange(len(self.values), dtype=np.int64)
         coords: list[np.ndarray] = []
@@ -145,9 +141,47 @@ class RaggedValues:
             coords.insert(0, within[index])
             dims.insert(0, int(lengths.max()) if len(lengths) else 0)
             index = rows[index]
-        out = np.full((len(self), *dims), pad_value, dtype=self.values.dtype)
-        out[(index, *coords)] = self.values
+        return [index, *coords], [len(self), *dims]
+
+    def to_padded(self, pad_value: Any = None) -> np.ndarray:
+        """A dense array padded to the longest row at every level.
+
+        Args:
+            pad_value: Fill value; default 0 (numbers) or ``b""`` (strings).
+
+        Returns:
+            An array of shape ``[nrows, longest row, ..., *values.shape[1:]]`` (one dimension
+            per level, then the values' own uniform dimensions).
+        """
+        if pad_value is None:
+            pad_value = b"" if self.values.dtype == object else 0
+        coords, dims = self._coordinates()
+        out = np.full((*dims, *self.values.shape[1:]), pad_value, dtype=self.values.dtype)
+        out[tuple(coords)] = self.values
         return out
+
+    def to_sparse(self) -> SparseValues:
+        """The same values as :class:`SparseValues` (``tf.RaggedTensor.to_sparse``): one index
+        row per value, in row-major order, and the padded array's shape as ``dense_shape``.
+
+        Example:
+            >>> sparse = RaggedValues([7, 8, 9], [0, 2, 2, 3]).to_sparse()
+            >>> sparse.indices.tolist(), sparse.values.tolist(), sparse.dense_shape.tolist()
+            ([[0, 0], [0, 1], [2, 0]], [7, 8, 9], [3, 2])
+        """
+        from feedline.formats.example.sparse import SparseValues
+
+        coords, dims = self._coordinates()
+        base = np.stack(coords, axis=1) if coords[0].size else np.zeros((0, len(coords)),
+                                                                         np.int64)
+        inner_shape = self.values.shape[1:]
+        if not inner_shape:
+            return SparseValues(base, self.values, dims)
+        # Uniform inner dimensions: every value row spreads over all their positions.
+        inner = np.indices(inner_shape).reshape(len(inner_shape), -1).T
+        indices = np.concatenate([np.repeat(base, len(inner), axis=0),
+                                  np.tile(inner, (len(base), 1))], axis=1)
+        return SparseValues(indices, self.values.reshape(-1), [*dims, *inner_shape])
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RaggedValues):
@@ -176,6 +210,81 @@ class RaggedValues:
         return cls(values, [decode(splits) for splits in value["splits"]])
 
 
+def stack_rows(rows: list[Any], what: str = "rows") -> RaggedValues:
+    """A ragged level over ``rows``: row ``i`` of the result is ``rows[i]``.
+
+    Rows are arrays of rank >= 1 (their first dimension becomes ragged; further dimensions
+    must agree) or :class:`RaggedValues` of one ragged rank (the result has one level more),
+    as batching ``tf.RaggedTensor`` rows does.
+
+    Args:
+        rows: At least one row.
+        what: Names the rows in errors (``"leaf [1] of the batch"``).
+
+    Raises:
+        ValueError: The rows disagree in kind, ragged rank or uniform dimensions.
+
+    Example:
+        >>> stack_rows([np.array([1, 2]), np.array([], np.int64), np.array([3])]).to_list()
+        [[1, 2], [], [3]]
+        >>> nested = stack_rows([RaggedValues([1, 2], [0, 2]), RaggedValues([3], [0, 0, 1])])
+        >>> nested.to_list(), nested.ragged_rank
+        ([[[1, 2]], [[], [3]]], 2)
+    """
+    first = rows[0]
+    if isinstance(first, RaggedValues):
+        for i, row in enumerate(rows):
+            if not isinstance(row, RaggedValues) or row.ragged_rank != first.ragged_rank \
+                    or row.values.shape[1:] != first.values.shape[1:]:
+                found = (f"ragged rank {row.ragged_rank}, values {row.values.shape[1:]}"
+                         if isinstance(row, RaggedValues) else type(row).__name__)
+                raise ValueError(
+                    f"{what}: row {i} is {found}, but row 0 has ragged rank "
+                    f"{first.ragged_rank}, values {first.values.shape[1:]}")
+        outer = _splits_of_lengths([len(row) for row in rows])
+        levels = [outer]
+        for level in range(first.ragged_rank):
+            parts = [row.nested_row_splits[level] for row in rows]
+            levels.append(_joined_splits(parts))
+        return RaggedValues(_concatenated([row.values for row in rows], what), levels)
+    arrays = [np.asarray(row) for row in rows]
+    for i, array in enumerate(arrays):
+        if array.ndim == 0 or array.shape[1:] != arrays[0].shape[1:]:
+            raise ValueError(f"{what}: row {i} has shape {array.shape}, but row 0 has shape "
+                             f"{arrays[0].shape} (rows may differ in their first dimension "
+                             "only)")
+    return RaggedValues(_concatenated(arrays, what),
+                        _splits_of_lengths([len(array) for array in arrays]))
+
+
+def _splits_of_lengths(lengths: list[int]) -> np.ndarray:
+    splits = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=splits[1:])
+    return splits
+
+
+def _joined_splits(parts: list[np.ndarray]) -> np.ndarray:
+    """Row splits of several consecutive blocks as the splits of their concatenation."""
+    ends = np.cumsum([int(part[-1]) for part in parts])
+    offsets = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+    return np.concatenate([[0]] + [part[1:] + offset for part, offset in zip(parts, offsets)]
+                          ).astype(np.int64)
+
+
+def _concatenated(arrays: list[np.ndarray], what: str) -> np.ndarray:
+    if any(array.dtype == object for array in arrays):
+        out = np.empty((sum(len(a) for a in arrays), *arrays[0].shape[1:]), dtype=object)
+        start = 0
+        for array in arrays:
+            out[start:start + len(array)] = array
+            start += len(array)
+        return out
+    try:
+        return np.concatenate(arrays)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{what}: cannot join the rows' values: {error}") from None
+
+
 # The name it had before feedline/formats/example.py became a package: states, pickles and
 # fingerprints name the class by it.
 RaggedValues.__module__ = "feedline.formats.example"
@@ -183,4 +292,5 @@ register_state_type(RaggedValues)
 register_leaf_type(RaggedValues)  # a function's result may hold it, as parse_example's does
 
 # Doctest finds the class's own docstring through the package; its methods' through here.
-__test__ = {"RaggedValues.from_row_lengths": RaggedValues.from_row_lengths}
+__test__ = {"RaggedValues.from_row_lengths": RaggedValues.from_row_lengths,
+            "RaggedValues.to_sparse": RaggedValues.to_sparse}

@@ -1,4 +1,5 @@
-"""Feature specs (``FixedLenFeature``, ``VarLenFeature``, ``FixedLenSequenceFeature``), as tf.io's.
+"""Feature specs (``FixedLenFeature``, ``VarLenFeature``, ``FixedLenSequenceFeature``,
+``RaggedFeature``, ``SparseFeature``), as tf.io's.
 
 Specs are validated and canonicalised when they are built (dtype one of int64, float32 or
 object for ``bytes``; shape a tuple of sizes), so the decoders never check them again.
@@ -7,6 +8,7 @@ object for ``bytes``; shape a tuple of sizes), so the decoders never check them 
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -151,6 +153,168 @@ class FixedLenSequenceFeature:
             if pad.size != 1:
                 raise ValueError("FixedLenSequenceFeature default_value must be a scalar (the "
                                  f"padding value); found shape {pad.shape}")
+
+
+class _Partition:
+    """Base of the partition specs of :class:`RaggedFeature` (one level of row partitioning)."""
+
+    __slots__ = ()
+
+
+def _partition_class(kind: str, field: str, doc: str) -> type:
+    # Namedtuples, as tf.io's: RaggedFeature.RowSplits("s") == ("s",) and unpacks the same.
+    base = namedtuple(kind, [field])  # type: ignore[misc]  # noqa: PYI024
+
+    def __new__(cls: type, value: Any) -> Any:
+        if field == "key":
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"RaggedFeature.{kind} needs a feature key (a non-empty "
+                                 f"str); found {value!r}")
+        else:
+            value = as_int(value, f"RaggedFeature.{kind}(length)")
+            if value < 1:
+                raise ValueError(f"RaggedFeature.{kind}(length) must be >= 1; found {value}")
+        return base.__new__(cls, value)
+
+    return type(kind, (base, _Partition), {
+        "__new__": __new__, "__slots__": (), "__doc__": doc, "__module__": __name__,
+        "__qualname__": f"RaggedFeature.{kind}"})  # pickled as an attribute of RaggedFeature
+
+
+@dataclass(frozen=True, eq=False)
+class RaggedFeature:
+    """Values (and optional row partitions) parsed into :class:`RaggedValues`, as tf.io's.
+
+    ``value_key`` names the feature holding the flat values (default: the feature's own name);
+    ``partitions`` (outermost first) name features that split them into rows, as
+    ``tf.io.RaggedFeature``'s: :attr:`RowSplits`, :attr:`RowLengths`, :attr:`RowStarts`,
+    :attr:`RowLimits`, :attr:`ValueRowIds` (each with a feature key of int64 values) and
+    :attr:`UniformRowLength` (a length). Without partitions, :func:`parse_single_example` gives
+    a 1-D array and :func:`parse_example` a :class:`RaggedValues` with one row per record;
+    each partition adds a ragged level, except trailing ``UniformRowLength`` partitions, which
+    reshape the values instead (an array ``[-1, length]``, as TensorFlow does). A missing
+    feature has no values (no rows).
+
+    Args:
+        dtype: ``"int64"``, ``"float32"`` or ``"string"``, as for :class:`FixedLenFeature`.
+        value_key: The feature holding the values; ``None``: the key of this feature.
+        partitions: Row partitions, outermost first.
+        row_splits_dtype: ``"int32"`` (TensorFlow's default) or ``"int64"``; accepted for
+            compatibility, feedline's row splits are always int64.
+        validate: Accepted for compatibility: feedline always checks that the partitions fit
+            the values and raises :class:`ExampleParseError` (naming the record) where they
+            do not; TensorFlow builds an invalid tensor unless ``validate=True``.
+
+    Example:
+        >>> spec = RaggedFeature("int64", "v", [RaggedFeature.RowLengths("lens")])
+        >>> spec.partitions
+        (RowLengths(key='lens'),)
+    """
+
+    dtype: np.dtype
+    value_key: str | None = None
+    partitions: tuple[Any, ...] = ()
+    row_splits_dtype: np.dtype = np.dtype(np.int32)
+    validate: bool = False
+
+    RowSplits = _partition_class("RowSplits", "key", "Row ``i`` spans values "
+                                 "``splits[i]:splits[i + 1]`` (``nrows + 1`` values from 0).")
+    RowLengths = _partition_class("RowLengths", "key", "Row ``i`` has ``lengths[i]`` values.")
+    RowStarts = _partition_class("RowStarts", "key", "Row ``i`` starts at ``starts[i]`` (and "
+                                 "ends where the next starts).")
+    RowLimits = _partition_class("RowLimits", "key", "Row ``i`` ends at ``limits[i]``.")
+    ValueRowIds = _partition_class("ValueRowIds", "key", "Value ``k`` belongs to row "
+                                   "``rowids[k]`` (sorted; ``max + 1`` rows).")
+    UniformRowLength = _partition_class("UniformRowLength", "length", "Rows of ``length`` "
+                                        "values each.")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", _canonical_dtype(self.dtype))
+        if self.value_key is not None and (not isinstance(self.value_key, str)
+                                           or not self.value_key):
+            raise ValueError(f"RaggedFeature value_key must be a non-empty str; found "
+                             f"{self.value_key!r}")
+        if not isinstance(self.partitions, list | tuple):
+            raise TypeError(f"RaggedFeature partitions must be a list or tuple; found "
+                            f"{type(self.partitions).__name__}")
+        for partition in self.partitions:
+            if not isinstance(partition, _Partition):
+                raise TypeError(
+                    "RaggedFeature partitions must be RaggedFeature.RowSplits, RowLengths, "
+                    f"RowStarts, RowLimits, ValueRowIds or UniformRowLength; found {partition!r}")
+        object.__setattr__(self, "partitions", tuple(self.partitions))
+        try:
+            splits_dtype = np.dtype(self.row_splits_dtype)
+        except TypeError:
+            splits_dtype = None
+        if splits_dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+            raise ValueError(f"RaggedFeature row_splits_dtype must be int32 or int64; found "
+                             f"{self.row_splits_dtype!r}")
+        object.__setattr__(self, "row_splits_dtype", splits_dtype)
+        if not isinstance(self.validate, bool):
+            raise TypeError(f"RaggedFeature validate must be a bool; found {self.validate!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class SparseFeature:
+    """Indices and values in separate features parsed into :class:`SparseValues`, as tf.io's.
+
+    Value ``k`` of the ``value_key`` feature sits at index ``[index_key[0][k],
+    index_key[1][k], ...]`` of an array of shape ``size``; :func:`parse_example` adds the
+    record as the first index (shape ``[batch, *size]``). Entries are sorted by index unless
+    ``already_sorted`` (then they keep the features' order).
+
+    Args:
+        index_key: One feature key, or a list of them (one per dimension), of int64 values.
+        value_key: The feature holding the values.
+        dtype: Of the values, as for :class:`FixedLenFeature`.
+        size: The dense shape: an int for one ``index_key``, a list for a list of them.
+        already_sorted: Skip sorting.
+
+    Example:
+        >>> SparseFeature(["row", "col"], "weight", "float32", [10, 4]).size
+        (10, 4)
+    """
+
+    index_key: str | tuple[str, ...]
+    value_key: str
+    dtype: np.dtype
+    size: int | tuple[int, ...]
+    already_sorted: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", _canonical_dtype(self.dtype))
+        if not isinstance(self.value_key, str) or not self.value_key:
+            raise ValueError(f"SparseFeature value_key must be a non-empty str; found "
+                             f"{self.value_key!r}")
+        keys = self.index_key
+        several = isinstance(keys, list | tuple)
+        if not several:
+            keys = (keys,)
+        if not keys or not all(isinstance(key, str) and key for key in keys):
+            raise ValueError(f"SparseFeature index_key must be a feature key or a non-empty "
+                             f"list of them; found {self.index_key!r}")
+        size = self.size
+        if several != isinstance(size, list | tuple | np.ndarray):
+            raise ValueError("SparseFeature size must be a list exactly when index_key is a "
+                             f"list; found index_key={self.index_key!r}, size={size!r}")
+        sizes = _canonical_shape(size, "SparseFeature size")
+        if len(sizes) != len(keys):
+            raise ValueError(f"SparseFeature size {list(sizes)} needs one size per index_key "
+                             f"{list(keys)}")
+        object.__setattr__(self, "index_key", tuple(keys) if several else keys[0])
+        object.__setattr__(self, "size", sizes if several else sizes[0])
+        object.__setattr__(self, "already_sorted", bool(self.already_sorted))
+
+    @property
+    def index_keys(self) -> tuple[str, ...]:
+        """``index_key`` as a tuple (one key per dimension)."""
+        return self.index_key if isinstance(self.index_key, tuple) else (self.index_key,)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """``size`` as a tuple."""
+        return self.size if isinstance(self.size, tuple) else (self.size,)
 
 
 def _default_array(spec: FixedLenFeature) -> np.ndarray:
