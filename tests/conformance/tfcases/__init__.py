@@ -22,5 +22,11 @@ MODULES = [
     "unique",
     "take_while",
     "enumerate",
+    "zip",
+    "concatenate",
+    "range",
+    "from_tensors",
+    "from_tensor_slices",
+    "from_generator",
 ]
 """The case modules, in the order the tables list them."""

@@ -112,6 +112,10 @@ class FeedlineNamespace:
         return dataset.global_shuffle(seed, reshuffle_each_iteration)
 
     @staticmethod
+    def range(*args: int, dtype: Any = np.int64) -> fl.Dataset:
+        return fl.Dataset.range(*args, dtype=dtype)
+
+    @staticmethod
     def spec(dataset: fl.Dataset) -> Any:
         """The element spec as ``(shape, dtype name)`` leaves (``bytes`` for strings)."""
         def leaf(spec: fl.TensorSpec) -> Any:

@@ -100,6 +100,10 @@ def make() -> Any:
                 dataset, seed=seed, reshuffle_each_iteration=reshuffle_each_iteration)
 
         @staticmethod
+        def range(*args: int, dtype: Any = np.int64) -> Any:
+            return tf.data.Dataset.range(*args, output_type=_tf_dtype(dtype))
+
+        @staticmethod
         def spec(dataset: Any) -> Any:
             def leaf(spec: Any) -> Any:
                 shape = None if spec.shape.rank is None else tuple(spec.shape.as_list())
