@@ -28,5 +28,9 @@ MODULES = [
     "from_tensors",
     "from_tensor_slices",
     "from_generator",
+    "reduce",
+    "cardinality",
+    "prefetch",
+    "cache",
 ]
 """The case modules, in the order the tables list them."""

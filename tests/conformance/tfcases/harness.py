@@ -289,3 +289,41 @@ def derive_digest(elements: list[Any]) -> dict[str, Any]:
 
     text = canonical([encode(e) for e in elements])
     return {"count": len(elements), "sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+_SCRATCH: list[str] = []
+
+
+def scratch_dir() -> str:
+    """A fresh temporary folder for a case's files, removed when the process exits."""
+    import atexit
+    import shutil
+    import tempfile
+
+    if not _SCRATCH:
+        _SCRATCH.append(tempfile.mkdtemp(prefix="tfcases-"))
+        atexit.register(shutil.rmtree, _SCRATCH[0], True)
+    return tempfile.mkdtemp(dir=_SCRATCH[0])
+
+
+def next_value(ns: Any, iterator: Any) -> Any:
+    """The next element of ``iterator`` as a plain value, ``"end"``, or ``"error:<category>"``."""
+    try:
+        return _plain(to_numpy(next(iterator), ns.is_dataset, ns.read_all))
+    except StopIteration:
+        return "end"
+    except AssertionError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the category is the result
+        return "error:" + ns.category(error)
+
+
+def read_values(ns: Any, iterator: Any, n: int | None = None) -> list[Any]:
+    """Up to ``n`` (all if ``None``) next values of ``iterator``, stopping after an end/error."""
+    out: list[Any] = []
+    while n is None or len(out) < n:
+        value = next_value(ns, iterator)
+        out.append(value)
+        if isinstance(value, str) and (value == "end" or value.startswith("error:")):
+            break
+    return out

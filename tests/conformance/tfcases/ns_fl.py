@@ -124,6 +124,12 @@ class FeedlineNamespace:
         return _map_specs(leaf, dataset.element_spec)
 
     @staticmethod
+    def lazy(dataset: fl.Dataset) -> fl.Dataset:
+        """No read-ahead the pipeline did not ask for (TF injects a prefetch by default)."""
+        return dataset.with_options(fl.Options(
+            optimization=fl.OptimizationOptions(inject_prefetch=False)))
+
+    @staticmethod
     def options(**settings: Any) -> fl.Options:
         return fl.Options(**settings)
 
@@ -300,6 +306,8 @@ def category(error: BaseException) -> str:
         return "not_found"
     if isinstance(error, fl.DataLossError):
         return "data_loss"
+    if isinstance(error, FileExistsError):
+        return "already_exists"
     if isinstance(error, NotImplementedError):
         return "unimplemented"
     if isinstance(error, (ValueError, TypeError)):
@@ -313,6 +321,41 @@ def _roundtrip(state: Any) -> Any:
 
 
 def _checkpointed(dataset: fl.Dataset, variant: str) -> Iterator[Any]:
+    if variant.startswith("save_then_run:"):
+        # Read ``run`` elements, keeping the state saved after ``save`` of them; restore it and
+        # read the rest (TF's gen_outputs with save_checkpoint_at_end=False).
+        save, run = (int(v) for v in variant.split(":")[1].split(","))
+        with iter(dataset) as first:
+            head = []
+            for _ in range(run):
+                head.append(next(first))
+                if len(head) == save:
+                    state = _roundtrip(first.state_dict())
+            if save == 0:
+                state = _roundtrip(first.state_dict())
+        yield from head[:save]
+        with iter(dataset) as restored:
+            restored.load_state_dict(state)
+            yield from restored
+        return
+    if variant.startswith("breaks:"):
+        # Save and restore into a new iterator at each of these element counts.
+        points = [int(v) for v in variant.split(":")[1].split(",")]
+        it = iter(dataset)
+        try:
+            produced = 0
+            for point in points:
+                while produced < point:
+                    yield next(it)
+                    produced += 1
+                state = _roundtrip(it.state_dict())
+                it.close()
+                it = iter(dataset)
+                it.load_state_dict(state)
+            yield from it
+        finally:
+            it.close()
+        return
     if variant == "reset_restored":
         with iter(dataset) as first:
             full = list(first)

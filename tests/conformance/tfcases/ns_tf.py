@@ -111,6 +111,13 @@ def make() -> Any:
             return tf.nest.map_structure(leaf, dataset.element_spec)
 
         @staticmethod
+        def lazy(dataset: Any) -> Any:
+            options = tf.data.Options()
+            options.experimental_optimization.inject_prefetch = False
+            options.autotune.enabled = False
+            return dataset.with_options(options)
+
+        @staticmethod
         def options(**settings: Any) -> Any:
             options = tf.data.Options()
             for key, value in settings.items():
@@ -250,6 +257,8 @@ def category(error: BaseException, tf: Any) -> str:
         return "not_found"
     if isinstance(error, errors.DataLossError):
         return "data_loss"
+    if isinstance(error, errors.AlreadyExistsError):
+        return "already_exists"
     if isinstance(error, errors.UnimplementedError):
         return "unimplemented"
     if isinstance(error, (errors.InvalidArgumentError, errors.FailedPreconditionError,
