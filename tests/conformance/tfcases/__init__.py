@@ -32,5 +32,8 @@ MODULES = [
     "cardinality",
     "prefetch",
     "cache",
+    "ignore_errors",
+    "sample_from_datasets",
+    "choose_from_datasets",
 ]
 """The case modules, in the order the tables list them."""

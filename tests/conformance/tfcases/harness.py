@@ -327,3 +327,62 @@ def read_values(ns: Any, iterator: Any, n: int | None = None) -> list[Any]:
         if isinstance(value, str) and (value == "end" or value.startswith("error:")):
             break
     return out
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for i in range(256):
+        crc = i
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_CRC_TABLE = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli), as TFRecord framing uses it.
+
+    Example:
+        >>> hex(crc32c(b"123456789"))
+        '0xe3069283'
+    """
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc(data: bytes) -> int:
+    """TFRecord's masked CRC-32C of ``data``."""
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def tfrecord_bytes(records: list[bytes]) -> bytes:
+    """The TFRecord file holding ``records`` (written here so neither side's writer is tested).
+
+    Example:
+        >>> len(tfrecord_bytes([b"ab"]))
+        18
+    """
+    import struct
+
+    out = bytearray()
+    for record in records:
+        length = struct.pack("<Q", len(record))
+        out += length + struct.pack("<I", masked_crc(length))
+        out += record + struct.pack("<I", masked_crc(record))
+    return bytes(out)
+
+
+def restored_matches_count(elements: list[Any], uninterrupted: list[Any]) -> dict[str, Any]:
+    """Like :func:`restored_matches`, for random draws whose multiset is TF's RNG too (which
+    dataset ``sample_from_datasets`` picks): the equality and the count."""
+    same = [_plain(e) for e in elements] == [_plain(e) for e in uninterrupted]
+    return {"restored_equals_uninterrupted": same, "count": len(elements)}
+
+
+restored_matches_count.needs_uninterrupted = True  # type: ignore[attr-defined]

@@ -260,6 +260,19 @@ class FeedlineNamespace:
         return separator.encode().join(p if isinstance(p, bytes) else bytes(p) for p in parts)
 
     @staticmethod
+    def divide(a: Any, b: Any) -> Any:
+        """IEEE division (TF's ``/``): 1/0 is inf, without NumPy's warning."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.true_divide(a, b)
+
+    @staticmethod
+    def read_file(path: Any) -> bytes:
+        """TF's ``tf.io.read_file``: the file's bytes (a missing file raises)."""
+        name = path.decode() if isinstance(path, bytes) else str(path)
+        with open(name, "rb") as f:
+            return f.read()
+
+    @staticmethod
     def fail(x: Any, message: str = "user function failed") -> Any:
         """Raise :class:`UserError` (TF: a ``py_function`` raising it)."""
         raise UserError(message)

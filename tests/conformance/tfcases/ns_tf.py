@@ -192,6 +192,14 @@ def make() -> Any:
             return tf.strings.join(parts, separator=separator)
 
         @staticmethod
+        def divide(a: Any, b: Any) -> Any:
+            return tf.math.truediv(a, b)
+
+        @staticmethod
+        def read_file(path: Any) -> Any:
+            return tf.io.read_file(path)
+
+        @staticmethod
         def fail(x: Any, message: str = "user function failed") -> Any:
             def raise_(value: Any) -> Any:
                 raise UserError(message)
