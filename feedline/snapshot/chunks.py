@@ -228,6 +228,8 @@ class ChunkBuilder:
         compression: A canonical compression name.
         on_frame: Called with ``(parts, raw bytes, elements)`` of each closed frame; returns
             what :func:`chunk_parts` gets for it (a :class:`PackedFrame` or a future of one).
+        copy: Copy large arrays when they are added (their owner may change them before
+            the chunk is written), instead of referencing them.
 
     Example:
         >>> builder = ChunkBuilder("NONE")
@@ -237,8 +239,9 @@ class ChunkBuilder:
         (3, [3])
     """
 
-    def __init__(self, compression: str, on_frame: Any = None) -> None:
+    def __init__(self, compression: str, on_frame: Any = None, copy: bool = False) -> None:
         self.compression = compression
+        self.copy = copy
         self._on_frame = on_frame or (lambda parts, raw, count: pack_frame(
             parts, raw, count, compression))
         self.frames: list[Any] = []
@@ -250,8 +253,15 @@ class ChunkBuilder:
         self._count = 0
 
     def add(self, element: Any) -> int:
-        """Encode ``element`` into the chunk; returns its encoded size."""
+        """Encode ``element`` into the chunk; returns its encoded size.
+
+        Large arrays are referenced, not copied (they must not change until the chunk is
+        written), unless the builder was made with ``copy=True``.
+        """
         parts, size = element_parts(element)
+        if self.copy:
+            parts = [part if isinstance(part, bytearray) else bytearray(byte_view(part))
+                     for part in parts]
         if self.structure is None:
             self.structure = skeleton(element)
         if size >= OWN_FRAME_BYTES:
@@ -606,7 +616,8 @@ def chunk_elements(path: str, header: dict[str, Any], frames: list[Frame],
     count = int(header["elements"])
     if not count:
         return
-    structure = structure_of(header["structure"], SavedTypes(types))
+    saved = SavedTypes(types)
+    structure = structure_of(header["structure"], saved)
     leaves_per_element = len(flatten(structure))
     index = 0
     for position, frame in enumerate(frames):
@@ -615,7 +626,8 @@ def chunk_elements(path: str, header: dict[str, Any], frames: list[Frame],
         at = 0
         for _ in range(frame.elements):
             leaves, at = decode_leaves(frame.data, at, leaves_per_element,
-                                       f"{path}, element {index}", copy=not views)
+                                       f"{path}, element {index}", copy=not views,
+                                       types=saved)
             index += 1
             yield pack_as(structure, leaves)
         if at != len(frame.data):

@@ -14,6 +14,9 @@ each element as its leaves only, one after the other:
        and never copied into C order on either side
 ``o``  an object array of ``bytes``: shape, the lengths, the bytes
 ``b``  ``bytes``; ``s`` a ``str`` (UTF-8)
+``j``  any other leaf :mod:`feedline.core.state_codec` stores (Python ``int``, ``float`` and
+       ``bool`` as they are, the ``RaggedValues`` of ``parse_example``, the datasets
+       ``window`` yields, object arrays of those): the length, then that encoding as JSON
 
 Decoding never imports, looks up or calls anything a file names: it builds NumPy arrays
 from dtype strings NumPy parses itself (object dtypes refused), and the few namedtuple
@@ -29,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from feedline.core.errors import DataLossError
+from feedline.core.errors import CheckpointError, DataLossError
 from feedline.core.fingerprint import DeclaredTypes
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import flatten, pack_as
@@ -123,10 +126,15 @@ def element_parts(element: Any) -> tuple[list[Any], int]:
             out += b"s"
             out += _U64.pack(len(data))
             out += data
+        elif type(leaf) in _JSON_LEAVES or not isinstance(leaf, np.ndarray | np.generic | complex):
+            _encode_json(leaf, out)
         else:
             array = np.asarray(leaf)
             if array.dtype == object:
-                _encode_objects(array, out)
+                if all(isinstance(value, bytes) for value in array.reshape(-1).tolist()):
+                    _encode_objects(array, out)
+                else:
+                    _encode_json(leaf, out)
                 continue
             if array.dtype.kind not in "biufcmMSUV" or array.dtype.hasobject:
                 raise TypeError(f"cannot save a leaf of dtype {array.dtype}")
@@ -187,12 +195,22 @@ def byte_view(part: Any) -> Any:
     return memoryview(np.ascontiguousarray(part).reshape(-1).view(np.uint8))
 
 
+_JSON_LEAVES = frozenset({int, float, bool})
+"""Python scalars: kept as they are (``j``), not turned into NumPy scalars."""
+
+
+def _encode_json(leaf: Any, out: bytearray) -> None:
+    try:
+        data = json.dumps(encode(leaf), separators=(",", ":")).encode()
+    except (CheckpointError, TypeError, ValueError) as error:
+        raise TypeError(f"cannot save a leaf of type {type(leaf).__name__}: {error}") from None
+    out += b"j"
+    out += _U64.pack(len(data))
+    out += data
+
+
 def _encode_objects(array: np.ndarray, out: bytearray) -> None:
     values = array.reshape(-1).tolist()
-    for value in values:
-        if not isinstance(value, bytes):
-            raise TypeError(f"cannot save an object array holding {type(value).__name__} "
-                            "(only bytes)")
     out += b"o"
     out += bytes([array.ndim])
     for size in array.shape:
@@ -217,7 +235,8 @@ def _dtype(text: bytes) -> np.dtype:
 
 
 def decode_leaves(data: Any, at: int, count: int, where: str,
-                  copy: bool = True) -> tuple[list[Any], int]:
+                  copy: bool = True, types: DeclaredTypes | None = None
+                  ) -> tuple[list[Any], int]:
     """``count`` leaves from ``data`` at offset ``at``; returns them and the next offset.
 
     Args:
@@ -229,6 +248,7 @@ def decode_leaves(data: Any, at: int, count: int, where: str,
             arrays are views into ``data`` (zero-copy; writable when ``data`` is), which
             lives as long as any of them does -- except arrays whose data are not aligned
             for their dtype there, which are copied.
+        types: The namedtuple classes ``j`` leaves may build (none by default).
 
     Raises:
         DataLossError: The bytes are not leaves (``where`` names the file and element).
@@ -295,16 +315,20 @@ def decode_leaves(data: Any, at: int, count: int, where: str,
                     out[i] = bytes(view[at:at + length])
                     at += length
                 leaves.append(out.reshape(shape))
-            elif kind in (98, 115):  # b"b", b"s"
+            elif kind in (98, 115, 106):  # b"b", b"s", b"j"
                 (length,) = _U64.unpack_from(view, at)
                 value = bytes(view[at + 8:at + 8 + length])
                 if len(value) != length:
                     raise ValueError("bytes run past the end")
-                leaves.append(value if kind == 98 else value.decode())
+                if kind == 106:
+                    leaves.append(decode(json.loads(value), types or DeclaredTypes()))
+                else:
+                    leaves.append(value if kind == 98 else value.decode())
                 at += 8 + length
             else:
                 raise ValueError(f"unknown leaf kind {bytes([kind])!r}")
-    except (ValueError, TypeError, IndexError, struct.error, UnicodeDecodeError) as error:
+    except (ValueError, TypeError, IndexError, struct.error, UnicodeDecodeError,
+            CheckpointError, RecursionError) as error:
         raise DataLossError(f"{where}: damaged element data at byte {at}: {error}") from None
     return leaves, at
 

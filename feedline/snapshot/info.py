@@ -15,7 +15,15 @@ from typing import Any
 
 from feedline.core.dataset import Dataset
 from feedline.core.fingerprint import PipelineFingerprint
-from feedline.snapshot.store import MANIFEST, PROGRESS, filesystem, join, read_json, remove
+from feedline.snapshot.store import (
+    MANIFEST,
+    PROGRESS,
+    filesystem,
+    join,
+    lock_owner_alive,
+    read_json,
+    remove,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +72,7 @@ def snapshot_info(path: str, dataset: Dataset | None = None) -> list[SnapshotInf
         >>> [(s.status, s.elements, s.matches) for s in fl.snapshot_info(folder, upstream)]
         [('complete', 5, True)]
     """
-    from feedline.transforms.snapshot import LOCK, _lock_owner_alive
+    from feedline.transforms.snapshot import LOCK
 
     fs, inner = filesystem(path)
     if not fs.exists(inner):
@@ -85,7 +93,7 @@ def snapshot_info(path: str, dataset: Dataset | None = None) -> list[SnapshotInf
         writer = read_json(join(folder, LOCK))
         if manifest is not None:
             status = "complete"
-        elif writer is not None and _lock_owner_alive(writer):
+        elif writer is not None and lock_owner_alive(writer):
             status = "writing"
         else:
             status = "partial"

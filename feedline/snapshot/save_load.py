@@ -19,7 +19,7 @@ from typing import Any
 from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError, DataLossError
-from feedline.core.fingerprint import PipelineFingerprint, declared_types
+from feedline.core.fingerprint import DeclaredTypes, PipelineFingerprint, declared_types
 from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator, State
 from feedline.execution.executor import make_executor
 from feedline.snapshot.chunks import chunk_elements, compression_of, load_chunk
@@ -212,10 +212,12 @@ class StoreShardIterator(DatasetIterator):
     READ_AHEAD = max(2, min(4, os.cpu_count() or 1))
     """Chunks read ahead: one per core (decompression is the work), 2 to 4 (memory)."""
 
-    def __init__(self, ctx: IteratorContext, node: StoreShardDataset) -> None:
+    def __init__(self, ctx: IteratorContext, node: StoreShardDataset,
+                 types: DeclaredTypes | None = None) -> None:
         super().__init__(ctx)
         self._node = node
-        self._types = declared_types(node)
+        # The namedtuple classes elements may be built with (a cache passes its pipeline's).
+        self._types = types if types is not None else declared_types(node)
         self._chunk = 0
         self._element = 0  # within the chunk
         self._elements: Any = None
@@ -270,7 +272,10 @@ class StoreShardIterator(DatasetIterator):
         return {"chunk": self._chunk, "element": self._element}
 
     def _set_state(self, state: State) -> None:
-        chunk, element = int(state["chunk"]), int(state["element"])
+        self.seek(int(state["chunk"]), int(state["element"]))
+
+    def seek(self, chunk: int, element: int) -> None:
+        """Go on from element ``element`` of chunk ``chunk`` (``chunk == chunks``: the end)."""
         if chunk < 0 or element < 0 or chunk > self._node.chunks:
             raise CheckpointError(f"{self._node.name}: no chunk {chunk} element {element}")
         self._chunk, self._element, self._elements = chunk, element, None

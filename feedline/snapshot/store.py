@@ -34,6 +34,7 @@ import concurrent.futures
 import functools
 import json
 import os
+import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -103,13 +104,17 @@ class StoreWriter:
         workers: Threads compressing frames (default: one per core).
         progress_bar: Show bytes and elements written (tqdm; only on a terminal).
         rounds_in_flight: Rounds written at once (a next one fills meanwhile).
+        copy: Copy the elements' large arrays as they are added (a consumer may change
+            them in place before their round is written); by default they are referenced.
     """
 
     def __init__(self, folder: str, compression: str, identity: dict[str, Any],
                  shard_of: Callable[[Any], int] | None = None,
                  round_bytes: int = ROUND_BYTES, workers: int | None = None,
-                 progress_bar: bool = True, rounds_in_flight: int = 2) -> None:
+                 progress_bar: bool = True, rounds_in_flight: int = 2,
+                 copy: bool = False) -> None:
         self.folder = folder
+        self.copy = copy
         self.compression = compression
         self.identity = identity
         self.shard_of = shard_of
@@ -184,7 +189,8 @@ class StoreWriter:
         shard = 0 if self.shard_of is None else self.shard_of(element)
         builder = self._chunks.get(shard)
         if builder is None:
-            builder = self._chunks[shard] = ChunkBuilder(self.compression, self._frame)
+            builder = self._chunks[shard] = ChunkBuilder(self.compression, self._frame,
+                                                         self.copy)
         self._buffered_bytes += builder.add(element)
         return self._buffered_bytes >= self.round_bytes
 
@@ -326,6 +332,73 @@ def chunk_identities(folder: str, manifest: dict[str, Any], shard: int,
                             f"{len(checksums)}", path=join(folder, MANIFEST))
     return [ChunkIdentity(store, shard, chunk, checksum)
             for chunk, checksum in enumerate(checksums)]
+
+
+def lock_owner_alive(owner: dict[str, Any]) -> bool:
+    """Whether the process a lock file names may still be alive (another host's: assumed)."""
+    if owner.get("host") != socket.gethostname():
+        return True  # another machine's process: assume it is alive
+    try:
+        os.kill(int(owner.get("pid", -1)), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError, OverflowError, TypeError):
+        return True
+    return True
+
+
+def take_lock(path: str) -> bool:
+    """Create the lock file ``path`` (holding this host and pid); False if a live process
+    holds it. A lock whose process is gone (same host) is taken over.
+
+    Local files are created atomically (``O_EXCL``); remote ones best effort.
+
+    Example:
+        >>> import os, tempfile
+        >>> lock = os.path.join(tempfile.mkdtemp(), "x.lock")
+        >>> take_lock(lock), take_lock(lock)   # this process holds it: not again
+        (True, False)
+        >>> release_lock(lock); take_lock(lock)
+        True
+    """
+    fs, inner = filesystem(path)
+    fs.makedirs(inner.rsplit("/", 1)[0] or "/", exist_ok=True)
+    owner = {"host": socket.gethostname(), "pid": os.getpid()}
+    local = "://" not in path or path.startswith("file://")
+    for _ in range(2):
+        if local:
+            try:
+                handle = os.open(inner, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                pass
+            else:
+                with os.fdopen(handle, "w") as file:
+                    json.dump(owner, file)
+                return True
+        elif not fs.exists(inner):  # remote stores: best effort
+            with fs.open(inner, "w") as file:
+                json.dump(owner, file)
+            return True
+        try:
+            current = read_json(path) or {}
+        except DataLossError:
+            current = {}  # being written this instant, or damaged: its owner is unknown
+        if not isinstance(current, dict) or lock_owner_alive(current):
+            return False
+        try:
+            fs.rm(inner)  # its writer died: take over
+        except FileNotFoundError:
+            pass
+    return False
+
+
+def release_lock(path: str) -> None:
+    """Remove the lock file ``path`` (if it is there)."""
+    fs, inner = filesystem(path)
+    try:
+        fs.rm(inner)
+    except FileNotFoundError:
+        pass
 
 
 def complete_manifest(folder: str) -> dict[str, Any] | None:

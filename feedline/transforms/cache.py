@@ -1,48 +1,82 @@
-"""``cache``: keep the elements of the first complete pass (in memory or in a file) and replay
-them in later passes instead of recomputing the input."""
+"""``cache``: keep the elements of the first complete pass (in memory or on disk) and replay
+them in later passes instead of recomputing the input.
+
+``cache()`` keeps them in memory, for this dataset object. ``cache(filename)`` keeps them in
+the folder ``filename + ".feedline-cache"``: a store of chunk files, the one on-disk format
+of ``save`` and ``snapshot`` (:mod:`feedline.snapshot.store`) -- binary, every frame checked
+by its CRC32C, every chunk naming its store, shard and number -- read back by any pipeline
+(and process) that names it. With tf.data's semantics:
+
+* **A partial cache is never read.** A pass writes into a temporary folder beside the cache
+  (``<cache>.tmp-<pid>-<id>``) and renames it into place when its input ends; a pass stopped
+  early removes it (a crash leaves it, and the next writer removes it).
+* **One writer at a time.** A pass that writes holds the lock file ``<cache>.lock`` (its
+  host and pid). Another pass that finds no complete cache and the lock held by a live
+  iterator -- of this process or another -- raises ``FileExistsError`` (tf.data's
+  ``AlreadyExistsError``: "There appears to be a concurrent caching iterator running").
+  A lock whose process is gone (same host) is taken over.
+* **A cache belongs to its pipeline.** The manifest holds the fingerprint of the pipeline
+  that wrote it; another pipeline's cache (or one an older feedline wrote as JSON lines) is
+  not read but replaced when this pipeline's pass completes, with a warning.
+* **Damage is named.** A damaged, truncated, swapped or foreign chunk is a
+  :class:`~feedline.core.errors.DataLossError` naming the file.
+
+Elements come back as they went in: arrays with their dtype and shape (large ones as
+writable views of the mapped chunk files), ``bytes``, Python scalars and the library's own
+leaf types (``RaggedValues``); decoding builds only the namedtuple classes the pipeline
+itself names, and imports or calls nothing a file says.
+"""
 
 from __future__ import annotations
 
 import abc
-import json
 import logging
 import os
 import threading
 import uuid
-from typing import IO, Any
-
-import google_crc32c
+from typing import Any
 
 from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError, DataLossError
 from feedline.core.fingerprint import DeclaredTypes, PipelineFingerprint, declared_types
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
-from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element
 from feedline.core.unary import UnaryDataset
+from feedline.snapshot.store import (
+    MANIFEST,
+    StoreWriter,
+    filesystem,
+    join,
+    read_json,
+    release_lock,
+    take_lock,
+)
 
 logger = logging.getLogger(__name__)
 
 CACHE_SUFFIX = ".feedline-cache"
-"""Appended to ``cache(filename)`` to name the cache file (tf.data also treats the filename as
-a prefix of the files it writes)."""
+"""Appended to ``cache(filename)`` to name the cache folder (tf.data also treats the filename
+as a prefix of the files it writes)."""
 
-CACHE_FORMAT = 2
-"""Version of the cache file layout (see :class:`_FileReader`)."""
+LOCK_SUFFIX = ".lock"
+"""Appended to the cache folder's name to name the writer's lock file."""
+
+ROUND_BYTES = 16 << 20
+"""Encoded bytes of elements a cache file's writer gathers into one chunk file."""
+
+_OLD_FORMAT = b'{"feedline_cache":'
+"""How the JSON-lines cache files of feedline before the store format begin."""
 
 
 # ----------------------------------------------------------------------------- readers/writers
 class _Reader(abc.ABC):
-    """Replays a complete cache from ``position``."""
+    """Replays a complete cache from ``position``; after the end, every ``next()`` ends."""
 
     position: int
 
     @abc.abstractmethod
     def next(self) -> Element:
-        """The next cached element; ``StopIteration`` at the end."""
-
-    def offset(self) -> int:
-        return 0
+        """The next cached element; ``StopIteration`` at the end (and after it)."""
 
     def close(self) -> None:
         pass
@@ -63,8 +97,15 @@ class _Writer(abc.ABC):
         pass
 
 
+def _check_position(where: str, position: int, count: int) -> None:
+    if not 0 <= position <= count:
+        raise CheckpointError(f"{where}: the state's cache position {position} is not in this "
+                              f"cache of {count} elements")
+
+
 class _MemoryReader(_Reader):
     def __init__(self, elements: tuple[Element, ...], position: int) -> None:
+        _check_position("cache", position, len(elements))
         self._elements = elements
         self.position = position
 
@@ -99,7 +140,7 @@ class _MemoryStore:
             if self.elements is None:
                 self.elements = tuple(elements)
 
-    def open_reader(self, position: int, offset: int | None) -> _Reader | None:
+    def open_reader(self, ctx: IteratorContext, position: int) -> _Reader | None:
         elements = self.elements
         return None if elements is None else _MemoryReader(elements, position)
 
@@ -107,182 +148,176 @@ class _MemoryStore:
         return _MemoryWriter(self)
 
 
-def _record_checksum(index: int, payload: bytes) -> str:
-    # The record's index is inside its checksum: a deleted, repeated or reordered record
-    # fails at once, not at the end of the file.
-    return f"{google_crc32c.value(b'%d:' % index + payload):08x}"
+class _StoreReader(_Reader):
+    """Replays a cache folder through the store's reader (chunks read ahead on threads)."""
 
-
-def _footer(header: bytes, count: int) -> bytes:
-    return b"#end %d %08x\n" % (count, google_crc32c.value(header + b"%d" % count))
-
-
-def _header(fingerprint: PipelineFingerprint) -> bytes:
-    return json.dumps({"feedline_cache": CACHE_FORMAT, "pipeline": fingerprint.to_json()},
-                      sort_keys=True, separators=(",", ":")).encode() + b"\n"
-
-
-class _FileReader(_Reader):
-    """Replays a cache file.
-
-    Layout: a JSON header line (format and the fingerprint of the pipeline that wrote it),
-    then one line per element, ``<crc32c of index and payload> <payload>`` where the payload
-    is the element's :mod:`~feedline.core.state_codec` encoding as JSON, then a footer line
-    ``#end <count> <crc32c of header and count>`` written when the pass completed. Any
-    difference (a changed byte, a deleted or repeated record, a missing footer) is a
-    :class:`~feedline.core.errors.DataLossError` naming the file, record and byte offset.
-    """
-
-    def __init__(self, path: str, header: bytes, count: int, types: DeclaredTypes,
-                 position: int, offset: int | None) -> None:
-        self._path = path
-        self._count = count
-        self._types = types
-        self._ended = False
-        self._file: IO[bytes] = open(path, "rb")  # noqa: SIM115 -- closed by close()
-        try:
-            self._file.seek(len(header))
-            self.position = 0
-            if offset is not None:
-                if not (0 <= position <= count) or offset < len(header):
-                    raise CheckpointError(
-                        f"{path}: the state's cache position {position} (byte {offset}) is not "
-                        f"in this cache of {count} elements")
-                self._file.seek(offset)
-                self.position = position
-            else:
-                for _ in range(position):
-                    self.next()
-        except BaseException:
-            self._file.close()
-            raise
-
-    def _damaged(self, start: int, what: str) -> DataLossError:
-        return DataLossError(f"{self._path}: damaged cache record {self.position} at byte "
-                             f"{start}: {what}", path=self._path, offset=start,
-                             record_index=self.position)
+    def __init__(self, iterator: DatasetIterator, position: int) -> None:
+        self._iterator = iterator
+        self.position = position
 
     def next(self) -> Element:
-        if self._ended:  # after the end, next() ends again (batch asks once more)
-            raise StopIteration
-        start = self._file.tell()
-        line = self._file.readline()
-        if line.startswith(b"#end ") or not line:
-            if self.position != self._count or not line:
-                raise self._damaged(start, f"expected {self._count} records, found "
-                                    f"{self.position}")
-            self._ended = True
-            raise StopIteration
-        if not line.endswith(b"\n") or line[8:9] != b" ":
-            raise self._damaged(start, "not a cache record (truncated or edited)")
-        payload = line[9:-1]
-        if line[:8].decode("ascii", "replace") != _record_checksum(self.position, payload):
-            raise self._damaged(start, "checksum mismatch")
-        try:
-            element = decode(json.loads(payload), self._types)
-        except (ValueError, CheckpointError) as error:
-            raise self._damaged(start, str(error)) from None
+        element = next(self._iterator)  # ends again after the end (the store reader does)
         self.position += 1
         return element
 
-    def offset(self) -> int:
-        return self._file.tell()
-
     def close(self) -> None:
-        self._file.close()
+        self._iterator.close()
 
 
 class _FileWriter(_Writer):
-    """Writes a temporary file beside the cache and renames it into place when complete, so
-    a reader never sees a partial cache (and a crash leaves none behind to be used)."""
+    """Writes a pass into a temporary store folder beside the cache, holding the cache's
+    lock; :meth:`commit` renames the folder into place."""
 
-    def __init__(self, path: str, header: bytes) -> None:
-        self._path = path
-        self._header = header
-        self._count = 0
-        directory = os.path.dirname(path)
-        if directory:
-            os.makedirs(directory, exist_ok=True)
-        self._temp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex}"
-        self._file: IO[bytes] | None = open(self._temp, "wb")  # noqa: SIM115 -- commit/abort
-        self._file.write(header)
+    def __init__(self, store: _FileStore) -> None:
+        self._store = store
+        if not take_lock(store.lock):
+            owner = read_json(store.lock) if _exists(store.lock) else None
+            raise FileExistsError(
+                f"There appears to be a concurrent caching iterator running: the cache lock "
+                f"file {store.lock} exists (held by {owner}). If no other iterator of this "
+                "pipeline, in this or another process, is filling this cache, delete the lock "
+                "file and iterate again.")
+        try:
+            store.remove_stale_temporaries()
+            self.folder = f"{store.path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+            # copy=True: the elements are handed on downstream, which may change their
+            # arrays in place before their round is written.
+            self._writer = StoreWriter(self.folder, "NONE", store.identity(),
+                                       round_bytes=ROUND_BYTES, progress_bar=False, copy=True)
+        except BaseException:
+            release_lock(store.lock)
+            raise
 
     def append(self, element: Element) -> None:
-        assert self._file is not None
-        payload = json.dumps(encode(element), separators=(",", ":")).encode()
-        self._file.write(_record_checksum(self._count, payload).encode() + b" " + payload
-                         + b"\n")
-        self._count += 1
+        if self._writer.add(element):
+            self._writer.commit(None)  # a cache is never resumed: no input state to keep
 
     def commit(self) -> None:
-        assert self._file is not None
-        self._file.write(_footer(self._header, self._count))
-        self._file.close()
-        self._file = None
-        os.replace(self._temp, self._path)
+        try:
+            self._writer.finish({"cardinality": self._writer.elements})
+            self._store.publish(self.folder)
+        except BaseException:
+            self._discard()
+            raise
+        finally:
+            release_lock(self._store.lock)
 
     def abort(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-            try:
-                os.remove(self._temp)
-            except FileNotFoundError:
-                pass
+        try:
+            self._discard()
+        finally:
+            release_lock(self._store.lock)
+
+    def _discard(self) -> None:
+        self._writer.close()
+        fs, inner = filesystem(self.folder)
+        if fs.exists(inner):
+            fs.rm(inner, recursive=True)
+
+
+def _exists(path: str) -> bool:
+    fs, inner = filesystem(path)
+    return bool(fs.exists(inner))
 
 
 class _FileStore:
-    """The cache file of one pipeline: usable only if the pipeline that wrote it was this one."""
+    """The cache folder of one pipeline: used only if the pipeline that wrote it was this
+    one."""
 
     def __init__(self, path: str, node: CacheDataset) -> None:
         self.path = path
+        self.lock = path + LOCK_SUFFIX
         self._node = node
 
-    def _complete_cache(self) -> tuple[bytes, int] | None:
-        """The header and element count of a complete cache of this pipeline, else ``None``."""
-        try:
-            with open(self.path, "rb") as file:
-                header = file.readline()
-                size = file.seek(0, os.SEEK_END)
-                file.seek(max(len(header), size - 64))
-                tail = file.read()
-        except FileNotFoundError:
+    def identity(self) -> dict[str, Any]:
+        return {"kind": "cache", "pipeline": self._node.fingerprint().to_json()}
+
+    def _manifest(self) -> dict[str, Any] | None:
+        """The manifest of a complete cache of this pipeline, else ``None``."""
+        fs, inner = filesystem(self.path)
+        if not fs.exists(inner):
             return None
+        if not fs.isdir(inner):
+            with fs.open(inner, "rb") as file:
+                head = file.read(len(_OLD_FORMAT))
+            if head == _OLD_FORMAT:
+                logger.warning("%s is a cache file of an older feedline (JSON lines); it is not "
+                               "used and will be replaced by this pipeline's cache.", self.path)
+                return None
+            raise DataLossError(f"{self.path} is not a feedline cache (expected a folder of "
+                                "chunk files with its dataset.json)", path=self.path, offset=0)
+        manifest_path = join(self.path, MANIFEST)
+        manifest = read_json(manifest_path)
+        if manifest is None:
+            raise DataLossError(f"{self.path} is not a complete feedline cache: it has no "
+                                f"{MANIFEST} (a cache folder is put in place only when "
+                                "complete)", path=manifest_path)
+        identity = manifest.get("identity")
         try:
-            saved = json.loads(header)
-            written_by = PipelineFingerprint.from_json(saved["pipeline"])
-            if saved["feedline_cache"] != CACHE_FORMAT:
-                raise ValueError(f"format {saved['feedline_cache']!r}")
-        except (ValueError, KeyError, TypeError, CheckpointError) as error:
-            raise DataLossError(f"{self.path} is not a feedline cache file of format "
-                                f"{CACHE_FORMAT} (bad header: {error})", path=self.path,
-                                offset=0) from None
+            if identity.get("kind") != "cache":
+                raise ValueError(f"it holds a {identity.get('kind')!r}, not a cache")
+            written_by = PipelineFingerprint.from_json(identity["pipeline"])
+            int(manifest["elements"])
+        except (AttributeError, KeyError, TypeError, ValueError, CheckpointError) as error:
+            raise DataLossError(f"{manifest_path}: not the manifest of a feedline cache: "
+                                f"{error}", path=manifest_path) from None
         difference = self._node.fingerprint().first_difference(written_by)
         if difference is not None:
             logger.warning("%s was written by a different pipeline (%s); it is not used and "
                            "will be replaced by this pipeline's cache.", self.path, difference)
             return None
-        footer_start = tail.rfind(b"\n#end ", 0, len(tail) - 1)
-        last_line = tail[footer_start + 1:] if footer_start >= 0 else tail
-        try:
-            count = int(last_line.split()[1])
-        except (IndexError, ValueError):
-            count = -1
-        if count < 0 or last_line != _footer(header, count):
-            raise DataLossError(f"{self.path}: the cache file is truncated or damaged (no valid "
-                                "end marker)", path=self.path, offset=size)
-        return header, count
+        return manifest
 
-    def open_reader(self, position: int, offset: int | None) -> _Reader | None:
-        complete = self._complete_cache()
-        if complete is None:
+    def open_reader(self, ctx: IteratorContext, position: int) -> _Reader | None:
+        from feedline.snapshot.save_load import StoreShardDataset, StoreShardIterator
+
+        manifest = self._manifest()
+        if manifest is None:
             return None
-        header, count = complete
-        return _FileReader(self.path, header, count, self._node.declared_types(), position,
-                           offset)
+        manifest_path = join(self.path, MANIFEST)
+        try:
+            chunks = int(manifest["shards"].get("0", 0))
+            counts = [int(n) for n in manifest["counts"].get("0", [])]
+            total = int(manifest["elements"])
+        except (AttributeError, KeyError, TypeError, ValueError) as error:
+            raise DataLossError(f"{manifest_path}: damaged manifest: {error!r}",
+                                path=manifest_path) from None
+        if len(counts) != chunks or sum(counts) != total or min(counts, default=1) < 1:
+            raise DataLossError(f"{manifest_path}: damaged manifest: expected {chunks} chunk "
+                                f"element counts adding up to {total}, found {counts}",
+                                path=manifest_path)
+        _check_position(self.path, position, total)
+        dataset = StoreShardDataset(self.path, 0, chunks, manifest,
+                                    name=f"{self._node.name}({self.path})")
+        iterator = StoreShardIterator(ctx, dataset, self._node.declared_types())
+        chunk, element = 0, position
+        while chunk < chunks and element >= counts[chunk]:
+            element -= counts[chunk]
+            chunk += 1
+        iterator.seek(chunk, element)
+        return _StoreReader(iterator, position)
 
     def open_writer(self) -> _Writer:
-        return _FileWriter(self.path, _header(self._node.fingerprint()))
+        return _FileWriter(self)
+
+    def remove_stale_temporaries(self) -> None:
+        """Remove the temporary folders of writers that died (the caller holds the lock, so
+        no live writer has one)."""
+        fs, inner = filesystem(self.path)
+        parent, name = inner.rsplit("/", 1) if "/" in inner else (".", inner)
+        if not fs.exists(parent):
+            return
+        for entry in fs.ls(parent, detail=False):
+            if entry.rstrip("/").rsplit("/", 1)[-1].startswith(f"{name}.tmp-"):
+                fs.rm(entry, recursive=True)
+
+    def publish(self, folder: str) -> None:
+        """Put the complete cache ``folder`` in place (replacing another pipeline's)."""
+        fs, inner = filesystem(self.path)
+        _, temporary = filesystem(folder)
+        if fs.exists(inner):
+            fs.rm(inner, recursive=True)
+        fs.mv(temporary, inner, recursive=True)
 
 
 # ----------------------------------------------------------------------------- the dataset
@@ -291,9 +326,10 @@ class CacheDataset(UnaryDataset):
 
     With ``filename=""`` the cache lives in memory and belongs to this dataset object: the
     first iterator to read the whole input fills it, later ones (next epochs, new iterators)
-    replay it without touching the input. With a filename it is the file
-    ``filename + ".feedline-cache"``, reused by any pipeline (and process) that names it.
-    Either way only a complete pass becomes the cache; a pass stopped early is discarded.
+    replay it without touching the input. With a filename it is the folder
+    ``filename + ".feedline-cache"`` (see the module doc), reused by any pipeline (and
+    process) that names it. Either way only a complete pass becomes the cache; a pass stopped
+    early is discarded.
 
     Example:
         >>> import feedline as fl
@@ -353,10 +389,12 @@ class CacheIterator(DatasetIterator):
     """Replays the cache when it is complete; otherwise reads the input, writing what it
     reads, and commits it as the cache when the input ends.
 
-    The state is the position (plus the file offset) when replaying, the input's state when
-    reading; elements are not stored in it. A restore that lands in the middle of filling
-    continues reading the input but cannot complete the cache (the elements before the
-    checkpoint are not in the state), so the next pass fills it.
+    The state is the position when replaying, the input's state when reading; elements are
+    not stored in it. (``offset`` is kept, always 0, so that states of the JSON-lines cache
+    files of older feedline versions, which held a byte offset there, still restore: replay
+    goes by position.) A restore that lands in the middle of filling continues reading the
+    input but cannot complete the cache (the elements before the checkpoint are not in the
+    state), so the next pass fills it. After the end, ``next()`` ends again, every time.
     """
 
     def __init__(self, ctx: IteratorContext, node: CacheDataset) -> None:
@@ -368,10 +406,13 @@ class CacheIterator(DatasetIterator):
         self._upstream: DatasetIterator | None = None
         self._position = 0
         self._done = False
-        self._reader = self._store.open_reader(0, None)
+        # Whether this pass fills the cache: its writer (for a file, the lock) is taken at
+        # its first next(), as tf.data does, so an iterator made and never read blocks none.
+        self._fills = False
+        self._reader = self._store.open_reader(ctx, 0)
         if self._reader is None:
             self._set_upstream(node._make_input_iterator(ctx))
-            self._writer = self._store.open_writer()
+            self._fills = True
 
     def _set_upstream(self, upstream: DatasetIterator | None) -> None:
         if self._upstream is not None:
@@ -386,10 +427,12 @@ class CacheIterator(DatasetIterator):
             return element
         if self._done or self._upstream is None:
             raise StopIteration
+        if self._fills and self._writer is None:
+            self._writer = self._store.open_writer()  # FileExistsError: another one writes
         try:
             element = next(self._upstream)
         except StopIteration:
-            self._done = True
+            self._done, self._fills = True, False
             if self._writer is not None:
                 writer, self._writer = self._writer, None
                 writer.commit()
@@ -402,8 +445,8 @@ class CacheIterator(DatasetIterator):
 
     def _get_state(self) -> State:
         if self._reader is not None:
-            return {"mode": "cache", "position": self._position, "offset": self._reader.offset(),
-                    "done": False, "input": []}
+            return {"mode": "cache", "position": self._position, "offset": 0, "done": False,
+                    "input": []}
         assert self._upstream is not None
         return {"mode": "input", "position": self._position, "offset": 0, "done": self._done,
                 "input": [self._upstream.state_dict()]}
@@ -411,10 +454,9 @@ class CacheIterator(DatasetIterator):
     def _set_state(self, state: State) -> None:
         self._drop_reader_and_writer(warn=False)
         self._set_upstream(None)
-        position = state["position"]
-        self._done = state["done"]
-        self._reader = self._store.open_reader(
-            position, state["offset"] if state["mode"] == "cache" else None)
+        position = int(state["position"])
+        self._done, self._fills = bool(state["done"]), False
+        self._reader = self._store.open_reader(self._ctx, position)
         if self._reader is not None:
             self._position = position
             return
@@ -425,19 +467,22 @@ class CacheIterator(DatasetIterator):
             self._position = position
             # The elements before the checkpoint are gone: this pass can complete the cache
             # only if there were none.
-            self._writer = self._store.open_writer() if position == 0 else None
+            self._fills = position == 0 and not self._done
             return
         # Saved while replaying a cache that is not here (a new process, a copied dataset):
         # fill it again, re-reading the elements already handed out.
-        self._writer = self._store.open_writer()
+        self._fills = True
         self._position = 0
+        if not position:
+            return
+        self._writer = self._store.open_writer()
         while self._position < position:
             try:
                 element = next(upstream)
             except StopIteration:
-                self._done = True
-                self._writer.commit()
-                self._writer = None
+                self._done, self._fills = True, False
+                writer, self._writer = self._writer, None
+                writer.commit()
                 return
             except Exception:  # noqa: BLE001, S112 -- failed elements never were in the cache
                 continue

@@ -33,7 +33,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +50,8 @@ from feedline.snapshot.store import (
     join,
     read_json,
 )
+from feedline.snapshot.store import release_lock as release_lock_file
+from feedline.snapshot.store import take_lock as take_lock_file
 
 LOCK = "writer.lock"
 
@@ -130,51 +131,15 @@ def input_files(dataset: Dataset) -> list[list[Any]]:
     return sorted(files)
 
 
-def _lock_owner_alive(owner: dict[str, Any]) -> bool:
-    if owner.get("host") != socket.gethostname():
-        return True  # another machine's process: assume it is alive
-    try:
-        os.kill(int(owner.get("pid", -1)), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, ValueError, OverflowError):
-        return True
-    return True
-
-
 def take_lock(folder: str) -> bool:
-    """Take the writer's lock of a snapshot folder (local files: atomic ``O_EXCL``)."""
+    """Take the writer's lock of a snapshot folder (``writer.lock`` in it)."""
     fs, inner = filesystem(folder)
     fs.makedirs(inner, exist_ok=True)
-    path = join(folder, LOCK)
-    owner = {"host": socket.gethostname(), "pid": os.getpid()}
-    for _ in range(2):
-        if "://" not in path or path.startswith("file://"):
-            try:
-                handle = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                pass
-            else:
-                with os.fdopen(handle, "w") as file:
-                    json.dump(owner, file)
-                return True
-        elif not fs.exists(join(inner, LOCK)):  # remote stores: best effort
-            with fs.open(join(inner, LOCK), "w") as file:
-                json.dump(owner, file)
-            return True
-        current = read_json(path) or {}
-        if _lock_owner_alive(current):
-            return False
-        fs.rm(join(inner, LOCK))  # its writer died: take over
-    return False
+    return take_lock_file(join(folder, LOCK))
 
 
 def release_lock(folder: str) -> None:
-    fs, inner = filesystem(folder)
-    try:
-        fs.rm(join(inner, LOCK))
-    except FileNotFoundError:
-        pass
+    release_lock_file(join(folder, LOCK))
 
 
 class SnapshotIterator(DatasetIterator):

@@ -327,3 +327,28 @@ def test_a_partial_save_of_an_older_format_is_started_again(tmp_path):
     ds.save(str(tmp_path), checkpoint_args={"checkpoint_interval": 500})
     assert CALLS[0] == 0  # computed again from the start, its old chunks replaced
     assert [int(b[0]) for b in fl.Dataset.load(str(tmp_path))] == list(range(200))
+
+
+def test_python_scalars_and_library_leaves_round_trip_as_they_are(tmp_path):
+    from feedline.formats.example.ragged import RaggedValues
+
+    def element(i):
+        i = int(i)
+        return {"n": i, "f": i / 2, "b": bool(i % 2), "big": 2**70 + i,
+                "ragged": RaggedValues(np.arange(i, dtype=np.int64), np.array([0, i])),
+                "mixed": np.array([i, b"x"], dtype=object)}
+
+    ds = fl.Dataset.range(3).map(element)
+    ds.save(str(tmp_path))
+    got = list(fl.Dataset.load(str(tmp_path)))
+    assert_elements_equal(got, list(ds))
+    assert [type(got[1][k]) for k in ("n", "f", "b", "big")] == [int, float, bool, int]
+    assert got[2]["big"] == 2**70 + 2 and got[2]["ragged"] == element(2)["ragged"]
+    assert got[1]["mixed"].tolist() == [1, b"x"]
+
+
+def test_a_leaf_that_cannot_be_saved_is_named(tmp_path):
+    from feedline.snapshot.codec import element_parts
+
+    with pytest.raises(TypeError, match="cannot save a leaf of type object"):
+        element_parts((np.int64(1), object()))

@@ -2,6 +2,7 @@ import json
 import logging
 import os
 import pickle
+import shutil
 
 import numpy as np
 import pytest
@@ -200,70 +201,199 @@ def test_file_cache_checkpointing(tmp_path):
     check_checkpointing(fl.Dataset.range(6).map(lambda x: (x, b"v")).cache(str(tmp_path / "c")))
 
 
+def test_the_file_cache_is_a_store_of_chunk_files(tmp_path):
+    # Issue 26: one on-disk format for elements (it was JSON/base64 lines).
+    ds = fl.Dataset.range(5).map(lambda x: (x, b"v%d" % x)).cache(str(tmp_path / "c"))
+    first = list(ds)
+    folder = tmp_path / ("c" + CACHE_SUFFIX)
+    manifest = json.loads((folder / "dataset.json").read_text())
+    assert manifest["identity"]["kind"] == "cache" and manifest["elements"] == 5
+    assert (folder / "shard-00000" / "chunk-00000.flchunk").read_bytes()[:8] == b"FLCHUNK2"
+    assert_elements_equal(list(ds), first)
+    assert sorted(os.listdir(tmp_path)) == ["c" + CACHE_SUFFIX]
+
+
+def test_file_cache_keeps_leaf_types(tmp_path):
+    import collections
+
+    from feedline.formats.example.ragged import RaggedValues
+
+    Point = collections.namedtuple("Point", "x y")
+
+    def element(i):
+        return Point(int(i), {"f": float(i) / 2, "flag": bool(i % 2), "big": np.full(
+            20_000, i, np.int32), "ragged": RaggedValues(np.arange(int(i)), np.array(
+                [0, int(i)]))})
+
+    ds = fl.Dataset.range(3).map(element).cache(str(tmp_path / "c"))
+    first, second = list(ds), list(ds)
+    for a, b in zip(first, second):
+        assert type(b) is Point and type(b.x) is int and type(b.y["f"]) is float
+        assert type(b.y["flag"]) is bool and b.y["ragged"] == a.y["ragged"]
+        assert b.y["big"].dtype == np.int32 and b.y["big"].flags.writeable
+    assert_elements_equal(second, first)
+
+
+def test_changing_elements_downstream_does_not_change_the_cache(tmp_path):
+    def in_place(x):
+        x += 1  # an array the cache handed on (or read back) changed where it lies
+        return x
+
+    ds = fl.Dataset.range(3).map(lambda i: np.full(50_000, i)).cache(str(tmp_path / "c"))
+    expected = [np.full(50_000, i + 1) for i in range(3)]
+    assert_elements_equal(list(ds.map(in_place)), expected)
+    assert_elements_equal(list(ds.map(in_place)), expected)
+    assert_elements_equal(list(ds), [np.full(50_000, i) for i in range(3)])
+
+
+def test_a_partial_cache_is_never_read_and_a_second_writer_is_refused(tmp_path):
+    prefix = str(tmp_path / "c")
+    counter = Counter()
+    ds = fl.Dataset.range(10).map(counter).cache(prefix)
+    with iter(ds) as writer:
+        assert ints([next(writer) for _ in range(4)]) == [0, 1, 2, 3]
+        names = sorted(os.listdir(tmp_path))
+        # Written under a temporary name, the lock held; nothing under the cache's name.
+        assert names[0] == "c" + CACHE_SUFFIX + ".lock" and len(names) == 2
+        assert names[1].startswith("c" + CACHE_SUFFIX + ".tmp-")
+        with iter(fl.Dataset.range(10).map(counter).cache(prefix)) as other:  # the same
+            with pytest.raises(FileExistsError, match="concurrent caching iterator running: "
+                                                      r"the cache lock file .*c\.feedline-cache"
+                                                      r"\.lock exists"):
+                next(other)
+        assert ints(writer) == list(range(4, 10))
+    assert sorted(os.listdir(tmp_path)) == ["c" + CACHE_SUFFIX]
+    assert counter.calls == 10
+    assert ints(fl.Dataset.range(10).map(counter).cache(prefix)) == list(range(10))
+    assert counter.calls == 10  # read back
+
+
+def test_an_iterator_never_read_blocks_no_writer(tmp_path):
+    ds = fl.Dataset.range(3).cache(str(tmp_path / "c"))
+    with iter(ds) as idle, iter(ds) as reader:
+        assert ints(reader) == [0, 1, 2]
+        assert ints(idle) == [0, 1, 2]  # found no cache when made: computes, cannot write
+    assert sorted(os.listdir(tmp_path)) == ["c" + CACHE_SUFFIX]
+
+
+def test_a_dead_writers_lock_and_folder_are_taken_over(tmp_path):
+    import subprocess
+    import sys
+
+    prefix = str(tmp_path / "c")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    pid = int(dead.stdout)
+    import socket
+
+    (tmp_path / ("c" + CACHE_SUFFIX + ".lock")).write_text(
+        json.dumps({"host": socket.gethostname(), "pid": pid}))
+    (tmp_path / ("c" + CACHE_SUFFIX + f".tmp-{pid}-abc")).mkdir()
+    assert ints(fl.Dataset.range(3).cache(prefix)) == [0, 1, 2]
+    assert sorted(os.listdir(tmp_path)) == ["c" + CACHE_SUFFIX]
+
+
 def test_damaged_file_cache(tmp_path):
     ds = fl.Dataset.range(3).cache(str(tmp_path / "c"))
     ints(ds)
-    path = tmp_path / ("c" + CACHE_SUFFIX)
-    path.write_bytes(path.read_bytes()[:-3])
-    # A truncated file is refused before any element comes out.
-    with pytest.raises(fl.DataLossError, match="truncated or damaged") as info:
-        fl.Dataset.range(3).cache(str(tmp_path / "c"))._make_iterator(IteratorContext())
-    assert info.value.path == str(path)
-    path.write_bytes(b"not a cache\n")
-    with pytest.raises(fl.DataLossError, match="not a feedline cache file"):
+    chunk = tmp_path / ("c" + CACHE_SUFFIX) / "shard-00000" / "chunk-00000.flchunk"
+    _replace(chunk, chunk.read_bytes()[:-3])
+    with pytest.raises(fl.DataLossError, match="chunk-00000.flchunk: the chunk is truncated") \
+            as info:
         list(fl.Dataset.range(3).cache(str(tmp_path / "c")))
+    assert info.value.path == str(chunk)
+    (tmp_path / ("c" + CACHE_SUFFIX) / "dataset.json").unlink()
+    with pytest.raises(fl.DataLossError, match="not a complete feedline cache: it has no "
+                                               "dataset.json"):
+        fl.Dataset.range(3).cache(str(tmp_path / "c"))._make_iterator(IteratorContext())
+    shutil.rmtree(tmp_path / ("c" + CACHE_SUFFIX))
+    (tmp_path / ("c" + CACHE_SUFFIX)).write_bytes(b"not a cache\n")
+    with pytest.raises(fl.DataLossError, match="is not a feedline cache"):
+        list(fl.Dataset.range(3).cache(str(tmp_path / "c")))
+    assert (tmp_path / ("c" + CACHE_SUFFIX)).read_bytes() == b"not a cache\n"  # left alone
+
+
+def test_an_old_json_lines_cache_file_is_replaced(tmp_path, caplog):
+    path = tmp_path / ("c" + CACHE_SUFFIX)
+    path.write_bytes(b'{"feedline_cache":2,"pipeline":{}}\n#end 0 00000000\n')
+    with caplog.at_level(logging.WARNING, logger="feedline.transforms.cache"):
+        assert ints(fl.Dataset.range(3).cache(str(tmp_path / "c"))) == [0, 1, 2]
+    assert "cache file of an older feedline" in caplog.text
+    assert path.is_dir() and ints(fl.Dataset.range(3).cache(str(tmp_path / "c"))) == [0, 1, 2]
 
 
 # ----------------------------------------------------------------------------- damage and hostility
-def _complete_cache(tmp_path, n=100):
+def _replace(path, data):
+    """Replace a file as a copy does (a new file: one being read stays mapped intact)."""
+    from feedline.snapshot.chunks import write_file
+
+    write_file(str(path), data)
+
+
+def _complete_cache(tmp_path, monkeypatch, n=100):
+    from feedline.transforms import cache
+
+    monkeypatch.setattr(cache, "ROUND_BYTES", 150)  # about 12 elements a chunk
     prefix = str(tmp_path / "c")
     assert ints(fl.Dataset.range(n).cache(prefix)) == list(range(n))
-    return prefix, tmp_path / ("c" + CACHE_SUFFIX)
+    chunks = sorted((tmp_path / ("c" + CACHE_SUFFIX) / "shard-00000").iterdir())
+    assert len(chunks) >= n // 20
+    return prefix, chunks
 
 
-def _records(path):
-    lines = path.read_bytes().split(b"\n")
-    return lines[0], lines[1:-2], lines[-2]  # header, records, footer
+def test_a_file_cache_of_several_chunks_checkpoints(tmp_path, monkeypatch):
+    prefix, _ = _complete_cache(tmp_path, monkeypatch, 30)
+    check_checkpointing(fl.Dataset.range(30).cache(prefix), steps=[0, 1, 11, 12, 13, 29, 30])
+    check_checkpointing(fl.Dataset.range(30).cache(prefix).batch(4),
+                        steps=[0, 1, 3, 7, 8])
 
 
-def test_deleting_a_record_is_data_loss_at_that_record(tmp_path):
-    prefix, path = _complete_cache(tmp_path)
-    header, records, footer = _records(path)
-    del records[40]
-    path.write_bytes(b"\n".join([header, *records, footer]) + b"\n")
-    it = iter(fl.Dataset.range(100).cache(prefix))
-    assert ints([next(it) for _ in range(40)]) == list(range(40))
-    with pytest.raises(fl.DataLossError, match="damaged cache record 40 at byte .*checksum") as info:
-        next(it)
-    assert info.value.record_index == 40 and info.value.path == str(path)
+def test_restoring_past_the_end_of_the_cache_is_a_checkpoint_error(tmp_path):
+    prefix = str(tmp_path / "c")
+    ints(fl.Dataset.range(3).cache(prefix))
+    with iter(fl.Dataset.range(3).cache(prefix)) as it:
+        state = json.loads(json.dumps(it.state_dict()))
+    state["root"]["position"] = 4
+    with iter(fl.Dataset.range(3).cache(prefix)) as it:
+        with pytest.raises(fl.CheckpointError):
+            it.load_state_dict(state)
 
 
-def test_deleting_the_last_records_is_data_loss_before_any_element(tmp_path):
-    prefix, path = _complete_cache(tmp_path)
-    header, records, footer = _records(path)
-    path.write_bytes(b"\n".join([header, *records[:98]]) + b"\n")
-    with pytest.raises(fl.DataLossError, match="truncated or damaged"):
-        next(iter(fl.Dataset.range(100).cache(prefix)))
-    # A forged footer with the wrong count does not hide the loss either.
-    path.write_bytes(b"\n".join([header, *records[:98], footer]) + b"\n")
-    it = iter(fl.Dataset.range(100).cache(prefix))
-    assert len([next(it) for _ in range(98)]) == 98
-    with pytest.raises(fl.DataLossError, match="expected 100 records, found 98"):
-        next(it)
+def test_a_deleted_chunk_is_data_loss(tmp_path, monkeypatch):
+    prefix, chunks = _complete_cache(tmp_path, monkeypatch)
+    chunks[2].unlink()
+    got = []
+    with pytest.raises(fl.DataLossError, match="chunk 2 is missing"):
+        for x in fl.Dataset.range(100).cache(prefix):
+            got.append(int(x))
+    assert got == list(range(len(got))) and got
 
 
-def test_a_changed_byte_is_data_loss(tmp_path):
-    prefix, path = _complete_cache(tmp_path)
-    data = bytearray(path.read_bytes())
-    position = data.index(b'"v":57')
-    data[position + 5] = ord("8")  # 57 -> 58, a valid record with the wrong value
-    path.write_bytes(bytes(data))
-    with pytest.raises(fl.DataLossError, match="record 57 .*checksum"):
+def test_swapped_or_copied_chunks_are_data_loss(tmp_path, monkeypatch):
+    prefix, chunks = _complete_cache(tmp_path, monkeypatch)
+    a, b = chunks[1].read_bytes(), chunks[3].read_bytes()
+    _replace(chunks[1], b)
+    _replace(chunks[3], a)
+    with pytest.raises(fl.DataLossError, match=r"chunk-00001.flchunk: expected chunk 1 of shard 0 "
+                                               r"of store [0-9a-f]+, found chunk 3 of shard 0"):
+        list(fl.Dataset.range(100).cache(prefix))
+    _replace(chunks[3], b)  # a copy of chunk 3 over chunk 1
+    with pytest.raises(fl.DataLossError, match="chunk-00001.flchunk: expected chunk 1 "):
+        list(fl.Dataset.range(100).cache(prefix))
+
+
+def test_a_changed_byte_is_data_loss(tmp_path, monkeypatch):
+    prefix, chunks = _complete_cache(tmp_path, monkeypatch)
+    data = bytearray(chunks[4].read_bytes())
+    data[-2] ^= 0x01  # in the last element's value: a valid element, the wrong value
+    _replace(chunks[4], bytes(data))
+    with pytest.raises(fl.DataLossError, match="chunk-00004.flchunk: the chunk's checksum"):
         list(fl.Dataset.range(100).cache(prefix))
 
 
 def test_a_cache_file_of_another_pipeline_is_never_read(tmp_path, caplog):
-    prefix, _ = _complete_cache(tmp_path, 5)
+    prefix = str(tmp_path / "c")
+    assert ints(fl.Dataset.range(5).cache(prefix)) == list(range(5))
     calls = []
 
     def times_ten(x):
@@ -283,27 +413,43 @@ def test_a_cache_file_of_another_pipeline_is_never_read(tmp_path, caplog):
 
 def test_a_hostile_cache_file_runs_nothing(tmp_path):
     import collections
-    import json as json_module
 
-    from feedline.transforms.cache import _record_checksum
+    from feedline.snapshot.chunks import ChunkBuilder, chunk_parts, crc32c, header_checksum
 
     Point = collections.namedtuple("Point", "x y")
     prefix = str(tmp_path / "c")
     ds = fl.Dataset.from_tensors(Point(np.int64(1), np.int64(2))).cache(prefix)
-    assert list(ds) == [Point(1, 2)]
-    path = tmp_path / ("c" + CACHE_SUFFIX)
-    header, _, _ = _records(path)
+    assert list(ds) == [Point(1, 2)] and type(list(ds)[0]) is Point
+    folder = tmp_path / ("c" + CACHE_SUFFIX)
+    manifest = json.loads((folder / "dataset.json").read_text())
+    chunk = folder / "shard-00000" / "chunk-00000.flchunk"
     marker = tmp_path / "pwned"
-    for hostile in ({"nt": "os:system", "f": ["command"], "v": [{"u": f"touch {marker}"}]},
-                    {"o": "os:system", "v": f"touch {marker}"},
-                    {"nt": "subprocess:getoutput", "v": [{"u": f"touch {marker}"}]}):
-        payload = json_module.dumps(hostile, separators=(",", ":")).encode()
-        record = _record_checksum(0, payload).encode() + b" " + payload
-        from feedline.transforms.cache import _footer
-
-        path.write_bytes(header + b"\n" + record + b"\n" + _footer(header + b"\n", 1))
-        with pytest.raises(fl.DataLossError, match="record 0"):
-            list(fl.Dataset.from_tensors(Point(np.int64(1), np.int64(2))).cache(prefix))
+    fields = {"store": manifest["store_id"], "shard": 0, "chunk": 0}
+    for hostile, outcome in (
+            ({"nt": "os:system", "f": ["command"], "v": [{"u": f"touch {marker}"}]},
+             "a namedtuple named system, nothing more"),
+            ({"o": "os:system", "v": f"touch {marker}"}, "data loss"),
+            ({"nt": "subprocess:getoutput", "v": [{"u": f"touch {marker}"}]}, "data loss")):
+        # An element of one leaf of kind "j" (a value the state codec decodes), checksums right.
+        builder = ChunkBuilder("NONE")
+        builder.add(1)
+        [frame] = builder.close()
+        text = json.dumps(hostile).encode()
+        frame.parts = [b"j" + len(text).to_bytes(8, "little") + text]
+        frame.packed = frame.raw = len(frame.parts[0])
+        frame.crc = crc32c(frame.parts[0])
+        parts = chunk_parts([frame], "NONE", builder.structure, fields)
+        _replace(chunk, b"".join(bytes(p) for p in parts))
+        manifest["checksums"]["0"] = [header_checksum(parts)]
+        _replace(folder / "dataset.json", json.dumps(manifest).encode())
+        again = fl.Dataset.from_tensors(Point(np.int64(1), np.int64(2))).cache(prefix)
+        if outcome == "data loss":
+            with pytest.raises(fl.DataLossError, match="chunk-00000.flchunk, element 0: damaged"):
+                list(again)
+        else:
+            [made_up] = list(again)
+            assert type(made_up).__name__ == "system" and made_up.command == b"" or \
+                made_up.command == f"touch {marker}"
         assert not marker.exists()
 
 
