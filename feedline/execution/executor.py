@@ -55,23 +55,70 @@ def _run(future: concurrent.futures.Future[Any], fn: Callable[..., Any], args: t
         future.set_result(result)
 
 
-def _worker(work: queue.SimpleQueue[Any], idle: threading.Semaphore,
-            gate: WorkerGate | None) -> None:
-    # Refers to the queue only, never to the stage: an abandoned pipeline is still collected.
-    if gate is not None:
-        gate.enter()
+class _Roster:
+    """The threads of one :class:`ThreadExecutor` and what they are doing, shared with them
+    (never the executor or the stage: an abandoned pipeline is still collected while its
+    threads wait for work).
+
+    A submitted call starts a thread only when more calls are queued than threads wait for
+    work: counted exactly, so that a pool whose gate rises from 4 to 64 starts the threads
+    it now may (a permit per finished call, as ``concurrent.futures`` counts idle threads,
+    piles up while every thread is busy and would let the pool start none). When the gate
+    (:class:`~feedline.execution.gate.WorkerGate`) falls below the threads started (a map
+    that ran 200 threads for calls that waited, now needing 8), the threads past its limit
+    end once their call returns, rather than wait at the gate for good.
+    """
+
+    __slots__ = ("gate", "idle", "lock", "queued", "threads")
+
+    def __init__(self, gate: WorkerGate | None) -> None:
+        self.gate = gate
+        self.lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
+        self.queued = 0  # calls submitted that no thread has taken yet
+        self.idle = 0  # threads waiting for a call
+
+    def retire(self) -> bool:
+        """Whether the calling thread, which just gave its place at the gate back, ends now
+        (more threads are left than the gate's limit)."""
+        gate = self.gate
+        limit = None if gate is None else gate.limit
+        with self.lock:
+            if limit is None or len(self.threads) <= limit:
+                return False
+            self.threads.remove(threading.current_thread())
+            return True
+
+
+def _worker(work: queue.SimpleQueue[Any], roster: _Roster) -> None:
+    # Refers to the queue and the roster only, never to the stage: an abandoned pipeline is
+    # still collected.
+    gate, lock = roster.gate, roster.lock
+    placed = False
     try:
+        if gate is not None:
+            gate.enter()
+            placed = True
         while True:
+            with lock:
+                roster.idle += 1
             item = work.get()
+            with lock:
+                roster.idle -= 1
+                roster.queued -= 1
             if item is None:
                 return
             _run(*item)
             del item  # drop the finished call's arguments before waiting for the next
-            idle.release()
             if gate is not None and gate.leave_if_over():
-                gate.enter()  # the limit fell: wait until a place is free again
+                placed = False
+                if roster.retire():
+                    return  # the limit fell below the threads: one fewer
+                gate.enter()  # wait until a place is free again
+                placed = True
     finally:
-        if gate is not None:
+        if placed:
+            assert gate is not None
             gate.leave()
 
 
@@ -79,13 +126,16 @@ class ThreadExecutor:
     """A pool of up to ``workers`` named daemon threads, started as calls need them.
 
     Args:
-        workers: Calls that may run at once.
+        workers: Most calls that may run at once (threads).
         name: Stage name, used in thread names (``feedline-<name>-<id>_<k>``) and warnings.
         close_timeout: Seconds :meth:`shutdown` waits for running calls before abandoning
             their threads with a ``RuntimeWarning``.
         gate: How many of the threads take work at once, if fewer than ``workers`` (a
-            tuned ``map``'s setting, which the tuner changes while the pool runs); threads
-            are started up to its limit only.
+            tuned ``map``'s setting, which the tuner changes while the pool runs). Threads
+            are started as calls need them, up to its limit; when the limit falls, the
+            threads past it end once their call returns, so a pool sized for the most a
+            stage may ever run (hundreds of threads for calls that wait) holds only the
+            threads its setting uses.
 
     Example:
         >>> executor = ThreadExecutor(2, "demo")
@@ -103,42 +153,44 @@ class ThreadExecutor:
         self.name = name
         self._gate = gate
         self._prefix = f"feedline-{name}-{next(_STAGE_IDS)}"
+        self._numbers = itertools.count()  # thread names: threads end and start again
         self._workers = max(1, workers)
         self._close_timeout = close_timeout
         self._work: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)
-        self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()
+        self._roster = _Roster(gate)
         self._shut = False
 
     def submit(self, fn: Callable[..., Any], /, *args: Any) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        with self._lock:
+        roster = self._roster
+        with roster.lock:
             if self._shut:
                 raise RuntimeError(f"the executor of {self.name} is shut down")
             self._work.put((future, fn, args))
-            # A thread that finished a call and waits for work takes this one.
-            if not self._idle.acquire(blocking=False) and len(self._threads) < self._cap():
+            roster.queued += 1
+            # Threads waiting for work take the calls queued; more calls than those start
+            # a thread, while the gate allows.
+            if roster.queued > roster.idle and len(roster.threads) < self._cap():
                 thread = threading.Thread(
-                    target=_worker, args=(self._work, self._idle, self._gate), daemon=True,
-                    name=f"{self._prefix}_{len(self._threads)}")
+                    target=_worker, args=(self._work, roster), daemon=True,
+                    name=f"{self._prefix}_{next(self._numbers)}")
                 thread.start()
-                self._threads.append(thread)
+                roster.threads.append(thread)
         return future
 
     @property
     def workers(self) -> int:
-        """Calls that may run at once."""
-        return self._workers
+        """Calls that may run at once now (the gate's limit, within ``workers``)."""
+        return self._cap()
 
     def _cap(self) -> int:
         limit = None if self._gate is None else self._gate.limit
         return self._workers if limit is None else min(self._workers, limit)
 
     def threads(self) -> list[threading.Thread]:
-        """The threads started so far (for statistics: their CPU time is this stage's work)."""
-        with self._lock:
-            return list(self._threads)
+        """The threads running now (for statistics: their CPU time is this stage's work)."""
+        with self._roster.lock:
+            return list(self._roster.threads)
 
     def shutdown(self) -> None:
         """Cancel queued calls, wait up to ``close_timeout`` for running ones. Idempotent.
@@ -147,20 +199,24 @@ class ThreadExecutor:
         process; each ends by itself once its call returns) and a ``RuntimeWarning`` names
         the stage.
         """
-        with self._lock:
+        with self._roster.lock:
             if self._shut:
                 return
             self._shut = True
-            threads = list(self._threads)
+            threads = list(self._roster.threads)
         while True:  # cancel what has not started
             try:
                 item = self._work.get_nowait()
             except queue.Empty:
                 break
+            with self._roster.lock:
+                self._roster.queued -= 1
             if item is not None:
                 item[0].cancel()
-        for _ in threads:
-            self._work.put(None)
+        with self._roster.lock:
+            for _ in threads:
+                self._work.put(None)
+                self._roster.queued += 1
         if self._gate is not None:
             self._gate.close()  # threads waiting for a place go to their end
         current = threading.current_thread()

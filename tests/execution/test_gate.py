@@ -149,7 +149,7 @@ def _running_together(pool: ThreadExecutor, tasks: int) -> int:
     return state["most"]
 
 
-def test_a_changed_limit_applies_to_a_running_pool_and_shutdown_ends_waiting_threads():
+def test_a_changed_limit_applies_to_a_running_pool_and_threads_past_it_end():
     gate = WorkerGate(limit=1)
     pool = ThreadExecutor(3, "gate-test", gate=gate)
     with no_leaked_threads():
@@ -157,12 +157,22 @@ def test_a_changed_limit_applies_to_a_running_pool_and_shutdown_ends_waiting_thr
             assert _running_together(pool, 4) == 1
             gate.limit = 3
             assert _running_together(pool, 6) == 3
+            started = pool.threads()
             gate.limit = 1  # applies as the running tasks end
             _running_together(pool, 3)
             assert _running_together(pool, 4) == 1
-            assert len(pool.threads()) == 3  # two of them wait for a place
+            # The two threads past the limit ended once their call returned, rather than
+            # wait at the gate for good.
+            (kept,) = pool.threads()
+            for thread in started:
+                if thread is not kept:
+                    thread.join(TIMEOUT)
+                    assert not thread.is_alive()
+            gate.limit = 3  # threads start again as calls need them
+            assert _running_together(pool, 6) == 3
+            assert len(pool.threads()) == 3
         finally:
-            pool.shutdown()  # the waiting threads too end
+            pool.shutdown()
 
 
 def test_a_tuned_map_computes_ahead_while_its_consumer_is_away():
@@ -220,3 +230,39 @@ def test_shutdown_ends_the_threads_waiting_for_a_place_while_a_call_is_stuck():
     for thread in pool.threads():
         thread.join(TIMEOUT)
         assert not thread.is_alive()
+
+
+def test_a_raised_limit_starts_the_threads_it_allows_after_a_long_run_at_the_old_one():
+    # A pool that ran many calls queued behind its one busy thread, then is let run 8 at
+    # once, starts 8 threads. (Counting a permit per finished call as idle threads, these
+    # piled up while the thread was busy, and later calls started no thread.)
+    gate = WorkerGate(limit=1)
+    pool = ThreadExecutor(16, "gate-test", gate=gate)
+    with no_leaked_threads():
+        try:
+            for future in [pool.submit(time.sleep, 0.001) for _ in range(50)]:
+                future.result(timeout=TIMEOUT)
+            assert len(pool.threads()) == 1
+            gate.limit = 8
+            assert _running_together(pool, 16) == 8
+            assert len(pool.threads()) == 8
+        finally:
+            pool.shutdown()
+
+
+def test_a_pool_grows_to_hundreds_of_threads_and_ends_them_all_on_shutdown():
+    # Calls that wait (a sleep, a read) are what a tuned map runs on hundreds of threads.
+    gate = WorkerGate(limit=4)
+    pool = ThreadExecutor(256, "gate-test", gate=gate)
+    with no_leaked_threads(timeout=TIMEOUT):
+        try:
+            assert _running_together(pool, 8) == 4
+            gate.limit = 200
+            assert _running_together(pool, 400) == 200
+            assert len(pool.threads()) == 200
+            assert pool.workers == 200
+            gate.limit = 300
+            assert pool.workers == 256  # never more than the pool's threads
+        finally:
+            pool.shutdown()
+        assert not any(thread.is_alive() for thread in pool.threads())
