@@ -35,5 +35,9 @@ MODULES = [
     "ignore_errors",
     "sample_from_datasets",
     "choose_from_datasets",
+    "list_files",
+    "text_line",
+    "tf_record",
+    "fixed_length",
 ]
 """The case modules, in the order the tables list them."""
