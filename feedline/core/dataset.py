@@ -309,6 +309,18 @@ class Dataset(abc.ABC):
         """
         return _sources.random.RandomDataset(seed)
 
+    @staticmethod
+    def counter(start: Any = 0, step: Any = 1, dtype: Any = "int64") -> Dataset:
+        """An endless count ``start, start + step, ...`` of ``dtype`` scalars (tf.data's
+        ``counter``: integers wrap around at the dtype's bounds, floats accumulate).
+
+        Example:
+            >>> import feedline as fl
+            >>> [int(x) for x in fl.Dataset.counter(start=3, step=-2).take(4)]
+            [3, 1, -1, -3]
+        """
+        return _sources.counter.CounterDataset(start, step, dtype)
+
     # ----------------------------------------------------------------- transformations
     def map(self, map_func: Callable[..., Any], num_parallel_calls: int | None = None,
             deterministic: bool | None = None, name: str | None = None, *,
@@ -398,6 +410,21 @@ class Dataset(abc.ABC):
         return _transforms.padded_batch.PaddedBatchDataset(
             self, batch_size, padded_shapes, padding_values, drop_remainder, name)
 
+    def ragged_batch(self, batch_size: int, drop_remainder: bool = False,
+                     name: str | None = None) -> Dataset:
+        """Batch elements of varying shape into :class:`~feedline.RaggedValues` (leaves of
+        unknown shape; fully known ones are stacked), as tf.data's ``ragged_batch``
+        (:mod:`feedline.transforms.ragged_batch`).
+
+        Example:
+            >>> import feedline as fl, numpy as np
+            >>> ds = fl.Dataset.range(4).map(lambda x: np.arange(x)).ragged_batch(2)
+            >>> [b.to_list() for b in ds]
+            [[[], [0]], [[0, 1], [0, 1, 2]]]
+        """
+        return _transforms.ragged_batch.RaggedBatchDataset(self, batch_size, drop_remainder,
+                                                           name)
+
     def unbatch(self, name: str | None = None) -> Dataset:
         """Split each element along its first dimension into rows.
 
@@ -451,6 +478,25 @@ class Dataset(abc.ABC):
         """
         return _transforms.global_shuffle.GlobalShuffleDataset(
             self, seed, reshuffle_each_iteration, name)
+
+    def rejection_resample(self, class_func: Callable[..., Any], target_dist: Sequence[float],
+                           initial_dist: Sequence[float] | None = None,
+                           seed: int | None = None, name: str | None = None) -> Dataset:
+        """Resample towards the class distribution ``target_dist``, yielding ``(class,
+        element)`` pairs, with tf.data's algorithm: elements may be dropped or repeated, and
+        ``initial_dist=None`` estimates the input's distribution while reading
+        (:mod:`feedline.transforms.rejection_resample`).
+
+        Example:
+            >>> import feedline as fl, numpy as np
+            >>> ds = fl.Dataset.from_tensor_slices(np.array([0, 0, 0, 1] * 250))
+            >>> out = ds.rejection_resample(lambda c: c, [0.5, 0.5], [0.75, 0.25], seed=0)
+            >>> share = np.mean([int(c) for c, _ in out])
+            >>> bool(0.4 < share < 0.6)
+            True
+        """
+        return _transforms.rejection_resample.RejectionResampleDataset(
+            self, class_func, target_dist, initial_dist, seed, name)
 
     def repeat(self, count: int | None = None, name: str | None = None) -> Dataset:
         """Repeat the input ``count`` times (``None`` or -1: forever).
@@ -544,6 +590,49 @@ class Dataset(abc.ABC):
             [[0, 1, 2], [2, 3, 4], [4]]
         """
         return _transforms.window.WindowDataset(self, size, shift, stride, drop_remainder, name)
+
+    def group_by_window(self, key_func: Callable[..., Any],
+                        reduce_func: Callable[[Any, Dataset], Dataset],
+                        window_size: int | None = None,
+                        window_size_func: Callable[[Any], Any] | None = None,
+                        name: str | None = None) -> Dataset:
+        """Group elements by ``key_func``'s integer key; each window of ``window_size`` (or
+        ``window_size_func(key)``) elements of one key goes to ``reduce_func(key, window)``,
+        a dataset whose elements are the output. Groups left at the end are reduced in key
+        order, as tf.data does (:mod:`feedline.transforms.group_by_window`).
+
+        Example:
+            >>> import feedline as fl
+            >>> ds = fl.Dataset.range(10).group_by_window(
+            ...     lambda x: x % 2, lambda key, window: window.batch(4), window_size=4)
+            >>> [b.tolist() for b in ds]
+            [[0, 2, 4, 6], [1, 3, 5, 7], [8], [9]]
+        """
+        return _transforms.group_by_window.GroupByWindowDataset(
+            self, key_func, reduce_func, window_size, window_size_func, name)
+
+    def bucket_by_sequence_length(self, element_length_func: Callable[..., Any],
+                                  bucket_boundaries: Sequence[int],
+                                  bucket_batch_sizes: Sequence[int],
+                                  padded_shapes: Element = None, padding_values: Element = None,
+                                  pad_to_bucket_boundary: bool = False,
+                                  no_padding: bool = False, drop_remainder: bool = False,
+                                  name: str | None = None) -> Dataset:
+        """Batch elements of similar length together: a bucket per length range
+        (``bucket_boundaries``), each with its batch size, padded per batch
+        (:mod:`feedline.transforms.bucket_by_sequence_length`).
+
+        Example:
+            >>> import feedline as fl, numpy as np
+            >>> ds = fl.Dataset.from_tensor_slices([1, 4, 2, 5]).map(lambda n: np.ones(n))
+            >>> ds = ds.bucket_by_sequence_length(len, bucket_boundaries=[3],
+            ...                                   bucket_batch_sizes=[2, 2])
+            >>> [b.shape for b in ds]
+            [(2, 2), (2, 5)]
+        """
+        return _transforms.bucket_by_sequence_length.BucketBySequenceLengthDataset(
+            self, element_length_func, bucket_boundaries, bucket_batch_sizes, padded_shapes,
+            padding_values, pad_to_bucket_boundary, no_padding, drop_remainder, name)
 
     def scan(self, initial_state: Element, scan_func: Callable[[Any, Any], tuple[Any, Any]],
              name: str | None = None) -> Dataset:

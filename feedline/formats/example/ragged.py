@@ -210,16 +210,18 @@ class RaggedValues:
         return cls(values, [decode(splits) for splits in value["splits"]])
 
 
-def stack_rows(rows: list[Any], what: str = "rows") -> RaggedValues:
+def stack_rows(rows: list[Any], what: str = "rows", ragged_rank: int = 0) -> RaggedValues:
     """A ragged level over ``rows``: row ``i`` of the result is ``rows[i]``.
 
-    Rows are arrays of rank >= 1 (their first dimension becomes ragged; further dimensions
-    must agree) or :class:`RaggedValues` of one ragged rank (the result has one level more),
-    as batching ``tf.RaggedTensor`` rows does.
+    Rows are arrays of rank >= 1 (their first dimension becomes ragged, and so do the next
+    ``ragged_rank`` ones; further dimensions must agree: ``tf.RaggedTensor.from_tensor(row,
+    ragged_rank)`` batched) or :class:`RaggedValues` of one ragged rank (the result has one
+    level more), as batching ``tf.RaggedTensor`` rows does.
 
     Args:
         rows: At least one row.
         what: Names the rows in errors (``"leaf [1] of the batch"``).
+        ragged_rank: For array rows: how many dimensions after the first are ragged too.
 
     Raises:
         ValueError: The rows disagree in kind, ragged rank or uniform dimensions.
@@ -230,6 +232,9 @@ def stack_rows(rows: list[Any], what: str = "rows") -> RaggedValues:
         >>> nested = stack_rows([RaggedValues([1, 2], [0, 2]), RaggedValues([3], [0, 0, 1])])
         >>> nested.to_list(), nested.ragged_rank
         ([[[1, 2]], [[], [3]]], 2)
+        >>> grids = stack_rows([np.zeros((1, 2)), np.ones((2, 1))], ragged_rank=1)
+        >>> grids.to_list(), [s.tolist() for s in grids.nested_row_splits]
+        ([[[0.0, 0.0]], [[1.0], [1.0]]], [[0, 1, 3], [0, 2, 3, 4]])
     """
     first = rows[0]
     if isinstance(first, RaggedValues):
@@ -247,14 +252,25 @@ def stack_rows(rows: list[Any], what: str = "rows") -> RaggedValues:
             parts = [row.nested_row_splits[level] for row in rows]
             levels.append(_joined_splits(parts))
         return RaggedValues(_concatenated([row.values for row in rows], what), levels)
-    arrays = [np.asarray(row) for row in rows]
-    for i, array in enumerate(arrays):
-        if array.ndim == 0 or array.shape[1:] != arrays[0].shape[1:]:
-            raise ValueError(f"{what}: row {i} has shape {array.shape}, but row 0 has shape "
-                             f"{arrays[0].shape} (rows may differ in their first dimension "
-                             "only)")
-    return RaggedValues(_concatenated(arrays, what),
-                        _splits_of_lengths([len(array) for array in arrays]))
+    ragged = ragged_rank + 1  # dimensions of each row that may differ between rows
+    arrays = []
+    for i, row in enumerate(rows):
+        array = None if isinstance(row, RaggedValues) else np.asarray(row)
+        if array is None or array.ndim < ragged or (
+                arrays and array.shape[ragged:] != arrays[0].shape[ragged:]):
+            found = "ragged values" if array is None else f"shape {array.shape}"
+            first = f"shape {arrays[0].shape}" if arrays else f"rank >= {ragged}"
+            raise ValueError(f"{what}: row {i} has {found}, but rows need {first} (rows may "
+                             f"differ in their first {ragged} dimensions only)")
+        arrays.append(array)
+    levels = [_splits_of_lengths([len(array) for array in arrays])]
+    for dim in range(1, ragged):
+        # Within a row, dimension ``dim`` is uniform: one length per row of the level above.
+        levels.append(_splits_of_lengths([length for array in arrays for length in
+                                          [array.shape[dim]] * int(np.prod(array.shape[:dim]))]))
+    flat = [array.reshape(int(np.prod(array.shape[:ragged])), *array.shape[ragged:])
+            for array in arrays]
+    return RaggedValues(_concatenated(flat, what), levels)
 
 
 def _splits_of_lengths(lengths: list[int]) -> np.ndarray:

@@ -103,6 +103,13 @@ def same(actual: Any, expected: Any, where: str = "") -> None:
     from feedline import RaggedValues, SparseValues
 
     at = where or "the top"
+    if isinstance(expected, list):  # a list of elements
+        assert isinstance(actual, list), f"at {at}: expected a list, got {actual!r}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            same(a, e, f"{where} element {i}: ")
+        assert len(actual) == len(expected), \
+            f"at {at}: {len(actual)} elements, expected {len(expected)}"
+        return
     if isinstance(expected, tuple):
         assert isinstance(actual, tuple) and len(actual) == len(expected), \
             f"at {at}: expected a tuple of {len(expected)}, got {actual!r}"

@@ -1,0 +1,91 @@
+"""ragged_batch against what tf.data 2.21 returned (tests/data/tfdata_golden/ragged_batch.json,
+recorded by record.py from from_generator inputs with an output_signature)."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import feedline as fl
+from feedline.testing import check_checkpointing, fail_at
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data" / "tfdata_golden"))
+import golden  # noqa: E402
+
+GOLDEN = golden.load("ragged_batch")
+
+
+def source(name, signature=True):
+    """The case's input as TensorFlow read it: from_generator with its output_signature (the
+    ragged-elements case has none: feedline has no spec for ragged leaves)."""
+    elements = [golden.decode(e) for e in GOLDEN[name]["input"]]
+    spec = golden.spec(GOLDEN[name]["signature"])
+    if spec == "ragged":  # a generator's elements are arrays: ragged ones come from a map
+        return fl.Dataset.range(len(elements)).map(lambda i: elements[i])
+    return fl.Dataset.from_generator(lambda: iter(elements),
+                                     output_signature=spec if signature else None)
+
+
+def batched(name, dataset):
+    return dataset.ragged_batch(GOLDEN[name]["batch_size"], GOLDEN[name]["drop_remainder"])
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_matches_tensorflow(name):
+    out = list(batched(name, source(name)))
+    golden.same(out, [golden.decode(e) for e in GOLDEN[name]["output"]])
+
+
+@pytest.mark.parametrize("name", ["vectors", "vectors_drop_remainder", "scalars", "dict",
+                                  "two_ragged_dims", "ragged_elements"])
+def test_unknown_spec_matches_where_every_dimension_is_unknown(name):
+    # Without a spec (after a map), scalars stack and arrays are ragged in every dimension:
+    # tf.data's result whenever the traced shape is all None, as for these cases.
+    out = list(batched(name, source(name, signature=False).map(lambda *x: x[0] if len(x) == 1
+                                                                   else x)))
+    golden.same(out, [golden.decode(e) for e in GOLDEN[name]["output"]])
+
+
+def test_unknown_spec_makes_fixed_dimensions_ragged_too():
+    out = list(source("inner_dense_dim", signature=False).ragged_batch(3))
+    assert out[0].ragged_rank == 2 and out[0].values.ndim == 1
+    expected = golden.decode(GOLDEN["inner_dense_dim"]["output"][0])
+    assert out[0].to_list() == expected.to_list()
+
+
+def test_cardinality_and_spec():
+    ds = fl.Dataset.range(10).map(lambda x: np.arange(x))
+    assert ds.ragged_batch(4).cardinality() == 3
+    assert ds.ragged_batch(4, drop_remainder=True).cardinality() == 2
+
+
+@pytest.mark.parametrize("name", ["vectors", "two_ragged_dims", "tuple_mixed", "ragged_elements"])
+def test_checkpointing(name):
+    check_checkpointing(batched(name, source(name)))
+
+
+def test_results_hold_in_checkpointed_buffers():
+    ds = fl.Dataset.range(12).map(lambda x: np.arange(x % 5)).ragged_batch(3).shuffle(3, seed=1)
+    check_checkpointing(ds)
+
+
+def test_failures_keep_their_place():
+    check_checkpointing(fail_at(fl.Dataset.range(9), [4]).map(lambda x: np.arange(x))
+                        .ragged_batch(2))
+
+
+def test_mismatches_name_the_batch():
+    ds = fl.Dataset.from_generator(lambda: iter([np.zeros(2), np.zeros((2, 2))])).ragged_batch(2)
+    with pytest.raises(fl.StructureError, match=r"leaf <element> of batch element 1 has rank 2, "
+                       "but element 0's has rank 1") as info:
+        next(iter(ds))
+    assert "ragged_batch" in "\n".join(info.value.__notes__)
+    rows = [fl.RaggedValues([1, 2], [0, 2]), np.array([3])]
+    mixed = fl.Dataset.range(2).map(lambda i: rows[i]).ragged_batch(2)
+    with pytest.raises(ValueError, match=r"leaf <element>: row 1 is ndarray, but row 0 has "
+                       "ragged rank 1") as info:
+        next(iter(mixed))
+    assert "feedline: raised in ragged_batch at input element 0" in info.value.__notes__
+    with pytest.raises(ValueError, match="must be a positive int"):
+        fl.Dataset.range(3).ragged_batch(0)
