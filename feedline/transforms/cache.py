@@ -147,6 +147,10 @@ class _MemoryStore:
     def open_writer(self) -> _Writer:
         return _MemoryWriter(self)
 
+    # As tf.data's memory cache: complete once it holds the input's known cardinality, even
+    # if the end was never asked for (a consumer that stops after exactly all elements).
+    completes_at_cardinality = True
+
 
 class _StoreReader(_Reader):
     """Replays a cache folder through the store's reader (chunks read ahead on threads)."""
@@ -409,6 +413,10 @@ class CacheIterator(DatasetIterator):
         # Whether this pass fills the cache: its writer (for a file, the lock) is taken at
         # its first next(), as tf.data does, so an iterator made and never read blocks none.
         self._fills = False
+        self._complete_at = -1
+        if getattr(self._store, "completes_at_cardinality", False):
+            cardinality = node._inputs[0].cardinality()
+            self._complete_at = cardinality if cardinality >= 0 else -1
         self._reader = self._store.open_reader(ctx, 0)
         if self._reader is None:
             self._set_upstream(node._make_input_iterator(ctx))
@@ -438,9 +446,12 @@ class CacheIterator(DatasetIterator):
                 writer.commit()
             raise
         # A failed element raised above: it is not cached, as in tf.data.
+        self._position += 1
         if self._writer is not None:
             self._writer.append(element)
-        self._position += 1
+            if self._position == self._complete_at:
+                writer, self._writer = self._writer, None
+                writer.commit()
         return element
 
     def _get_state(self) -> State:
@@ -488,6 +499,9 @@ class CacheIterator(DatasetIterator):
                 continue
             self._writer.append(element)
             self._position += 1
+        if self._position == self._complete_at:
+            writer, self._writer = self._writer, None
+            writer.commit()
 
     def _drop_reader_and_writer(self, warn: bool) -> None:
         if self._reader is not None:

@@ -474,3 +474,16 @@ def test_next_after_the_end_ends_again_forever(tmp_path, filename):
             for _ in range(3):
                 with pytest.raises(StopIteration):
                     next(it)
+
+
+def test_a_memory_cache_is_complete_at_the_inputs_known_cardinality():
+    # tf.data (MemoryCacheTest.testCacheKnownCardinality): reading every element, without
+    # asking for the end, completes the cache; the next pass replays the same order.
+    ds = fl.Dataset.range(10).shuffle(10, seed=3, reshuffle_each_iteration=True).cache()
+    with iter(ds) as it:
+        first = ints([next(it) for _ in range(10)])
+    assert sorted(first) == list(range(10)) and ints(ds) == first
+    unknown = fl.Dataset.range(10).filter(lambda x: True).cache()
+    with iter(unknown) as it:
+        [next(it) for _ in range(10)]
+    assert unknown._store.elements is None  # cardinality unknown: only the end completes it
