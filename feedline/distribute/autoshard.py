@@ -60,15 +60,19 @@ from feedline.distribute.index_shard import IndexShardDataset
 from feedline.formats._file_reader import FileReaderDataset
 from feedline.optimize.map_fusion import FusedInlineDataset
 from feedline.transforms.batch import BatchDataset
+from feedline.transforms.bucket_by_sequence_length import BucketBySequenceLengthDataset
 from feedline.transforms.cache import CacheDataset
 from feedline.transforms.filter import FilterDataset
 from feedline.transforms.flat_map import FlatMapDataset
+from feedline.transforms.group_by_window import GroupByWindowDataset
 from feedline.transforms.ignore_errors import IgnoreErrorsDataset
 from feedline.transforms.interleave import InterleaveDataset
 from feedline.transforms.map import MapDataset
 from feedline.transforms.padded_batch import PaddedBatchDataset
 from feedline.transforms.prefetch import PrefetchDataset
+from feedline.transforms.ragged_batch import RaggedBatchDataset
 from feedline.transforms.rebatch import RebatchDataset
+from feedline.transforms.rejection_resample import RejectionResampleDataset
 from feedline.transforms.repeat import RepeatDataset
 from feedline.transforms.shard import ShardDataset
 from feedline.transforms.shuffle import ShuffleDataset
@@ -83,7 +87,8 @@ _ONE_TO_ONE: tuple[type[Dataset], ...] = (MapDataset, PrefetchDataset, OptionsDa
 _INDEPENDENT: tuple[type[Dataset], ...] = (
     *_ONE_TO_ONE, FusedInlineDataset, FilterDataset, IgnoreErrorsDataset, FlatMapDataset,
     InterleaveDataset, UnbatchDataset, ShuffleDataset, BatchDataset, PaddedBatchDataset,
-    RebatchDataset, RepeatDataset)
+    RebatchDataset, RepeatDataset, RaggedBatchDataset, GroupByWindowDataset,
+    BucketBySequenceLengthDataset, RejectionResampleDataset)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,7 +203,7 @@ def _names(source: Dataset) -> bool:
 def _global_batch_block(path: list[Dataset]) -> int | None:
     """The batch size if the stages between the source and a ``batch`` are one-to-one."""
     for stage in reversed(path[:-1]):  # from the stage above the source up
-        if isinstance(stage, BatchDataset):
+        if isinstance(stage, BatchDataset | RaggedBatchDataset):  # consecutive elements
             return stage.batch_size
         if not _one_to_one(stage):
             return None

@@ -126,3 +126,14 @@ def test_no_padding_needs_one_shape():
     ds = fl.Dataset.from_tensor_slices([1, 2]).map(lambda n: np.ones(n))
     with pytest.raises(fl.StructureError, match="cannot batch"):
         list(ds.bucket_by_sequence_length(len, [5], [2, 2], no_padding=True))
+
+
+def test_worker_shards_bucket_their_own_elements():
+    from feedline.distribute.autoshard import plan_sharding, shard_pipeline
+
+    ds = fl.Dataset.range(1, 21).map(lambda n: np.full(n, n)).bucket_by_sequence_length(
+        len, [5, 10], [2, 2, 2])
+    assert plan_sharding(ds, 2).policy == "data"
+    rows = sorted(int(row.max()) for i in range(2) for batch in shard_pipeline(ds, 2, i)
+                  for row in batch)
+    assert rows == list(range(1, 21))

@@ -161,3 +161,13 @@ def test_state_holds_the_open_groups():
     assert next(it).tolist() == [1, 4]
     state = it.state_dict()
     assert [key for key, _ in state["groups"]] == [1, 2] and state["current"][0] == 1
+
+
+def test_worker_shards_group_their_own_elements():
+    from feedline.distribute.autoshard import plan_sharding, shard_pipeline
+
+    ds = fl.Dataset.range(40).map(lambda x: x * 2).group_by_window(
+        lambda x: x % 3, lambda key, window: window.batch(4), window_size=4)
+    assert plan_sharding(ds, 2).policy == "data"
+    shards = [int(x) for i in range(2) for batch in shard_pipeline(ds, 2, i) for x in batch]
+    assert sorted(shards) == list(range(0, 80, 2))

@@ -89,3 +89,13 @@ def test_mismatches_name_the_batch():
     assert "feedline: raised in ragged_batch at input element 0" in info.value.__notes__
     with pytest.raises(ValueError, match="must be a positive int"):
         fl.Dataset.range(3).ragged_batch(0)
+
+
+def test_worker_shards_build_whole_batches():
+    from feedline.distribute.autoshard import plan_sharding, shard_pipeline
+
+    ds = fl.Dataset.range(20).map(lambda x: np.arange(x % 4)).ragged_batch(3)
+    assert plan_sharding(ds, 2).policy == "batch"
+    shards = [list(shard_pipeline(ds, 2, i)) for i in range(2)]
+    merged = [shards[k % 2][k // 2] for k in range(len(shards[0]) + len(shards[1]))]
+    golden.same(merged, list(ds))

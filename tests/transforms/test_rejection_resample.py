@@ -126,3 +126,13 @@ def test_acceptance_is_tensorflows_float32_formula():
     assert accept.dtype == np.float32 and low.dtype == np.float32
     ratio = np.float32([1 / 3] * 3) / (np.float32([0.6, 0.3, 0.1]) + np.finfo(np.float32).tiny)
     np.testing.assert_array_equal(accept, (ratio - ratio.min()) / (ratio.max() - ratio.min()))
+
+
+def test_worker_shards_resample_their_own_elements():
+    from feedline.distribute.autoshard import plan_sharding, shard_pipeline
+
+    ds = fl.Dataset.from_tensor_slices(np.array([0, 1, 1, 1] * 50)).rejection_resample(
+        lambda c: c, [0.5, 0.5], [0.25, 0.75], seed=4)
+    assert plan_sharding(ds, 2).policy == "data"
+    labels = [int(c) for i in range(2) for c, _ in shard_pipeline(ds, 2, i)]
+    assert 0.35 < np.mean(labels) < 0.65
