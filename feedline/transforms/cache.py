@@ -175,7 +175,10 @@ class _FileWriter(_Writer):
     def __init__(self, store: _FileStore) -> None:
         self._store = store
         if not take_lock(store.lock):
-            owner = read_json(store.lock) if _exists(store.lock) else None
+            try:
+                owner = read_json(store.lock)
+            except DataLossError:  # being written this instant
+                owner = None
             raise FileExistsError(
                 f"There appears to be a concurrent caching iterator running: the cache lock "
                 f"file {store.lock} exists (held by {owner}). If no other iterator of this "
@@ -217,11 +220,6 @@ class _FileWriter(_Writer):
         fs, inner = filesystem(self.folder)
         if fs.exists(inner):
             fs.rm(inner, recursive=True)
-
-
-def _exists(path: str) -> bool:
-    fs, inner = filesystem(path)
-    return bool(fs.exists(inner))
 
 
 class _FileStore:
