@@ -4,12 +4,20 @@ Workers are fresh interpreters (``python -c``) connected to the parent by a Unix
 pair, never forks of the threaded parent and, unlike ``multiprocessing``'s *spawn* and
 *forkserver* starts, never re-runs of the user's main script: a script needs no ``if
 __name__ == "__main__"`` guard. They get the parent's ``sys.path`` (as ``PYTHONPATH``).
+
+A worker never outlives its parent. On Linux the kernel kills it when the parent dies,
+however (``SIGKILL`` included), even in the middle of a C call that holds the GIL
+(``PR_SET_PDEATHSIG``, set first thing in the worker, with a check for a parent that died
+before that); a thread watching the parent's ``pidfd`` and the end of its socket are the
+other signs, and the only ones elsewhere.
 Used by the per-stage process executor (:mod:`feedline.execution.processes`) and the
 pipeline's worker processes (:mod:`feedline.execution.worker_pool`).
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 import select
 import signal
@@ -17,8 +25,28 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
 from feedline.execution.transport import Channel
+
+
+_DIE_WITH_PARENT = """\
+import sys
+if sys.platform.startswith("linux"):
+    try:
+        import ctypes, os, signal
+        # PR_SET_PDEATHSIG (1): the kernel sends SIGKILL when the thread that started this
+        # process ends; the spawner thread lives as long as the process it started.
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError, ImportError):
+        pass
+    else:
+        if os.getppid() != int(sys.argv[2]):  # the parent died before the line above
+            os._exit(1)
+"""
+"""Run first in every worker, before anything is imported: where the kernel can, it kills the
+worker the moment its parent is gone. A Python thread watching the parent cannot: it never
+runs while the worker is inside a long C call that holds the GIL (a regex, a decoder)."""
 
 
 def start_worker(entry: str, *args: str) -> subprocess.Popen[bytes]:
@@ -26,13 +54,20 @@ def start_worker(entry: str, *args: str) -> subprocess.Popen[bytes]:
     end of its socket as a :class:`Channel` (``process.channel``).
 
     The child's end is closed here once the child has its copy: the parent then sees the
-    end of the stream when the child is gone.
+    end of the stream when the child is gone. On Linux the process is started by the
+    spawner thread (:class:`_Spawner`) and dies with its parent (``PR_SET_PDEATHSIG``).
     """
+    if _SPAWNER.available:
+        return _SPAWNER.run(lambda: _start(_DIE_WITH_PARENT + entry, args))
+    return _start(entry, args)
+
+
+def _start(code: str, args: tuple[str, ...]) -> subprocess.Popen[bytes]:
     parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         process = subprocess.Popen(
-            [sys.executable, "-c", entry, str(child_end.fileno()), str(os.getpid()), *args],
+            [sys.executable, "-c", code, str(child_end.fileno()), str(os.getpid()), *args],
             pass_fds=[child_end.fileno()], stdin=subprocess.DEVNULL, env=env)
     except BaseException:
         parent_end.close()
@@ -41,6 +76,110 @@ def start_worker(entry: str, *args: str) -> subprocess.Popen[bytes]:
         child_end.close()
     process.channel = Channel(parent_end)  # type: ignore[attr-defined]
     return process
+
+
+class _Request:
+    __slots__ = ("done", "error", "result", "start")
+
+    def __init__(self, start: Callable[[], subprocess.Popen[bytes]]) -> None:
+        self.start = start
+        self.done = threading.Event()
+        self.result: subprocess.Popen[bytes] | None = None
+        self.error: BaseException | None = None
+
+
+class _Spawner:
+    """The one thread that starts worker processes, alive while any of them is.
+
+    Linux sends a process's parent-death signal when the *thread* that started it ends, not
+    the process: a worker started by a consumer thread (a ``prefetch`` thread, a user's
+    thread that later exits) would be killed with that thread. So workers are started here,
+    on a thread that ends only once every process it started has exited (it watches their
+    ``pidfd``), and is started again for the next one.
+    """
+
+    def __init__(self) -> None:
+        self.available = sys.platform.startswith("linux") and hasattr(os, "pidfd_open")
+        self._lock = threading.Lock()
+        self._reset()
+        if self.available:
+            os.register_at_fork(after_in_child=self._reset_in_child)
+
+    def _reset(self) -> None:
+        self._requests: collections.deque[_Request] = collections.deque()
+        self._children: dict[int, int] = {}  # pidfd -> pid, of the processes still running
+        self._thread: threading.Thread | None = None
+        self._wake: tuple[int, int] | None = None
+
+    def _reset_in_child(self) -> None:
+        # A forked child has none of the parent's threads; the pipe and pidfds are the
+        # parent's: using them here would steal its wake-ups.
+        for fd in [*self._children, *(self._wake or ())]:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._lock = threading.Lock()
+        self._reset()
+
+    def run(self, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+        """``start()`` called on the spawner thread; its process, or its exception."""
+        request = _Request(start)
+        with self._lock:
+            self._requests.append(request)
+            if self._wake is None:
+                self._wake = os.pipe()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, daemon=True,
+                                                name="feedline-spawner")
+                self._thread.start()
+            else:
+                os.write(self._wake[1], b"s")
+        request.done.wait()
+        if request.error is not None:
+            raise request.error
+        assert request.result is not None
+        return request.result
+
+    def _loop(self) -> None:
+        poller = select.poll()  # not select(): descriptors may be numbered above 1024
+        watched: set[int] = set()
+        while True:
+            with self._lock:
+                requests = list(self._requests)
+                self._requests.clear()
+                if not requests and not self._children:
+                    self._thread = None  # nothing of ours runs: ending signals no one
+                    return
+                assert self._wake is not None
+                wake = self._wake[0]
+            if wake not in watched:
+                poller.register(wake, select.POLLIN)
+                watched.add(wake)
+            for request in requests:
+                try:
+                    process = request.start()
+                    try:
+                        pidfd = os.pidfd_open(process.pid)
+                    except OSError:  # pragma: no cover - reaped already: it has ended
+                        pass
+                    else:
+                        self._children[pidfd] = process.pid
+                        poller.register(pidfd, select.POLLIN)
+                    request.result = process
+                except BaseException as error:  # noqa: BLE001 - the caller's to raise
+                    request.error = error
+                request.done.set()
+            if requests:
+                continue  # more may have come meanwhile
+            for fd, _ in poller.poll():
+                if fd == wake:
+                    os.read(wake, 4096)
+                elif fd in self._children:  # readable once that process has exited
+                    poller.unregister(fd)
+                    os.close(fd)
+                    del self._children[fd]
+
+
+_SPAWNER = _Spawner()
 
 
 def exit_watch(pid: int) -> int | None:

@@ -16,3 +16,24 @@ def worker_processes() -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             pass
     return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie has ended: only its exit status is left)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def wait_gone(pids, deadline: float) -> list[int]:
+    """The pids still alive after up to ``deadline`` seconds of polling."""
+    import time
+
+    end = time.monotonic() + deadline
+    while True:
+        left = [pid for pid in pids if pid is not None and alive(pid)]
+        if not left or time.monotonic() > end:
+            return left
+        time.sleep(0.05)
