@@ -39,5 +39,8 @@ MODULES = [
     "text_line",
     "tf_record",
     "fixed_length",
+    "as_numpy_iterator",
+    "len",
+    "random",
 ]
 """The case modules, in the order the tables list them."""

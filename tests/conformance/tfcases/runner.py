@@ -51,8 +51,10 @@ def run_case(case: Case, ns: Any) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - the category is the result
         error = ns.category(exc)
     if getattr(case.derive, "needs_uninterrupted", False):
-        uninterrupted = [to_numpy(e, ns.is_dataset, ns.read_all)
-                         for e in ns.iterate(case.build(ns))]
+        # A pipeline that failed has no uninterrupted run to compare with: its error is the
+        # result.
+        uninterrupted = elements if error is not None else [
+            to_numpy(e, ns.is_dataset, ns.read_all) for e in ns.iterate(case.build(ns))]
         return {"derived": encode(case.derive(elements, uninterrupted)), "error": error}
     if case.derive is not None:
         return {"derived": encode(case.derive(elements)), "error": error}
