@@ -109,24 +109,19 @@ class _Classifier:
         return value
 
 
-class _WithClass:
-    """The map to ``(class, element)`` (tf.data's ``add_class_value``: a 1-tuple element is
-    passed on as its one component, as there)."""
+class _ClassOf:
+    """The map to an element's class, with the element (``(class, element)``, tf.data's
+    ``add_class_value``) or alone. A 1-tuple element is passed on as its one component, as
+    there."""
 
-    def __init__(self, classify: _Classifier) -> None:
+    def __init__(self, classify: _Classifier, with_element: bool) -> None:
         self.classify = classify
+        self.with_element = with_element
 
     def __call__(self, *components: Any) -> Any:
         element = components[0] if len(components) == 1 else components
-        return self.classify(element), element
-
-
-class _Classes:
-    def __init__(self, classify: _Classifier) -> None:
-        self.classify = classify
-
-    def __call__(self, *components: Any) -> Any:
-        return self.classify(components[0] if len(components) == 1 else components)
+        label = self.classify(element)
+        return (label, element) if self.with_element else label
 
 
 def _count_block(counts: np.ndarray, block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -210,10 +205,9 @@ class RejectionResampleDataset(UnaryDataset):
             return False
         with np.errstate(divide="ignore", invalid="ignore"):
             static = np.min(self.target_dist / self.initial_dist)
-        _, low = acceptance(self.initial_dist, self.target_dist)
         ratio = self.target_dist / (self.initial_dist + _TINY)
         # All ratios equal (within float32) would make every acceptance 0/0: nothing to do.
-        return bool(static == 1 or ratio.max() == low)
+        return bool(static == 1 or ratio.max() == ratio.min())
 
     def _element_spec(self) -> Element | None:
         return None  # the class's spec is whatever class_func returns
@@ -230,7 +224,7 @@ class RejectionResampleDataset(UnaryDataset):
         as checkpointable as they are)."""
         data = self._inputs[0]
         classify = _Classifier(self.class_func, len(self.target_dist))
-        as_is = MapDataset(data, _WithClass(classify), name=self.name)
+        as_is = MapDataset(data, _ClassOf(classify, with_element=True), name=self.name)
         if self._passes_through():
             return as_is
         draw_seed = int(make_rng(*seed_words, 1).integers(1 << 62))
@@ -244,7 +238,7 @@ class RejectionResampleDataset(UnaryDataset):
             low = float(np.clip(low, 0.0, 1.0))
             weights: Any = [low, 1.0 - low]
         else:
-            classes = MapDataset(data, _Classes(classify), name=self.name)
+            classes = MapDataset(data, _ClassOf(classify, with_element=False), name=self.name)
             counts = np.full(len(self.target_dist), SMOOTHING, dtype=np.int64)
             estimates = UnbatchDataset(ScanDataset(BatchDataset(classes, ESTIMATION_BLOCK),
                                                    counts, _count_block, name=self.name))
