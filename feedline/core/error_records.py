@@ -23,6 +23,7 @@ from feedline.core.errors import (
     CheckpointError,
     DataLossError,
     FeedlineError,
+    InvalidArgumentError,
     OutOfRangeError,
     StopIterationError,
     StructureError,
@@ -58,7 +59,7 @@ _RESTORABLE_TYPES: tuple[type[BaseException], ...] = (
     PermissionError, TimeoutError, OverflowError, RecursionError, RuntimeError,
     TypeError, UnicodeError, ValueError, ZeroDivisionError,
     FeedlineError, CheckpointError, DataLossError, OutOfRangeError, StopIterationError,
-    StructureError,
+    StructureError, InvalidArgumentError,
 )
 
 

@@ -24,8 +24,41 @@ class DataLossError(FeedlineError, IOError):
         self.record_index = record_index
 
 
-class StructureError(FeedlineError, ValueError):
-    """Two elements, or an element and a spec, do not have the same nested structure or shape."""
+class InvalidArgumentError(FeedlineError, ValueError):
+    """A value an operation was given, or met while running, is invalid for it: tf.data's
+    ``tf.errors.InvalidArgumentError``.
+
+    tf.data raises this category for elements that do not fit an operation (batching
+    elements of different shapes), a user function that raised ``StopIteration``, a pattern
+    that matched no file, or a fixed-length record file whose size is not ``header + k *
+    record + footer``. It is a ``ValueError``, so code that catches ``ValueError`` for bad
+    input catches it too.
+
+    Attributes:
+        path: The file the error is about, if any.
+        offset: Byte offset in that file where the problem was found, if known.
+        record_index: Index of the record concerned in that file, if known.
+
+    Example:
+        >>> error = InvalidArgumentError("No files matched pattern: data/*.csv")
+        >>> isinstance(error, ValueError), error.path
+        (True, None)
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, offset: int | None = None,
+                 record_index: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.offset = offset
+        self.record_index = record_index
+
+
+class StructureError(InvalidArgumentError):
+    """Two elements, or an element and a spec, do not have the same nested structure or shape.
+
+    An :class:`InvalidArgumentError`, as tf.data's "Cannot batch tensors with different
+    shapes" is.
+    """
 
 
 class CheckpointError(FeedlineError, ValueError):
@@ -36,12 +69,15 @@ class OutOfRangeError(FeedlineError, IndexError):
     """A reduction or lookup needed an element the dataset does not have."""
 
 
-class StopIterationError(FeedlineError, RuntimeError):
+class StopIterationError(InvalidArgumentError, RuntimeError):
     """A user function (of ``map``, ``filter``, ``scan``, ``flat_map``, ...) raised
     ``StopIteration``.
 
     Left alone it would look like the end of the data and silently shorten the dataset;
-    tf.data treats it as an error too. The original ``StopIteration`` is the ``__cause__``.
+    tf.data raises ``InvalidArgumentError`` ("Function invocation produced OutOfRangeError"),
+    and this is one (so a ``ValueError``). It stays a ``RuntimeError`` too, as Python makes
+    a ``StopIteration`` that escapes a generator (PEP 479). The original ``StopIteration``
+    is the ``__cause__``.
     """
 
 

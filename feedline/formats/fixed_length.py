@@ -2,14 +2,15 @@
 
 Each file is ``header_bytes`` skipped, then records of ``record_bytes`` bytes, then
 ``footer_bytes`` skipped. When the body (the file without header and footer) is not a multiple
-of ``record_bytes``, the file is damaged and the reader raises
-:class:`~feedline.DataLossError` naming the file, the offset of the incomplete record and its
-index, where tf.data does:
+of ``record_bytes``, the reader raises an error naming the file, the offset of the incomplete
+record and its index, where tf.data does and of tf.data's category:
 
 * an uncompressed file's size is known before reading, so the error comes before any record
-  of that file (tf.data checks the size when it opens the file);
+  of that file: :class:`~feedline.InvalidArgumentError` (tf.data checks the size when it opens
+  the file: the file does not fit the arguments);
 * a compressed file's size is only known at its end, so every complete record is delivered
-  first and the error comes in place of the incomplete one (as tf.data does).
+  first and the error comes in place of the incomplete one: :class:`~feedline.DataLossError`
+  (as tf.data, for which the stream ended in the middle of a record).
 
 Either way the next ``next()`` goes on with the next file.
 """
@@ -20,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from feedline.core.errors import DataLossError
+from feedline.core.errors import DataLossError, InvalidArgumentError
 from feedline.core.structure import TensorSpec
 from feedline.core.validation import validate_int
 from feedline.formats._file_reader import (
@@ -106,6 +107,7 @@ class _FixedLengthCursor(RecordCursor):
         self._header = node.header_bytes
         self._footer = node.footer_bytes
         self._index = index
+        self._compressed = bool(node.compression_type)
         self._reader = ChunkedReader(path, node.compression_type, node.buffer_size,
                                      self._header + index * self._record)
         try:
@@ -153,9 +155,14 @@ class _FixedLengthCursor(RecordCursor):
                 f"bytes), the body has {body} bytes, which is not a multiple of the record "
                 f"length ({self._record} bytes): record {body // self._record} is incomplete")
 
-    def _damage(self, offset: int, index: int, detail: str) -> DataLossError:
-        return DataLossError(f"FixedLengthRecordDataset: {self._path}: {detail}",
-                             path=self._path, offset=offset, record_index=index)
+    def _damage(self, offset: int, index: int,
+                detail: str) -> DataLossError | InvalidArgumentError:
+        # tf.data: an uncompressed file whose size does not fit header + k * record + footer
+        # is an invalid argument (found from its size, before reading); a compressed stream
+        # that ends early is lost data.
+        error = DataLossError if self._compressed else InvalidArgumentError
+        return error(f"FixedLengthRecordDataset: {self._path}: {detail}",
+                     path=self._path, offset=offset, record_index=index)
 
     def read(self) -> bytes:
         if self._limit is not None:

@@ -9,6 +9,7 @@ import numpy as np
 from fsspec.core import url_to_fs
 
 from feedline.core.dataset import Dataset
+from feedline.core.errors import InvalidArgumentError
 from feedline.sources.tensor_slices import TensorSlicesDataset
 from feedline.transforms.shuffle import ShuffleDataset
 
@@ -103,7 +104,8 @@ def list_files(file_pattern: str | os.PathLike[str] | bytes | Sequence[str],
         seed: Seed of the shuffle (``None``: ``Options.seed``, else fresh randomness).
 
     Raises:
-        FileNotFoundError: No file matched ("No files matched pattern: ...", as tf.data).
+        InvalidArgumentError: No file matched ("No files matched pattern: ...", tf.data's
+            ``InvalidArgumentError``; a ``ValueError``).
         ValueError: The pattern's filesystem cannot glob (plain HTTP, for one).
 
     Example:
@@ -117,7 +119,7 @@ def list_files(file_pattern: str | os.PathLike[str] | bytes | Sequence[str],
     for pattern in patterns:
         names.extend(_glob(pattern))
     if not names:
-        raise FileNotFoundError(f"No files matched pattern: {', '.join(patterns)}")
+        raise InvalidArgumentError(f"No files matched pattern: {', '.join(patterns)}")
     names.sort()  # bytewise, as TensorFlow's MatchingFiles sorts them
     dataset: Dataset = TensorSlicesDataset(np.array(names, dtype=object))
     if shuffle is None or shuffle:
