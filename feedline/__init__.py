@@ -34,7 +34,7 @@ from feedline.core.options import (
     ThreadingOptions,
 )
 from feedline.core.state_file import load_state, save_state
-from feedline.core.structure import TensorSpec
+from feedline.core.structure import DatasetSpec, NoneTensorSpec, TensorSpec
 from feedline.distribute.distribute import StepSchedule, steps_per_epoch
 from feedline.distribute.input_context import InputContext
 from feedline.formats.csv import CsvDataset, make_csv_dataset
@@ -72,6 +72,7 @@ __all__ = [
     "CsvDataset",
     "DataLossError",
     "Dataset",
+    "DatasetSpec",
     "DistributeOptions",
     "FeedlineError",
     "FixedLenFeature",
@@ -80,6 +81,7 @@ __all__ = [
     "INFINITE",
     "InputContext",
     "InvalidArgumentError",
+    "NoneTensorSpec",
     "OptimizationOptions",
     "Options",
     "OutOfRangeError",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator
 from feedline.core.options import Options
-from feedline.core.structure import Element, spec_of
+from feedline.core.structure import Element
 
 if TYPE_CHECKING:
     from feedline.core.options import AutoShardPolicy
@@ -83,7 +83,9 @@ class Dataset(abc.ABC):
     def element_spec(self) -> Element:
         """Structure, shapes and dtypes of the elements (``None`` for an empty dataset).
 
-        Computed from the graph when possible, otherwise from the first element.
+        Computed from the graph when possible; a stage that runs user code has the spec of
+        its first element, and the stages after it derive theirs from it, as tf.data does
+        (:mod:`feedline.core.spec_inference`).
 
         Example:
             >>> import feedline as fl
@@ -93,9 +95,9 @@ class Dataset(abc.ABC):
         if "_cached_spec" not in self.__dict__:
             spec = self._element_spec()
             if spec is None:
-                with PipelineIterator(self) as iterator:
-                    first = next(iterator, None)
-                spec = None if first is None else spec_of(first)
+                from feedline.core.spec_inference import infer_element_spec  # imports this
+
+                spec = infer_element_spec(self)
             self.__dict__["_cached_spec"] = spec
         return self.__dict__["_cached_spec"]
 

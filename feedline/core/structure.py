@@ -1,8 +1,11 @@
 """Nested element structures: flatten, pack, map, compare, and describe them.
 
 An element is a leaf or a nest of ``tuple`` (including namedtuples) and ``dict``.
-Leaves are NumPy arrays, NumPy scalars, Python scalars or ``bytes``. Dicts flatten in
-sorted-key order, as ``tf.nest`` does, so two dicts with the same keys always line up.
+Leaves are NumPy arrays, NumPy scalars, Python scalars or ``bytes``; as in tf.data, a leaf
+may also be ``None`` (a :class:`NoneTensorSpec` component, kept as it is by batching) or a
+:class:`~feedline.Dataset` (what ``window`` yields: a :class:`DatasetSpec` component; a batch
+of datasets is a NumPy object array of them). Dicts flatten in sorted-key order, as
+``tf.nest`` does, so two dicts with the same keys always line up.
 
 Values become elements the way tf.data makes tensors of them (:func:`normalize_output` for
 what user functions return, :func:`to_leaf_array` for what sources are given): text is
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -145,7 +148,7 @@ def describe(element: Element) -> str:
         return f"{name}({inner}{',' if len(element) == 1 and not name else ''})"
     if isinstance(element, dict):
         return "{" + ", ".join(f"{k!r}: {describe(v)}" for k, v in element.items()) + "}"
-    if isinstance(element, TensorSpec):
+    if isinstance(element, TensorSpec | NoneTensorSpec | DatasetSpec):
         return repr(element)
     return "leaf"
 
@@ -199,9 +202,10 @@ def normalize_output(value: Element) -> Element:
     * A list nested in the result becomes one NumPy array (tf.data converts it to a tensor);
       a list returned as the whole result is a tuple of components (tf.data's
       ``_should_pack``), whose own lists become arrays.
-    * Tuples, namedtuples and dicts keep their structure.
-    * Anything else (``None``, a class, an arbitrary object) is a ``TypeError`` naming its
-      type and its position in the result.
+    * Tuples, namedtuples and dicts keep their structure; ``None`` inside them is a component
+      of its own (tf.data's ``NoneTensorSpec``), kept as it is.
+    * Anything else (``None`` as the whole result, a class, an arbitrary object) is a
+      ``TypeError`` naming its type and its position in the result.
 
     Numbers, ``bytes`` and numeric arrays are returned at the cost of one type check: this
     runs for every element a function produces.
@@ -212,9 +216,11 @@ def normalize_output(value: Element) -> Element:
         >>> normalize_output([1, {"k": [2, 3]}])
         (1, {'k': array([2, 3])})
         >>> normalize_output({"x": None})
+        {'x': None}
+        >>> normalize_output(None)
         Traceback (most recent call last):
         ...
-        TypeError: a function returned None (NoneType) at ['x'], which cannot be part of an element: expected NumPy arrays, numbers, bytes or str, nested in tuples, dicts, namedtuples or lists
+        TypeError: a function returned None (NoneType), which cannot be part of an element: expected NumPy arrays, numbers, bytes or str, nested in tuples, dicts, namedtuples or lists
     """
     kind = type(value)
     if kind in _PLAIN_LEAVES:
@@ -245,9 +251,11 @@ def _normalize(value: Any, path: str) -> Any:
         return _list_as_array(value, path)
     if isinstance(value, np.generic | int | float | complex):  # other NumPy scalars, int enums
         return value
-    from feedline.core.dataset import Dataset  # here: dataset.py imports this module
-
-    if isinstance(value, Dataset) or kind in _LEAF_TYPES:  # window()'s datasets, RaggedValues
+    if value is None and path:
+        # A None component of a tuple or dict is kept, as tf.data keeps it; a function
+        # returning None as a whole most likely forgot its return statement.
+        return None
+    if isinstance(value, _dataset_class()) or kind in _LEAF_TYPES:  # datasets, RaggedValues
         return value
     if hasattr(kind, "__array__") and not isinstance(value, type):
         # An array of another library (a CPU torch tensor, a JAX array): tf.data would
@@ -269,6 +277,8 @@ def _shown(value: Any) -> str:
 
 def _list_as_array(value: list[Any], path: str) -> np.ndarray:
     """A list nested in a function's result as one array (tf.data's tensor of it)."""
+    if _contains_dataset(value):
+        return datasets_array(value, f"a function's result at {path}")
     try:
         array = np.asarray(value)
     except ValueError as error:
@@ -322,23 +332,34 @@ def to_leaf_array(value: Any) -> np.ndarray:
     """Convert one leaf given to a source to a NumPy array, as tf.data makes a tensor of it.
 
     ``bytes``/``str`` leaves (and lists of them) become object arrays of ``bytes``, ``str``
-    encoded as UTF-8; NumPy ``str``/``bytes`` arrays likewise. Object arrays are not scanned
-    here (see :func:`text_as_bytes`).
+    encoded as UTF-8; NumPy ``str``/``bytes`` arrays likewise, and object arrays holding
+    ``str`` (a pandas text column, ``dict(df)``'s values) have those items encoded. A
+    :class:`~feedline.Dataset` is a 0-d object array holding it, a (nested) list of datasets
+    an object array of them (see :func:`datasets_array`).
 
     Example:
         >>> to_leaf_array("é"), to_leaf_array(["a", b"b"])
         (array(b'\\xc3\\xa9', dtype=object), array([b'a', b'b'], dtype=object))
+        >>> to_leaf_array(np.array(["x", "yz"], dtype=object))
+        array([b'x', b'yz'], dtype=object)
     """
     if isinstance(value, np.ndarray):
-        return text_as_bytes(value) if value.dtype.kind in "US" else value
+        return text_as_bytes(value) if value.dtype.kind in "USO" else value
     if isinstance(value, (bytes, str)):
         out = np.empty((), dtype=object)
         out[()] = value.encode("utf-8") if isinstance(value, str) else bytes(value)
         return out
-    if isinstance(value, (list, tuple)) and _contains_bytes(value):
-        return text_as_bytes(np.array(value, dtype=object))
+    if isinstance(value, (list, tuple)):
+        if _contains_bytes(value):
+            return text_as_bytes(np.array(value, dtype=object))
+        if _contains_dataset(value):
+            return datasets_array(value, "a list of datasets")
+    elif isinstance(value, _dataset_class()):
+        out = np.empty((), dtype=object)
+        out[()] = value
+        return out
     array = np.asarray(value)
-    return text_as_bytes(array) if array.dtype.kind in "US" else array
+    return text_as_bytes(array) if array.dtype.kind in "USO" else array
 
 
 def _contains_bytes(value: Any) -> bool:
@@ -347,6 +368,79 @@ def _contains_bytes(value: Any) -> bool:
     if isinstance(value, (list, tuple)) and value:
         return _contains_bytes(value[0])
     return False
+
+
+def _dataset_class() -> type:
+    # Imported here: dataset.py imports this module.
+    from feedline.core.dataset import Dataset
+
+    return Dataset
+
+
+def _contains_dataset(value: Any) -> bool:
+    while isinstance(value, (list, tuple)) and value:
+        value = value[0]
+    return isinstance(value, _dataset_class())
+
+
+def datasets_array(value: Any, what: str = "a list of datasets") -> np.ndarray:
+    """A (nested) list of datasets as a NumPy object array of them, as tf.data makes a tensor
+    of dataset variants of such a list (``from_tensors([a, b])``: a batch of two datasets).
+
+    NumPy cannot build it by itself: a dataset has a length and items, so ``np.array`` would
+    read each one's elements instead of holding it.
+
+    Raises:
+        StructureError: The nesting is ragged, or an item is not a dataset.
+
+    Example:
+        >>> import feedline as fl
+        >>> datasets_array([[fl.Dataset.range(1), fl.Dataset.range(2)]]).shape
+        (1, 2)
+    """
+    dataset = _dataset_class()
+    shape: list[int] = []
+    probe = value
+    while isinstance(probe, (list, tuple)):
+        shape.append(len(probe))
+        if not probe:
+            break
+        probe = probe[0]
+    items: list[Any] = []
+
+    def collect(item: Any, depth: int, path: str) -> None:
+        if depth == len(shape):
+            if not isinstance(item, dataset):
+                raise StructureError(f"{what}: item {path} is {_shown(item)}, not a dataset "
+                                     "(datasets cannot be mixed with other values in one "
+                                     "component)")
+            items.append(item)
+            return
+        if not isinstance(item, (list, tuple)) or len(item) != shape[depth]:
+            found = f"{len(item)} items" if isinstance(item, (list, tuple)) else _shown(item)
+            raise StructureError(f"{what}: ragged nesting: {path or 'the list'} has {found}, "
+                                 f"expected {shape[depth]} items")
+        for i, sub in enumerate(item):
+            collect(sub, depth + 1, f"{path}[{i}]")
+
+    collect(value, 0, "")
+    out = np.empty(tuple(shape), dtype=object)
+    flat = out.reshape(-1)
+    for i, item in enumerate(items):  # one by one: a list would be read as nested sequences
+        flat[i] = item
+    return out
+
+
+def is_datasets_array(value: Any) -> bool:
+    """Whether ``value`` is a NumPy object array of datasets (a batch of datasets).
+
+    Example:
+        >>> import feedline as fl
+        >>> is_datasets_array(datasets_array([fl.Dataset.range(1)])), is_datasets_array(b"x")
+        (True, False)
+    """
+    return (isinstance(value, np.ndarray) and value.dtype == object and value.size > 0
+            and isinstance(value.flat[0], _dataset_class()))
 
 
 @dataclass(frozen=True)
@@ -380,8 +474,138 @@ class TensorSpec:
         return TensorSpec(shape, dtype)
 
 
-def leaf_spec(value: Any) -> TensorSpec:
-    """The :class:`TensorSpec` of one leaf value."""
+@dataclass(frozen=True)
+class NoneTensorSpec:
+    """The spec of a ``None`` component (tf.data's ``NoneTensorSpec``).
+
+    ``None`` is a component of its own: ``batch``, ``unbatch`` and ``rebatch`` keep it
+    ``None``. ``shape`` and ``dtype`` are there for code that reads them from every leaf
+    spec: a ``None`` is a scalar object.
+
+    Example:
+        >>> spec_of((1, None))
+        (TensorSpec(shape=(), dtype=int64), NoneTensorSpec())
+    """
+
+    shape: ClassVar[tuple[int | None, ...]] = ()
+    dtype: ClassVar[np.dtype] = np.dtype(object)
+
+    def __repr__(self) -> str:
+        return "NoneTensorSpec()"
+
+    def is_compatible_with(self, value: Any) -> bool:
+        """Whether ``value`` is ``None``."""
+        return value is None
+
+    def most_specific_common(self, other: Any) -> NoneTensorSpec:
+        """``self`` when ``other`` is a :class:`NoneTensorSpec` too."""
+        if not isinstance(other, NoneTensorSpec):
+            raise StructureError(f"a None component and a {other} cannot be combined")
+        return self
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """The spec of a component that holds datasets (tf.data's ``DatasetSpec``): one dataset
+    (``shape=()``, what ``window`` yields) or a batch of them (a NumPy object array of
+    datasets of that shape).
+
+    Attributes:
+        element_spec: The spec of the datasets' elements (``None`` when they are empty).
+        shape: Dimensions of the batch of datasets; ``()`` for one dataset.
+
+    Example:
+        >>> import feedline as fl
+        >>> fl.Dataset.range(6).window(2).batch(2, drop_remainder=True).element_spec
+        DatasetSpec(TensorSpec(shape=(), dtype=int64), shape=(2,))
+    """
+
+    element_spec: Any
+    shape: tuple[int | None, ...] = ()
+    dtype: ClassVar[np.dtype] = np.dtype(object)
+
+    def __repr__(self) -> str:
+        return f"DatasetSpec({self.element_spec!r}, shape={self.shape})"
+
+    def is_compatible_with(self, value: Any) -> bool:
+        """Whether ``value`` is a dataset (or an array of them) of this shape."""
+        if isinstance(value, _dataset_class()):
+            return not self.shape
+        if not isinstance(value, np.ndarray) or value.ndim != len(self.shape):
+            return False
+        return (all(d is None or d == s for d, s in zip(self.shape, value.shape))
+                and all(isinstance(x, _dataset_class()) for x in value.ravel().tolist()))
+
+    def most_specific_common(self, other: Any) -> DatasetSpec:
+        """The spec admitting both: batch dimensions that differ become ``None``."""
+        if not isinstance(other, DatasetSpec) or len(self.shape) != len(other.shape):
+            raise StructureError(f"cannot combine {self} and {other}")
+        shape = tuple(a if a == b else None for a, b in zip(self.shape, other.shape))
+        return DatasetSpec(most_specific_common_spec(self.element_spec, other.element_spec),
+                           shape)
+
+
+LeafSpec = TensorSpec | NoneTensorSpec | DatasetSpec
+
+
+def most_specific_common_spec(first: Element, second: Element) -> Element:
+    """The spec admitting the elements of both specs: dimensions that differ become ``None``.
+
+    ``None`` (an empty dataset's spec) admits anything.
+
+    Raises:
+        StructureError: The nests differ, a leaf's dtype or rank differs, or a leaf is
+            ``None`` in one and not in the other.
+
+    Example:
+        >>> most_specific_common_spec(spec_of(np.zeros(2)), spec_of(np.zeros(3)))
+        TensorSpec(shape=(None,), dtype=float64)
+    """
+    if first is None:
+        return second
+    if second is None:
+        return first
+    if not same_structure(first, second):
+        raise StructureError(f"specs of different structures: {describe(first)} and "
+                             f"{describe(second)}")
+    leaves = []
+    for (path, a), b in zip(flatten_with_paths(first), flatten(second)):
+        if type(a) is not type(b):
+            raise StructureError(f"leaf {path} is {a} in one spec and {b} in the other")
+        if isinstance(a, TensorSpec) and np.dtype(a.dtype) != np.dtype(b.dtype):
+            raise StructureError(f"leaf {path} has dtype {np.dtype(a.dtype).name} in one spec "
+                                 f"and {np.dtype(b.dtype).name} in the other")
+        leaves.append(a.most_specific_common(b))
+    return pack_as(first, leaves)
+
+
+def leaf_spec(value: Any) -> LeafSpec:
+    """The spec of one leaf value: a :class:`TensorSpec`, or for ``None`` and datasets (one,
+    or an array of them) a :class:`NoneTensorSpec` or :class:`DatasetSpec`.
+
+    Example:
+        >>> import feedline as fl
+        >>> leaf_spec(np.zeros((2, 3), np.float32)), leaf_spec(None)
+        (TensorSpec(shape=(2, 3), dtype=float32), NoneTensorSpec())
+        >>> leaf_spec(fl.Dataset.range(3))
+        DatasetSpec(TensorSpec(shape=(), dtype=int64), shape=())
+    """
+    if value is None:
+        return NoneTensorSpec()
+    if isinstance(value, _dataset_class()):
+        return DatasetSpec(value.element_spec, ())
+    if is_datasets_array(value):
+        inner = None
+        for i, dataset in enumerate(value.ravel().tolist()):
+            if not isinstance(dataset, _dataset_class()):
+                raise StructureError(f"item {i} of an array of datasets is {_shown(dataset)}")
+            try:
+                inner = most_specific_common_spec(inner, dataset.element_spec)
+            except StructureError as error:
+                raise StructureError(f"the datasets of one component must have compatible "
+                                     f"elements; dataset {i}'s differ from those before it: "
+                                     f"{error}") from None
+        return DatasetSpec(inner, tuple(value.shape))
     array = to_leaf_array(value)
     return TensorSpec(tuple(array.shape), array.dtype)
 
@@ -397,14 +621,47 @@ def spec_of(element: Element) -> Element:
 
 
 def batched_spec(spec: Element, batch_dim: int | None) -> Element:
-    """The spec of a batch of elements of ``spec``, with a leading dimension ``batch_dim``."""
-    return pack_as(spec, [TensorSpec((batch_dim, *s.shape), s.dtype) for s in flatten(spec)])
+    """The spec of a batch of elements of ``spec``, with a leading dimension ``batch_dim``.
+
+    ``None`` components stay ``None``; datasets become batches of datasets.
+
+    Example:
+        >>> batched_spec((TensorSpec((2,), np.dtype("int64")), NoneTensorSpec()), None)
+        (TensorSpec(shape=(None, 2), dtype=int64), NoneTensorSpec())
+    """
+    return pack_as(spec, [_batched_leaf(s, batch_dim) for s in flatten(spec)])
+
+
+def _batched_leaf(spec: LeafSpec, batch_dim: int | None) -> LeafSpec:
+    if isinstance(spec, NoneTensorSpec):
+        return spec
+    if isinstance(spec, DatasetSpec):
+        return DatasetSpec(spec.element_spec, (batch_dim, *spec.shape))
+    return TensorSpec((batch_dim, *spec.shape), spec.dtype)
 
 
 def unbatched_spec(spec: Element) -> Element:
-    """The spec of the rows of elements of ``spec`` (leading dimension removed)."""
+    """The spec of the rows of elements of ``spec`` (leading dimension removed).
+
+    ``None`` components stay ``None``.
+
+    Raises:
+        StructureError: A leaf is a scalar (for one dataset, tf.data's "Slicing dataset
+            elements is not supported for rank 0").
+    """
     leaves = flatten(spec)
+    out: list[LeafSpec] = []
     for leaf in leaves:
+        if isinstance(leaf, NoneTensorSpec):
+            out.append(leaf)
+            continue
         if not leaf.shape:
+            if isinstance(leaf, DatasetSpec):
+                raise StructureError("Slicing dataset elements is not supported for rank 0 "
+                                     f"({leaf}: one dataset, not a batch of datasets)")
             raise StructureError(f"cannot unbatch a scalar leaf ({leaf})")
-    return pack_as(spec, [TensorSpec(s.shape[1:], s.dtype) for s in leaves])
+        if isinstance(leaf, DatasetSpec):
+            out.append(DatasetSpec(leaf.element_spec, leaf.shape[1:]))
+        else:
+            out.append(TensorSpec(leaf.shape[1:], leaf.dtype))
+    return pack_as(spec, out)

@@ -15,6 +15,8 @@ from feedline.core.structure import (
     Element,
     flatten,
     flatten_with_paths,
+    is_datasets_array,
+    most_specific_common_spec,
     pack_as,
     spec_of,
     to_leaf_array,
@@ -22,11 +24,25 @@ from feedline.core.structure import (
 )
 
 
-def as_leaf_arrays(structure: Element) -> tuple[Element, list[np.ndarray]]:
-    """Convert every leaf of a user-given structure to a NumPy array (lists included)."""
+def as_leaf_arrays(structure: Element) -> tuple[Element, list[np.ndarray | None]]:
+    """Convert every leaf of a user-given structure to a NumPy array (lists included), as
+    tf.data makes tensors of them; ``None`` leaves stay ``None`` (tf.data's
+    ``NoneTensorSpec`` components).
+
+    Strings become object arrays of ``bytes``, ``str`` items of object arrays included (a
+    pandas text column); a (nested) list of datasets becomes an object array of them.
+
+    Returns:
+        The structure (a list given as the whole structure becomes one array) and its
+        leaves converted, in :func:`~feedline.core.structure.flatten` order.
+
+    Example:
+        >>> as_leaf_arrays({"name": np.array(["a", "b"], dtype=object), "none": None})[1]
+        [array([b'a', b'b'], dtype=object), None]
+    """
     if isinstance(structure, list):
         structure = to_leaf_array(structure)
-    leaves = [to_leaf_array(leaf) for leaf in flatten(structure)]
+    leaves = [None if leaf is None else to_leaf_array(leaf) for leaf in flatten(structure)]
     return structure, leaves
 
 
@@ -38,19 +54,23 @@ class TensorSlicesDataset(Dataset):
     def __init__(self, structure: Element) -> None:
         super().__init__()
         structure, leaves = as_leaf_arrays(structure)
-        if not leaves:
-            raise StructureError("from_tensor_slices() needs at least one leaf")
+        if all(leaf is None for leaf in leaves):
+            raise StructureError("from_tensor_slices() needs at least one leaf that is not None")
         paths = [path for path, _ in flatten_with_paths(structure)]
         for path, leaf in zip(paths, leaves):
-            if leaf.ndim == 0:
+            if leaf is not None and leaf.ndim == 0:
+                what = ("one dataset: Slicing dataset elements is not supported for rank 0"
+                        if is_datasets_array(leaf[None]) else "a scalar")
                 raise StructureError(
-                    f"from_tensor_slices(): leaf {path} is a scalar; every leaf needs a "
+                    f"from_tensor_slices(): leaf {path} is {what}; every leaf needs a "
                     "leading dimension to slice")
-        rows = {leaf.shape[0] for leaf in leaves}
+        rows = {leaf.shape[0] for leaf in leaves if leaf is not None}
         if len(rows) != 1:
-            sizes = ", ".join(f"{p}: {leaf.shape[0]}" for p, leaf in zip(paths, leaves))
+            sizes = ", ".join(f"{p}: {leaf.shape[0]}" for p, leaf in zip(paths, leaves)
+                              if leaf is not None)
             raise StructureError(
                 f"from_tensor_slices(): leaves have different first dimensions ({sizes})")
+        check_dataset_leaves(pack_as(structure, leaves), "from_tensor_slices()")
         self.structure = structure
         self.leaves = leaves
         self.length = rows.pop()
@@ -62,13 +82,62 @@ class TensorSlicesDataset(Dataset):
         return self.length
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return TensorSlicesIterator(ctx, self.structure, self.leaves, self.length)
+        return TensorSlicesIterator(ctx, self.structure, _row_sources(self.leaves), self.length)
 
     def _offers_random_access(self) -> bool:
         return True
 
     def _random_reader(self, ctx: IteratorContext) -> RandomAccessReader:
-        return TensorSlicesReader(self.structure, self.leaves, self.length)
+        return TensorSlicesReader(self.structure, _row_sources(self.leaves), self.length)
+
+
+class _NoneRows:
+    """The rows of a ``None`` leaf: ``None`` at every index; a selection of rows is again
+    the rows of a ``None`` leaf.
+
+    Example:
+        >>> rows = _NoneRows()
+        >>> rows[1] is None and rows[np.array([0, 2])][0] is None
+        True
+    """
+
+    def __getitem__(self, index: Any) -> Any:
+        return None if isinstance(index, int | np.integer) else self
+
+
+def _row_sources(leaves: list[np.ndarray | None]) -> list[Any]:
+    """What iterators index rows of: the leaves, a ``None`` leaf as :class:`_NoneRows`."""
+    return [_NoneRows() if leaf is None else leaf for leaf in leaves]
+
+
+def check_dataset_leaves(structure: Element, what: str) -> None:
+    """Check that the datasets of each dataset-holding leaf of a source's structure have
+    compatible elements, where their specs are known without running anything (as tf.data
+    refuses ``from_tensor_slices([range(2), from_tensors(1.0)])`` when it is built).
+
+    Raises:
+        StructureError: Two datasets of one leaf have elements of different structures or
+            dtypes.
+
+    Example:
+        >>> import feedline as fl
+        >>> check_dataset_leaves([fl.Dataset.range(2), fl.Dataset.from_tensors(1.0)], "f()")
+        Traceback (most recent call last):
+        ...
+        feedline.core.errors.StructureError: f(): the datasets of leaf <element> have incompatible elements: dataset 1: leaf <element> has dtype int64 in one spec and float64 in the other
+    """
+    for path, leaf in flatten_with_paths(structure):
+        if isinstance(leaf, list):  # a list given as the whole structure
+            leaf = to_leaf_array(leaf)
+        if not is_datasets_array(leaf):
+            continue
+        spec = None
+        for i, dataset in enumerate(leaf.ravel().tolist()):
+            try:
+                spec = most_specific_common_spec(spec, dataset._element_spec())
+            except StructureError as error:
+                raise StructureError(f"{what}: the datasets of leaf {path} have incompatible "
+                                     f"elements: dataset {i}: {error}") from None
 
 
 class TensorSlicesReader(RandomAccessReader):

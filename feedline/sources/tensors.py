@@ -7,18 +7,41 @@ from typing import Any
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import Element, pack_as, spec_of
-from feedline.sources.tensor_slices import as_leaf_arrays
+from feedline.sources.tensor_slices import as_leaf_arrays, check_dataset_leaves
+
+
+def as_element(structure: Element) -> Element:
+    """A user-given structure as an element, as tf.data makes tensors of it: leaves become
+    NumPy arrays (0-d ones NumPy scalars or ``bytes``); a dataset stays itself, a list of
+    datasets becomes an object array of them (a batch of datasets); ``None`` stays ``None``.
+
+    Example:
+        >>> as_element((1, [2.5, 3.5], "a", None))
+        (np.int64(1), array([2.5, 3.5]), b'a', None)
+    """
+    structure, leaves = as_leaf_arrays(structure)
+    return pack_as(structure, [leaf[()] if leaf is not None and leaf.ndim == 0 else leaf
+                               for leaf in leaves])
 
 
 class TensorsDataset(Dataset):
-    """The node of ``Dataset.from_tensors``: its one element is the structure, leaves as arrays."""
+    """The node of ``Dataset.from_tensors``: its one element is the structure, leaves as arrays.
+
+    Example:
+        >>> import feedline as fl
+        >>> ds = TensorsDataset([fl.Dataset.range(2), fl.Dataset.range(3)])
+        >>> ds.element_spec
+        DatasetSpec(TensorSpec(shape=(), dtype=int64), shape=(2,))
+        >>> [[int(x) for x in d] for d in ds.unbatch()]
+        [[0, 1], [0, 1, 2]]
+    """
 
     _CHEAP_TO_REREAD = True  # in memory: every worker process may read all of it
 
     def __init__(self, structure: Element) -> None:
         super().__init__()
-        structure, leaves = as_leaf_arrays(structure)
-        self.element = pack_as(structure, [leaf[()] if leaf.ndim == 0 else leaf for leaf in leaves])
+        self.element = as_element(structure)
+        check_dataset_leaves(self.element, "from_tensors()")
 
     def _element_spec(self) -> Element:
         return spec_of(self.element)

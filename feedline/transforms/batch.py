@@ -33,14 +33,18 @@ from feedline.execution.positions import (
 from feedline.execution.read_ahead import ReadAhead
 
 
-def stack_leaves(values: Sequence[Any], path: str = "<element>") -> np.ndarray:
+def stack_leaves(values: Sequence[Any], path: str = "<element>") -> Any:
     """Stack one leaf of every element of a batch into an array with a leading batch dimension.
 
-    ``bytes``/``str`` leaves give object arrays. Shapes must agree.
+    ``bytes``/``str`` leaves give object arrays, datasets (``window``'s) an object array of
+    datasets (tf.data's batch of datasets), and ``None`` leaves ``None`` (tf.data's
+    ``NoneTensorSpec`` component). Shapes must agree.
 
     Example:
         >>> stack_leaves([np.int64(1), np.int64(2)]).tolist()
         [1, 2]
+        >>> stack_leaves([None, None]) is None
+        True
     """
     first = values[0]
     if isinstance(first, bytes | str):
@@ -51,9 +55,9 @@ def stack_leaves(values: Sequence[Any], path: str = "<element>") -> np.ndarray:
         shape = first.shape
         for i, value in enumerate(values):
             if not isinstance(value, np.ndarray) or value.shape != shape:
-                found = np.shape(value)
+                found = "None" if value is None else f"shape {np.shape(value)}"
                 raise StructureError(
-                    f"cannot batch: leaf {path} of batch element {i} has shape {found}, "
+                    f"cannot batch: leaf {path} of batch element {i} has {found}, "
                     f"but element 0 has shape {shape}; use padded_batch() for varying shapes")
         if first.dtype == object:
             out = np.empty((len(values), *shape), dtype=object)
@@ -61,10 +65,32 @@ def stack_leaves(values: Sequence[Any], path: str = "<element>") -> np.ndarray:
                 out[i] = value
             return out
         return np.stack(values)
+    if first is None:
+        for i, value in enumerate(values):
+            if value is not None:
+                raise StructureError(f"cannot batch: leaf {path} of batch element {i} is "
+                                     f"{type(value).__name__}, but element 0 has None there")
+        return None
+    if isinstance(first, Dataset):
+        out = np.empty(len(values), dtype=object)
+        for i, value in enumerate(values):  # one by one: NumPy would read a dataset's items
+            if not isinstance(value, Dataset):
+                raise StructureError(f"cannot batch: leaf {path} of batch element {i} is "
+                                     f"{type(value).__name__}, but element 0 has a dataset "
+                                     "there")
+            out[i] = value
+        return out
     try:
-        return np.asarray(values)
+        out = np.asarray(values)
     except ValueError as error:
         raise StructureError(f"cannot batch leaf {path}: {error}") from None
+    if out.dtype == object:  # scalars mixed with None, datasets or arrays
+        for i, value in enumerate(values):
+            if value is None or isinstance(value, Dataset | np.ndarray):
+                raise StructureError(f"cannot batch: leaf {path} of batch element {i} is "
+                                     f"{type(value).__name__}, but element 0 has "
+                                     f"{type(first).__name__} there")
+    return out
 
 
 def stack_elements(elements: Sequence[Element]) -> Element:

@@ -7,10 +7,11 @@ from typing import Any
 
 from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
+from feedline.core.errors import InvalidArgumentError
 from feedline.core.functions import annotate_error, call_with_element, function_name
-from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator, State
 from feedline.core.state_codec import decode, encode
-from feedline.core.structure import Element
+from feedline.core.structure import Element, is_datasets_array
 from feedline.core.unary import UnaryDataset, UnaryIterator, require_callable
 
 
@@ -19,7 +20,10 @@ def make_inner_dataset(map_func: Callable[..., Any], element: Any, stage: str,
     """Call ``map_func`` on an input element and check that it returned a feedline Dataset.
 
     Errors raised by ``map_func`` keep their type and get a note naming ``stage`` and
-    ``index``; a result that is not a :class:`Dataset` is a ``TypeError``.
+    ``index``; a result that is not a :class:`Dataset` is a ``TypeError``, except a batch of
+    datasets (an object array of them, as ``window().batch()`` or ``from_tensors([a, b])``
+    give), which is tf.data's ``InvalidArgumentError``: "Function must return a single scalar
+    of dtype DT_VARIANT".
 
     Example:
         >>> import feedline as fl
@@ -30,6 +34,11 @@ def make_inner_dataset(map_func: Callable[..., Any], element: Any, stage: str,
         dataset = call_with_element(map_func, element)
     except Exception as error:  # noqa: BLE001 - re-raised with a note
         raise annotate_error(error, stage, index)
+    if is_datasets_array(dataset):
+        raise InvalidArgumentError(
+            f"{stage}: map_func must return a single dataset, got a batch of datasets of "
+            f"shape {dataset.shape} for input element {index} (tf.data: Function must return "
+            "a single scalar of dtype DT_VARIANT); unbatch() the batch first")
     if not isinstance(dataset, Dataset):
         raise TypeError(f"{stage}: map_func must return a feedline Dataset, got "
                         f"{type(dataset).__name__} for input element {index}")
@@ -62,6 +71,17 @@ class FlatMapDataset(UnaryDataset):
 
     def _element_spec(self) -> Element | None:
         return None  # the inner datasets' elements: seen only by running map_func
+
+    def _traced_element_spec(self) -> Element | None:
+        """The spec of the dataset ``map_func`` makes of the first input element, as tf.data
+        takes it from the dataset its trace of ``map_func`` returns: ``window(3).flat_map(
+        lambda w: w.batch(3))`` has batches of unknown size, as tf.data says, whatever the
+        first batch's size (see :mod:`feedline.core.spec_inference`)."""
+        with PipelineIterator(self._inputs[0]) as iterator:
+            first = next(iterator, None)
+        if first is None:
+            return None
+        return make_inner_dataset(self.map_func, first, self.name, 0).element_spec
 
     def cardinality(self) -> int:
         # As tf.data: the inner datasets' sizes are unknown until they are made.

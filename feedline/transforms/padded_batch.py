@@ -8,15 +8,18 @@ from typing import Any
 import numpy as np
 
 from feedline.core.dataset import Dataset
-from feedline.core.errors import StructureError
+from feedline.core.errors import DataLossError, StructureError
 from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import (
+    DatasetSpec,
     Element,
+    NoneTensorSpec,
     TensorSpec,
     describe,
     flatten,
     flatten_with_paths,
+    is_datasets_array,
     pack_as,
     same_structure,
 )
@@ -193,6 +196,32 @@ def make_plan(template: Element, padded_shapes: Element, padding_values: Element
             for path, shape, padding in zip(paths, shapes, checked)]
 
 
+_DATASETS_REFUSED = "`padded_batch` is not supported for datasets of datasets"
+
+
+def _none_refused(path: str) -> str:
+    return ("`padded_batch` is only supported for datasets that produce tensor elements but "
+            f"type spec of elements in the input dataset is not a subclass of TensorSpec: "
+            f"`NoneTensorSpec()` (leaf {path})")
+
+
+def check_tensor_leaves(spec: Element) -> None:
+    """Refuse, as tf.data does with a ``TypeError``, a spec with ``None`` or dataset leaves:
+    there is nothing to pad in them.
+
+    Example:
+        >>> check_tensor_leaves((TensorSpec((2,), np.dtype("int64")), NoneTensorSpec()))
+        Traceback (most recent call last):
+        ...
+        TypeError: `padded_batch` is only supported for datasets that produce tensor elements but type spec of elements in the input dataset is not a subclass of TensorSpec: `NoneTensorSpec()` (leaf [1])
+    """
+    for path, leaf in flatten_with_paths(spec):
+        if isinstance(leaf, DatasetSpec):
+            raise TypeError(f"{_DATASETS_REFUSED} (leaf {path} is {leaf})")
+        if isinstance(leaf, NoneTensorSpec):
+            raise TypeError(_none_refused(path))
+
+
 def check_plan_against_spec(plan: list[_LeafPlan], spec: Element) -> None:
     """Static checks (as tf.data does at construction): ranks agree, no known dim too big."""
     for leaf, leaf_spec in zip(plan, flatten(spec)):
@@ -208,11 +237,23 @@ def check_plan_against_spec(plan: list[_LeafPlan], spec: Element) -> None:
 def pad_leaf(values: list[Any], leaf: _LeafPlan, first_index: int) -> np.ndarray:
     """Stack one leaf of a batch, padding each value up to the batch's padded shape.
 
+    Raises:
+        DataLossError: A value is larger than the padded shape (tf.data's "Attempted to pad
+            to a smaller size than the input element").
+        TypeError: The leaf holds ``None`` or datasets, which cannot be padded.
+
     Example:
         >>> plan = _LeafPlan("[0]", None, None)
         >>> pad_leaf([np.array([1]), np.array([2, 3])], plan, 0).tolist()
         [[1, 0], [2, 3]]
     """
+    for i, value in enumerate(values):
+        if value is None:
+            raise TypeError(f"{_none_refused(leaf.path)}: input element {first_index + i} "
+                            "has None there")
+        if isinstance(value, Dataset) or is_datasets_array(value):
+            raise TypeError(f"{_DATASETS_REFUSED}: leaf {leaf.path} of input element "
+                            f"{first_index + i} holds datasets")
     arrays = [_leaf_array(value) for value in values]
     rank = arrays[0].ndim if leaf.shape is None else len(leaf.shape)
     for i, array in enumerate(arrays):
@@ -229,9 +270,11 @@ def pad_leaf(values: list[Any], leaf: _LeafPlan, first_index: int) -> np.ndarray
             target.append(longest)
             continue
         if longest > given:
+            # tf.data's category: the element does not fit what the pipeline promised.
             i = next(i for i, array in enumerate(arrays) if array.shape[d] > given)
-            raise StructureError(
-                f"padded_batch: leaf {leaf.path} of input element {first_index + i} has shape "
+            raise DataLossError(
+                f"padded_batch: Attempted to pad to a smaller size than the input element: "
+                f"leaf {leaf.path} of input element {first_index + i} has shape "
                 f"{arrays[i].shape}, larger than the padded shape {leaf.shape} in dimension {d} "
                 f"({arrays[i].shape[d]} > {given})")
         target.append(given)
@@ -290,6 +333,7 @@ class PaddedBatchDataset(UnaryDataset):
         spec = input_dataset._element_spec()
         if spec is not None:
             # Mistakes in the arguments show up here, not at the first batch, when possible.
+            check_tensor_leaves(spec)
             plan = make_plan(spec, padded_shapes, padding_values,
                              [np.dtype(leaf.dtype) for leaf in flatten(spec)])
             check_plan_against_spec(plan, spec)
@@ -298,6 +342,7 @@ class PaddedBatchDataset(UnaryDataset):
         spec = self._inputs[0]._element_spec()
         if spec is None:
             return None
+        check_tensor_leaves(spec)
         plan = make_plan(spec, self.padded_shapes, None, [leaf.dtype for leaf in flatten(spec)])
         batch = self.batch_size if self.drop_remainder else None
         leaves = []
@@ -343,7 +388,7 @@ class PaddedBatchIterator(UnaryIterator):
         self._batches += 1
         try:
             return self._pad(elements, first_index)
-        except (StructureError, TypeError, ValueError) as error:
+        except (StructureError, TypeError, ValueError, DataLossError) as error:
             annotate_error(error, node.name, index)
             raise
 

@@ -14,12 +14,14 @@ from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import (
     Element,
-    TensorSpec,
+    NoneTensorSpec,
+    batched_spec,
     describe,
     flatten,
     flatten_with_paths,
     pack_as,
     same_structure,
+    unbatched_spec,
 )
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import as_int, validate_int
@@ -60,6 +62,9 @@ def concatenate_pieces(pieces: list[list[np.ndarray]], paths: list[str], stage: 
         return pieces[0]
     out = []
     for column, path in zip(zip(*pieces), paths):
+        if column[0] is None:  # a None component stays None (tf.data's NoneTensorSpec)
+            out.append(None)
+            continue
         try:
             out.append(np.concatenate(column))
         except ValueError:
@@ -68,6 +73,11 @@ def concatenate_pieces(pieces: list[list[np.ndarray]], paths: list[str], stage: 
                 f"{stage}: cannot join rows of leaf {path} for output batch {index}: the "
                 f"input batches have rows of different shapes ({shapes})") from None
     return out
+
+
+def _rows(leaf: np.ndarray | None, start: int, stop: int) -> np.ndarray | None:
+    """Rows ``start:stop`` of a leaf; a ``None`` leaf has ``None`` for any rows."""
+    return None if leaf is None else leaf[start:stop]
 
 
 class RebatchDataset(UnaryDataset):
@@ -96,7 +106,8 @@ class RebatchDataset(UnaryDataset):
         size = self.batch_sizes[0]
         if self.drop_remainder:
             return size
-        dims = [leaf.shape[0] for leaf in flatten(inner) if leaf.shape[0] is not None]
+        dims = [leaf.shape[0] for leaf in flatten(inner)
+                if leaf.shape and leaf.shape[0] is not None]  # None components have no rows
         if not dims or len(set(dims)) != 1 or dims[0] % size:
             return None
         return size
@@ -105,9 +116,7 @@ class RebatchDataset(UnaryDataset):
         inner = self._inputs[0]._element_spec()
         if inner is None:
             return None
-        dim = self._static_batch_dim(inner)
-        return pack_as(inner, [TensorSpec((dim, *leaf.shape[1:]), leaf.dtype)
-                               for leaf in flatten(inner)])
+        return batched_spec(unbatched_spec(inner), self._static_batch_dim(inner))
 
     def cardinality(self) -> int:
         # As tf.data: not computed (it depends on every input batch's size).
@@ -164,11 +173,13 @@ class RebatchIterator(UnaryIterator):
             if self._input_spec is not None:
                 # Unknown dimensions become 0: there is no data in them anyway (as tf.data).
                 return pack_as(self._input_spec, [
+                    None if isinstance(leaf, NoneTensorSpec) else
                     np.empty((0, *(d or 0 for d in leaf.shape[1:])), dtype=leaf.dtype)
                     for leaf in flatten(self._input_spec)])
             if self._exhausted or not self._pull():
                 raise StopIteration
-        return pack_as(self._structure, [leaf[self._offset:self._offset] for leaf in self._leaves])
+        return pack_as(self._structure, [_rows(leaf, self._offset, self._offset)
+                                         for leaf in self._leaves])
 
     def __next__(self) -> Any:
         if self._exhausted and self._offset >= self._rows:
@@ -185,7 +196,7 @@ class RebatchIterator(UnaryIterator):
             if self._offset >= self._rows and (self._exhausted or not self._pull()):
                 break
             end = min(self._offset + desired - have, self._rows)
-            pieces.append([leaf[self._offset:end] for leaf in self._leaves])
+            pieces.append([_rows(leaf, self._offset, end) for leaf in self._leaves])
             have += end - self._offset
             self._offset = end
         self._size_index = (self._size_index + 1) % len(self._sizes)
@@ -201,7 +212,8 @@ class RebatchIterator(UnaryIterator):
         held = []
         if self._offset < self._rows:
             held = [encode(pack_as(self._structure,
-                                   [leaf[self._offset:] for leaf in self._leaves]))]
+                                   [_rows(leaf, self._offset, self._rows)
+                                    for leaf in self._leaves]))]
         return self._with_input_state({
             "size_index": self._size_index, "inputs_taken": self._inputs_taken,
             "batches": self._batches, "exhausted": self._exhausted, "held": held})

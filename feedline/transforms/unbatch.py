@@ -12,7 +12,9 @@ from feedline.core.errors import StructureError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import (
+    DatasetSpec,
     Element,
+    NoneTensorSpec,
     flatten,
     flatten_with_paths,
     pack_as,
@@ -22,17 +24,31 @@ from feedline.core.unary import UnaryDataset, UnaryIterator
 
 
 def check_static_batched(spec: Element | None, stage: str) -> None:
-    """Raise ``ValueError`` if a statically known spec has a scalar leaf (nothing to split)."""
+    """Raise ``ValueError`` if a statically known spec has a scalar leaf (nothing to split).
+
+    ``None`` components are not split (they stay ``None``, as in tf.data); a single dataset
+    (what ``window`` yields) cannot be, as tf.data says: "Slicing dataset elements is not
+    supported for rank 0".
+    """
     if spec is None:
         return
     for path, leaf in flatten_with_paths(spec):
-        if not leaf.shape:
-            raise ValueError(f"{stage}: the input's leaf {path} is a scalar ({leaf}); every "
-                             "leaf needs a leading (batch) dimension")
+        if isinstance(leaf, NoneTensorSpec) or leaf.shape:
+            continue
+        if isinstance(leaf, DatasetSpec):
+            raise ValueError(f"{stage}: Slicing dataset elements is not supported for rank 0: "
+                             f"the input's leaf {path} is one dataset ({leaf}), not a batch "
+                             "of datasets")
+        raise ValueError(f"{stage}: the input's leaf {path} is a scalar ({leaf}); every "
+                         "leaf needs a leading (batch) dimension")
 
 
-def split_leaves(element: Element, stage: str, index: int) -> tuple[list[np.ndarray], int]:
+def split_leaves(element: Element, stage: str,
+                 index: int) -> tuple[list[np.ndarray | None], int]:
     """The leaves of a batched element and their common number of rows.
+
+    ``None`` leaves are returned as ``None``: every row has ``None`` there. An element of
+    ``None`` leaves only has no rows to give.
 
     Raises:
         StructureError: A leaf has no leading dimension, or leaves disagree on its size.
@@ -43,14 +59,19 @@ def split_leaves(element: Element, stage: str, index: int) -> tuple[list[np.ndar
         3
     """
     paths_and_leaves = flatten_with_paths(element)
-    leaves: list[np.ndarray] = []
+    leaves: list[np.ndarray | None] = []
     rows = -1
     first_path = ""
     for path, leaf in paths_and_leaves:
+        if leaf is None:
+            leaves.append(None)
+            continue
         if not isinstance(leaf, np.ndarray) or leaf.ndim == 0:
+            what = ("one dataset (Slicing dataset elements is not supported for rank 0)"
+                    if isinstance(leaf, Dataset) else f"a scalar ({type(leaf).__name__})")
             raise StructureError(
-                f"{stage}: leaf {path} of input element {index} is a scalar "
-                f"({type(leaf).__name__}); every leaf needs a leading (batch) dimension")
+                f"{stage}: leaf {path} of input element {index} is {what}; every leaf needs "
+                "a leading (batch) dimension")
         if rows == -1:
             rows, first_path = leaf.shape[0], path
         elif leaf.shape[0] != rows:
@@ -58,14 +79,19 @@ def split_leaves(element: Element, stage: str, index: int) -> tuple[list[np.ndar
                 f"{stage}: leaves of input element {index} have different batch sizes: "
                 f"{first_path} has {rows} rows, {path} has {leaf.shape[0]}")
         leaves.append(leaf)
+    if rows == -1:
+        raise StructureError(f"{stage}: input element {index} has only None components: "
+                             "there is no batch dimension to split")
     return leaves, rows
 
 
 def static_batch_size(spec: Element | None) -> int | None:
-    """The leading dimension shared by every leaf of a spec, if it is known statically."""
+    """The leading dimension shared by every leaf of a spec, if it is known statically
+    (``None`` components have none and do not count)."""
     if spec is None:
         return None
-    dims = {leaf.shape[0] if leaf.shape else None for leaf in flatten(spec)}
+    dims = {leaf.shape[0] if leaf.shape else None for leaf in flatten(spec)
+            if not isinstance(leaf, NoneTensorSpec)}
     if len(dims) != 1:
         return None
     return dims.pop()
@@ -108,8 +134,9 @@ class UnbatchIterator(UnaryIterator):
         self._name = name
         self._index = 0  # input elements taken
         self._structure: Element = None
-        self._leaves: list[np.ndarray] = []
+        self._leaves: list[np.ndarray | None] = []
         self._single = True
+        self._has_none = False
         self._row = 0
         self._rows = 0
 
@@ -117,6 +144,7 @@ class UnbatchIterator(UnaryIterator):
         leaves, rows = split_leaves(element, self._name, index)
         self._structure = element
         self._single = not isinstance(element, tuple | dict)
+        self._has_none = any(leaf is None for leaf in leaves)
         self._leaves, self._rows, self._row = leaves, rows, 0
 
     def __next__(self) -> Any:
@@ -129,13 +157,18 @@ class UnbatchIterator(UnaryIterator):
         self._row += 1
         if self._single:
             return self._leaves[0][row]
+        if self._has_none:
+            return pack_as(self._structure,
+                           [None if leaf is None else leaf[row] for leaf in self._leaves])
         return pack_as(self._structure, [leaf[row] for leaf in self._leaves])
 
     def _get_state(self) -> State:
         # Only the rows still to come are stored; a list keeps one state shape at every step.
         held = []
         if self._row < self._rows:
-            held = [encode(pack_as(self._structure, [leaf[self._row:] for leaf in self._leaves]))]
+            row = self._row
+            held = [encode(pack_as(self._structure, [None if leaf is None else leaf[row:]
+                                                     for leaf in self._leaves]))]
         return self._with_input_state({"index": self._index, "held": held})
 
     def _set_state(self, state: State) -> None:

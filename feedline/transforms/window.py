@@ -12,7 +12,15 @@ from feedline.core.errors import StructureError
 from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode, register_state_type
-from feedline.core.structure import Element, describe, flatten, pack_as, same_structure, spec_of
+from feedline.core.structure import (
+    DatasetSpec,
+    Element,
+    describe,
+    flatten,
+    pack_as,
+    same_structure,
+    spec_of,
+)
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_int
 
@@ -173,7 +181,11 @@ class WindowDataset(UnaryDataset):
         self.name = name or "window"
 
     def _element_spec(self) -> Element | None:
-        return None  # windows are datasets, not tensors: no TensorSpec describes them
+        # A dataset in place of each leaf, as tf.data's DatasetSpec of the input's leaf spec.
+        inner = self._inputs[0]._element_spec()
+        if inner is None:
+            return None
+        return pack_as(inner, [DatasetSpec(leaf, ()) for leaf in flatten(inner)])
 
     def cardinality(self) -> int:
         n = self._inputs[0].cardinality()

@@ -7,12 +7,19 @@ import feedline as fl
 from feedline.core import state_codec
 from feedline.core.structure import (
     assert_same_structure,
+    batched_spec,
+    datasets_array,
     flatten,
     flatten_with_paths,
+    is_datasets_array,
+    leaf_spec,
     map_structure,
+    most_specific_common_spec,
     normalize_output,
     pack_as,
     spec_of,
+    to_leaf_array,
+    unbatched_spec,
 )
 from feedline.testing import elements_equal
 
@@ -95,3 +102,67 @@ def test_options_merge_newer_non_default_wins():
 def test_with_options_rejects_other_types():
     with pytest.raises(TypeError, match="feedline.Options"):
         fl.Dataset.range(3).with_options({"seed": 1})
+
+
+INT64 = np.dtype("int64")
+
+
+def test_none_is_a_component_with_its_own_spec():
+    # tf.data: NoneTensorSpec, kept as it is by batch and unbatch
+    assert spec_of((1, None)) == (fl.TensorSpec((), INT64), fl.NoneTensorSpec())
+    assert repr(fl.NoneTensorSpec()) == "NoneTensorSpec()"
+    spec = (fl.TensorSpec((2,), INT64), fl.NoneTensorSpec())
+    assert batched_spec(spec, None) == (fl.TensorSpec((None, 2), INT64), fl.NoneTensorSpec())
+    assert unbatched_spec(batched_spec(spec, 3)) == spec
+    assert fl.NoneTensorSpec().is_compatible_with(None)
+    assert not fl.NoneTensorSpec().is_compatible_with(0)
+    assert normalize_output((1, None)) == (1, None)
+    assert normalize_output({"x": None, "y": [None, 1][1]}) == {"x": None, "y": 1}
+
+
+def test_datasets_are_components_with_a_dataset_spec():
+    one = fl.Dataset.range(3)
+    inner = fl.TensorSpec((), INT64)
+    assert leaf_spec(one) == fl.DatasetSpec(inner, ())
+    assert repr(leaf_spec(one)) == "DatasetSpec(TensorSpec(shape=(), dtype=int64), shape=())"
+    grid = datasets_array([[one, fl.Dataset.range(5)]])
+    assert grid.shape == (1, 2) and grid[0, 1].cardinality() == 5
+    assert is_datasets_array(grid) and not is_datasets_array(np.zeros(2))
+    assert leaf_spec(grid) == fl.DatasetSpec(inner, (1, 2))
+    assert batched_spec(fl.DatasetSpec(inner, ()), 4) == fl.DatasetSpec(inner, (4,))
+    assert unbatched_spec(fl.DatasetSpec(inner, (None, 2))) == fl.DatasetSpec(inner, (2,))
+    with pytest.raises(fl.StructureError, match="Slicing dataset elements is not supported"):
+        unbatched_spec(fl.DatasetSpec(inner, ()))
+    assert fl.DatasetSpec(inner, (2,)).is_compatible_with(grid[0])
+    assert not fl.DatasetSpec(inner, ()).is_compatible_with(grid[0])
+    # NumPy alone would read a dataset's elements instead of holding it.
+    held = to_leaf_array([one, one])
+    assert held.shape == (2,) and held[0] is one
+    assert to_leaf_array(one)[()] is one
+    assert normalize_output((one, {"d": [one, one]}))[1]["d"].shape == (2,)
+    with pytest.raises(fl.StructureError, match=r"ragged nesting: \[1\] has 1 items, expected "
+                                                "2 items"):
+        datasets_array([[one, one], [one]])
+
+
+def test_most_specific_common_spec():
+    a = (fl.TensorSpec((2,), INT64), fl.NoneTensorSpec(),
+         fl.DatasetSpec(fl.TensorSpec((1,), INT64), (2,)))
+    b = (fl.TensorSpec((3,), INT64), fl.NoneTensorSpec(),
+         fl.DatasetSpec(fl.TensorSpec((4,), INT64), (5,)))
+    assert most_specific_common_spec(a, b) == (
+        fl.TensorSpec((None,), INT64), fl.NoneTensorSpec(),
+        fl.DatasetSpec(fl.TensorSpec((None,), INT64), (None,)))
+    assert most_specific_common_spec(None, a) == a and most_specific_common_spec(a, None) == a
+    with pytest.raises(fl.StructureError, match=r"leaf \[1\] is NoneTensorSpec\(\) in one spec"):
+        most_specific_common_spec(spec_of((1, None)), spec_of((1, 2)))
+    with pytest.raises(fl.StructureError, match="dtype int64 in one spec and float64"):
+        most_specific_common_spec(spec_of(1), spec_of(1.0))
+
+
+def test_object_arrays_of_str_become_bytes():
+    # tf.data makes tf.string of them: what dict(pandas_df) gives for a text column
+    out = to_leaf_array(np.array(["a", "é", b"c"], dtype=object))
+    assert out.dtype == object and out.tolist() == [b"a", "é".encode(), b"c"]
+    numbers = np.array([1, 2], dtype=object)
+    assert to_leaf_array(numbers) is numbers  # nothing to encode

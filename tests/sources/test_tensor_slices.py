@@ -136,3 +136,25 @@ def test_from_tensors_namedtuple():
 def test_slices_state_keeps_one_size():
     ds = fl.Dataset.from_tensor_slices((np.arange(12), [b"x"] * 12))
     check_checkpointing(ds, constant_state_size=True, max_state_bytes=2048)
+
+
+# ----------------------------------------------------------------- strings are bytes
+def test_object_arrays_of_str_slice_into_bytes():
+    # What dict(pandas_df) gives for a text column: an object array of Python str.
+    # tf 2.21: from_tensor_slices({"a": np.array(["x", "é"], dtype=object)}) ->
+    # {"a": b"x"}, {"a": b"\xc3\xa9"}; a mixed str/bytes array gives bytes too.
+    ds = fl.Dataset.from_tensor_slices({"a": np.array(["x", "é"], dtype=object),
+                                        "n": np.array([1, 2])})
+    out = list(ds)
+    assert [row["a"] for row in out] == [b"x", "é".encode()]
+    assert all(type(row["a"]) is bytes for row in out)
+    assert ds.element_spec["a"] == fl.TensorSpec((), np.dtype(object))
+    assert list(fl.Dataset.from_tensor_slices(np.array(["x", b"y"], dtype=object))) == \
+        [b"x", b"y"]
+    # tf: from_tensor_slices(np.array([["x", "y"], ["z", "w"]], dtype=object))
+    rows = list(fl.Dataset.from_tensor_slices(np.array([["x", "y"], ["z", "w"]], dtype=object)))
+    assert [row.tolist() for row in rows] == [[b"x", b"y"], [b"z", b"w"]]
+    # tf: from_tensors(np.array(["x", "y"], dtype=object)) -> array([b"x", b"y"])
+    (whole,) = list(fl.Dataset.from_tensors(np.array(["x", "y"], dtype=object)))
+    assert whole.dtype == object and whole.tolist() == [b"x", b"y"]
+    check_checkpointing(ds)
