@@ -5,13 +5,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode
-from feedline.core.structure import Element, describe, normalize_output, pack_as, same_structure
+from feedline.core.structure import (
+    Element,
+    describe,
+    flatten,
+    flatten_with_paths,
+    normalize_output,
+    pack_as,
+    same_structure,
+)
 from feedline.core.unary import UnaryDataset, UnaryIterator, require_callable
-from feedline.sources.tensor_slices import as_leaf_arrays
+from feedline.sources.tensors import as_element
 
 
 def as_initial_state(initial_state: Element) -> Element:
@@ -22,8 +32,55 @@ def as_initial_state(initial_state: Element) -> Element:
         >>> as_initial_state((0, [1.5, 2.5]))
         (np.int64(0), array([1.5, 2.5]))
     """
-    structure, leaves = as_leaf_arrays(initial_state)
-    return pack_as(structure, [leaf[()] if leaf.ndim == 0 else leaf for leaf in leaves])
+    return as_element(initial_state)
+
+
+def _leaf_kind(leaf: Any) -> Any:
+    """What a state leaf's type is compared by: its NumPy dtype (``object`` for ``bytes``),
+    ``None`` for a ``None`` leaf, or the dataset class for a dataset."""
+    if leaf is None:
+        return None
+    if isinstance(leaf, np.ndarray | np.generic):
+        return leaf.dtype
+    if isinstance(leaf, bytes):
+        return np.dtype(object)
+    if isinstance(leaf, Dataset):
+        return Dataset
+    return np.asarray(leaf).dtype  # a Python number
+
+
+def _kind_name(kind: Any) -> str:
+    if kind is None:
+        return "None"
+    if kind is Dataset:
+        return "a dataset"
+    return kind.name if kind != np.dtype(object) else "bytes (object)"
+
+
+_SAME_KINDS = {"b": "b", "i": "iu", "u": "iu", "f": "f", "c": "c"}
+
+
+def _as_weak_number(leaf: Any, kind: Any) -> np.generic | None:
+    """A Python number as a NumPy scalar of ``kind`` when it is a number of the same kind and
+    keeps its value (``2`` for ``int32``, ``0.5`` for ``float32``), else ``None``.
+
+    Example:
+        >>> _as_weak_number(0.5, np.dtype(np.float32)), _as_weak_number(0.5, np.dtype(np.int64))
+        (np.float32(0.5), None)
+    """
+    if type(leaf) not in (bool, int, float, complex) or not isinstance(kind, np.dtype):
+        return None
+    natural = np.asarray(leaf).dtype
+    if kind.kind not in _SAME_KINDS.get(natural.kind, ""):
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        try:
+            converted = np.asarray(leaf).astype(kind)[()]
+        except OverflowError:
+            return None
+    if natural.kind in "iu" and converted != leaf:
+        return None  # does not fit (300 for uint8)
+    return converted
 
 
 class ScanDataset(UnaryDataset):
@@ -31,6 +88,13 @@ class ScanDataset(UnaryDataset):
 
     The element is passed whole (a tuple element is not spread over arguments), as tf.data
     calls ``scan_func`` with exactly two arguments.
+
+    The new state must have the initial state's structure and, leaf by leaf, its dtype
+    (tf.data: "The element types for the new state must match the initial state", a
+    ``TypeError``); a Python number takes the dtype of its leaf when it is a number of the
+    same kind (``1.5`` for a ``float32`` state), as tf.data converts it. Shapes may change
+    from step to step: tf.data relaxes the state's shape to what stays the same (a growing
+    vector is a state of shape ``(None,)``).
 
     Example:
         >>> import feedline as fl
@@ -60,6 +124,7 @@ class ScanIterator(UnaryIterator):
                  scan_func: Callable[[Any, Any], tuple[Any, Any]], name: str) -> None:
         super().__init__(ctx, upstream)
         self._initial = initial_state
+        self._kinds = [_leaf_kind(leaf) for leaf in flatten(initial_state)]
         self._state = initial_state
         self._fn = scan_func
         self._name = name
@@ -76,7 +141,27 @@ class ScanIterator(UnaryIterator):
             raise TypeError(f"{self._name}: the new state must have the structure of the "
                             f"initial state: expected {describe(self._initial)}, got "
                             f"{describe(new_state)}")
-        return new_state, output
+        return self._conform(new_state), output
+
+    def _conform(self, new_state: Element) -> Element:
+        """The new state with each leaf of its initial dtype, or a ``TypeError`` saying which
+        leaf's dtype differs."""
+        leaves = flatten(new_state)
+        out = []
+        for i, (leaf, kind) in enumerate(zip(leaves, self._kinds)):
+            found = _leaf_kind(leaf)
+            if found != kind:
+                converted = _as_weak_number(leaf, kind)
+                if converted is None:
+                    path = flatten_with_paths(new_state)[i][0]
+                    where = "the state" if path == "<element>" else f"leaf {path} of the state"
+                    raise TypeError(
+                        f"{self._name}: Invalid `scan_func`. The element types for the new "
+                        f"state must match the initial state. Expected {_kind_name(kind)}, "
+                        f"got {_kind_name(found)} ({where})")
+                leaf = converted
+            out.append(leaf)
+        return pack_as(new_state, out)
 
     def __next__(self) -> Any:
         element = next(self._upstream)

@@ -82,3 +82,47 @@ def test_checkpointing_restores_failing_elements_in_place():
     # a failed input element leaves the scan state as it was
     ds = fail_at(fl.Dataset.range(8), [2, 5]).scan(np.int64(0), lambda s, x: (s + x, s))
     check_checkpointing(ds, constant_state_size=True)
+
+
+def test_new_state_of_another_dtype_is_a_type_error():
+    # tf 2.21: range(3).scan(np.int64(0), lambda s, x: (tf.cast(s, tf.float32), x)) ->
+    # TypeError "Invalid `scan_func`. The element types for the new state must match the
+    # initial state. Expected <dtype: 'int64'>, got <dtype: 'float32'>."
+    ds = fl.Dataset.range(3).scan(np.int64(0), lambda s, x: (np.float32(s), x))
+    with pytest.raises(TypeError, match=r"The element types for the new state must match the "
+                                        r"initial state\. Expected int64, got float32 \(the "
+                                        r"state\)"):
+        next(iter(ds))
+    pair = fl.Dataset.range(3).scan((0, np.zeros(2, np.float32)),
+                                    lambda s, x: ((s[0] + x, s[1] * 2.0), x))
+    assert ints(pair) == [0, 1, 2]  # float32 * Python float stays float32 (NumPy and TF)
+    widened = fl.Dataset.range(3).scan((0, np.zeros(2, np.float32)),
+                                       lambda s, x: ((s[0] + x, s[1] + np.float64(1)), x))
+    with pytest.raises(TypeError, match=r"Expected float32, got float64 \(leaf \[1\] of the "
+                                        r"state\)"):
+        list(widened)
+    # tf: int32 state + int64 element is refused too (NumPy would widen to int64)
+    with pytest.raises(TypeError, match="Expected int32, got int64"):
+        list(fl.Dataset.range(3).scan(np.int32(0), lambda s, x: (s + x, s)))
+
+
+def test_python_numbers_take_the_state_leafs_dtype_when_of_the_same_kind():
+    # tf converts a Python float returned for a float32 state to float32
+    ds = fl.Dataset.range(3).scan(np.float32(0), lambda s, x: (1.5, s))
+    assert_elements_equal(list(ds), [np.float32(0), np.float32(1.5), np.float32(1.5)])
+    with pytest.raises(TypeError, match="Expected float32, got int64"):
+        list(fl.Dataset.range(3).scan(np.float32(0), lambda s, x: (1, s)))
+    with pytest.raises(TypeError, match="Expected uint8, got int64"):  # 300 does not fit
+        list(fl.Dataset.range(3).scan(np.uint8(0), lambda s, x: (300, s)))
+    assert_elements_equal(list(fl.Dataset.range(2).scan(np.uint8(0), lambda s, x: (7, s))),
+                          [np.uint8(0), np.uint8(7)])
+
+
+def test_state_shape_may_change_as_tf_relaxes_it():
+    # tf 2.21: range(3).scan(tf.zeros(2), lambda s, x: (tf.concat([s, [1.0]], 0), s)) ->
+    # [0, 0], [0, 0, 1], [0, 0, 1, 1] (the state's shape relaxes to (None,))
+    ds = fl.Dataset.range(3).scan(np.zeros(2, np.float32),
+                                  lambda s, x: (np.append(s, np.float32(1)), s))
+    assert_elements_equal(list(ds), [np.array([0, 0], np.float32),
+                                     np.array([0, 0, 1], np.float32),
+                                     np.array([0, 0, 1, 1], np.float32)])
