@@ -7,7 +7,7 @@ from typing import Any
 
 from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
-from feedline.core.errors import InvalidArgumentError
+from feedline.core.errors import CheckpointError, InvalidArgumentError
 from feedline.core.functions import annotate_error, call_with_element, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator, State
 from feedline.core.state_codec import decode, encode
@@ -45,6 +45,26 @@ def make_inner_dataset(map_func: Callable[..., Any], element: Any, stage: str,
     return dataset
 
 
+def traced_inner_spec(input_dataset: Dataset, map_func: Callable[..., Any],
+                      stage: str) -> Element | None:
+    """The spec of the dataset ``map_func`` makes of the first input element (``None`` when
+    the input is empty), as tf.data takes a ``flat_map``'s or ``interleave``'s spec from the
+    dataset its trace of ``map_func`` returns: ``window(3).flat_map(lambda w: w.batch(3))``
+    has batches of unknown size, whatever the first batch's size (see
+    :mod:`feedline.core.spec_inference`).
+
+    Example:
+        >>> import feedline as fl
+        >>> traced_inner_spec(fl.Dataset.range(7).window(3), lambda w: w.batch(3), "flat_map")
+        TensorSpec(shape=(None,), dtype=int64)
+    """
+    with PipelineIterator(input_dataset) as iterator:
+        first = next(iterator, None)
+    if first is None:
+        return None
+    return make_inner_dataset(map_func, first, stage, 0).element_spec
+
+
 def note_inner_error(error: BaseException, stage: str, index: int) -> BaseException:
     """Add a note saying which input element's dataset raised ``error`` (once per stage)."""
     note = f"feedline: raised by the dataset {stage} made from input element {index}"
@@ -73,15 +93,7 @@ class FlatMapDataset(UnaryDataset):
         return None  # the inner datasets' elements: seen only by running map_func
 
     def _traced_element_spec(self) -> Element | None:
-        """The spec of the dataset ``map_func`` makes of the first input element, as tf.data
-        takes it from the dataset its trace of ``map_func`` returns: ``window(3).flat_map(
-        lambda w: w.batch(3))`` has batches of unknown size, as tf.data says, whatever the
-        first batch's size (see :mod:`feedline.core.spec_inference`)."""
-        with PipelineIterator(self._inputs[0]) as iterator:
-            first = next(iterator, None)
-        if first is None:
-            return None
-        return make_inner_dataset(self.map_func, first, self.name, 0).element_spec
+        return traced_inner_spec(self._inputs[0], self.map_func, self.name)
 
     def cardinality(self) -> int:
         # As tf.data: the inner datasets' sizes are unknown until they are made.
@@ -96,6 +108,10 @@ class FlatMapIterator(UnaryIterator):
 
     The state keeps the input element the current inner dataset was made from, so a restore
     calls ``map_func`` on it again and moves the new inner iterator to the saved position.
+    An element that cannot be stored in a state (one holding datasets other than
+    ``window``'s, as ``from_tensor_slices([a, b])`` gives) is not: the input's position
+    before it is kept instead, and a restore reads it again from there. Which of the two
+    is found at the first element, so only that one costs an extra input state.
     """
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
@@ -106,6 +122,10 @@ class FlatMapIterator(UnaryIterator):
         self._index = 0  # input elements taken so far
         self._element: Any = None  # the input element the current inner dataset came from
         self._inner: DatasetIterator | None = None
+        # Whether elements are re-read from the input's earlier position on restore (they
+        # cannot be stored); None until the first element says.
+        self._reread: bool | None = None
+        self._before: State | None = None  # the input's state before the current element
 
     def _set_inner(self, inner: DatasetIterator | None, element: Any = None) -> None:
         if self._inner is not None:
@@ -121,9 +141,13 @@ class FlatMapIterator(UnaryIterator):
     def __next__(self) -> Any:
         while True:
             if self._inner is None:
+                before = None if self._reread is False else self._upstream.state_dict()
                 element = next(self._upstream)
                 index = self._index
                 self._index += 1
+                if self._reread is None:
+                    self._reread = not _storable(element)
+                self._before = before if self._reread else None
                 # A failing map_func consumes its element: the next call goes on with the next.
                 self._set_inner(self._open(element, index), element)
             try:
@@ -134,17 +158,42 @@ class FlatMapIterator(UnaryIterator):
                 raise note_inner_error(error, self._name, self._index - 1)
 
     def _get_state(self) -> State:
-        # A list, empty between inner datasets, so the state keeps one shape at every step.
-        current = [] if self._inner is None else [encode(self._element), self._inner.state_dict()]
+        # A list, empty between inner datasets, so the state keeps one shape at every step:
+        # [element, inner state], or [input state before the element, inner state, "reread"].
+        if self._inner is None:
+            current: list[Any] = []
+        elif self._before is not None:
+            current = [self._before, self._inner.state_dict(), "reread"]
+        else:
+            current = [encode(self._element), self._inner.state_dict()]
         return self._with_input_state({"index": self._index, "current": current})
 
     def _set_state(self, state: State) -> None:
         self._set_inner(None)
-        self._load_input_state(state)
         self._index = state["index"]
-        if state["current"]:
-            encoded, inner_state = state["current"]
+        self._before = None
+        current = state["current"]
+        if len(current) == 3:  # the element is read again from the input's earlier position
+            before, inner_state, _ = current
+            self._upstream.load_state_dict(before)
+            element = next(self._upstream)
+            self._reread, self._before = True, before
+        else:
+            self._load_input_state(state)
+            if not current:
+                return
+            encoded, inner_state = current
             element = decode(encoded)
-            inner = self._open(element, self._index - 1)
-            self._set_inner(inner, element)
-            inner.load_state_dict(inner_state)
+            self._reread = False
+        inner = self._open(element, self._index - 1)
+        self._set_inner(inner, element)
+        inner.load_state_dict(inner_state)
+
+
+def _storable(element: Any) -> bool:
+    """Whether ``element`` can be stored in a state (datasets other than ``window``'s cannot)."""
+    try:
+        encode(element)
+    except CheckpointError:
+        return False
+    return True

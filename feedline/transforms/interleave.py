@@ -36,7 +36,7 @@ from feedline.core.validation import (
     validate_optional_int,
     validate_parallelism,
 )
-from feedline.transforms.flat_map import make_inner_dataset
+from feedline.transforms.flat_map import make_inner_dataset, traced_inner_spec
 from feedline.transforms.interleave_cycle import InterleaveIterator
 from feedline.transforms.interleave_parallel import (
     MIN_SLOT_BUFFER,
@@ -129,6 +129,10 @@ class InterleaveDataset(Dataset):
         self.num_parallel_calls = num_parallel_calls
         self.deterministic = deterministic
         self.name = name or f"interleave({function_name(map_func)})"
+
+    def _traced_element_spec(self) -> Any:
+        # The inner datasets' spec, as flat_map's (see feedline.core.spec_inference).
+        return traced_inner_spec(self._inputs[0], self.map_func, self.name)
 
     def cardinality(self) -> int:
         # tf.data: the parallel stage passes an infinite input on; otherwise unknown.

@@ -32,6 +32,9 @@ def pairs():
     (lambda: pairs().batch(4).prefetch(1).shuffle(3).repeat(2).take(5), (None, 2)),
     (lambda: pairs().batch(4).concatenate(pairs().batch(3, drop_remainder=True)), (None, 2)),
     (lambda: D.range(7).window(3).flat_map(lambda w: w.batch(3)), (None,)),
+    (lambda: D.range(7).window(3).interleave(lambda w: w.batch(3)), (None,)),
+    (lambda: D.range(7).window(3).interleave(lambda w: w.batch(3), num_parallel_calls=2),
+     (None,)),
 ])
 def test_specs_derive_from_the_inputs_as_in_tf_data(make, expected):
     spec = make().element_spec

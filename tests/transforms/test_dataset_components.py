@@ -192,3 +192,15 @@ def test_datasets_survive_shuffle_and_prefetch():
     # tf: range(6).window(2).shuffle(1).flat_map(lambda x: x) -> 0..5
     ds = D.range(6).window(2).shuffle(1).prefetch(2).flat_map(lambda x: x)
     assert [int(x) for x in ds] == [0, 1, 2, 3, 4, 5]
+
+
+def test_flat_map_over_datasets_checkpoints():
+    # Datasets other than window()'s cannot be stored in a state: flat_map keeps the input's
+    # position before the element instead, and reads it again on restore.
+    out = check_checkpointing(D.from_tensor_slices([D.range(2), D.range(3)])
+                              .flat_map(lambda x: x))
+    assert [int(x) for x in out] == [0, 1, 0, 1, 2]
+    pair = D.from_tensors((D.range(2), D.range(3).map(lambda x: x * 10)))
+    out = check_checkpointing(pair.repeat(2).flat_map(lambda a, b: a.concatenate(b)))
+    assert [int(x) for x in out] == [0, 1, 0, 10, 20] * 2
+    check_checkpointing(D.range(7).window(3).flat_map(lambda w: w))  # windows are stored
