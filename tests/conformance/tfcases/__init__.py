@@ -42,5 +42,7 @@ MODULES = [
     "as_numpy_iterator",
     "len",
     "random",
+    "counter",
+    "group_by_window",
 ]
 """The case modules, in the order the tables list them."""

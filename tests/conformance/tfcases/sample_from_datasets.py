@@ -47,8 +47,8 @@ for kind in WEIGHT_TYPES:
                 _weights(ns, p, k)).take(5000), derive=_chi2_ok(probs))
 
     def three(ns):
-        return [ns.Dataset.from_tensors(np.int64(-1)), ns.Dataset.from_tensors(np.int64(1)).repeat(),
-                ns.Dataset.range(10).repeat()]
+        return [ns.Dataset.from_tensors(np.int64(-1)),
+                ns.Dataset.from_tensors(np.int64(1)).repeat(), ns.Dataset.range(10).repeat()]
 
     add(f"testSampleFromDatasetsStoppingOnEmptyDataset{tag}",
         lambda ns, k=kind, three=three: ns.Dataset.sample_from_datasets(

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfcases.harness import Suite, attempt, derive_sorted, label, params, restored_matches, shuffle_summary
+from tfcases.harness import (
+    Suite,
+    attempt,
+    derive_sorted,
+    label,
+    params,
+    restored_matches,
+    shuffle_summary,
+)
 
 SUITE = Suite("take_test.py")
 add = SUITE.add

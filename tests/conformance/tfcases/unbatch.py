@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfcases.harness import Suite, attempt
+from tfcases.harness import Suite
 
 SUITE = Suite("unbatch_test.py")
 add = SUITE.add
@@ -73,7 +73,8 @@ for index in (-1, 100):
                                   .unbatch(), i), mode="value")
 
 SUITE.skip("testUnbatchNestedDataset", "datasets as tensor elements (TF variant tensors)")
-for name in ("testUnbatchDatasetWithSparseTensor", "testUnbatchDatasetWithDenseSparseAndRaggedTensor",
+for name in ("testUnbatchDatasetWithSparseTensor",
+             "testUnbatchDatasetWithDenseSparseAndRaggedTensor",
              "testUnbatchDatasetWithRaggedTensor"):
     SUITE.skip(name, "SparseTensor / RaggedTensor: feedline has neither")
 SUITE.skip("testUnbatchDynamicShapeMismatch (scalar component)", "a component of unknown rank "

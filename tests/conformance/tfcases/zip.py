@@ -11,7 +11,8 @@ from tfcases.harness import Suite
 SUITE = Suite("zip_test.py")
 add = SUITE.add
 
-EQUAL = [np.tile(np.array([[1], [2], [3], [4]]), 20), np.tile(np.array([[12], [13], [14], [15]]), 22),
+EQUAL = [np.tile(np.array([[1], [2], [3], [4]]), 20),
+         np.tile(np.array([[12], [13], [14], [15]]), 22),
          np.array([37.0, 38.0, 39.0, 40.0])]
 
 
