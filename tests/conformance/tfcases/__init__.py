@@ -44,5 +44,6 @@ MODULES = [
     "random",
     "counter",
     "group_by_window",
+    "bucket_by_sequence_length",
 ]
 """The case modules, in the order the tables list them."""
