@@ -9,6 +9,11 @@ a plain record (its type's name, its message, its notes) and restored as a
 builtin and feedline exception types, the restored error is an instance of that type too,
 so ``except ValueError`` (or ``ignore_errors()``) treats it as it treated the original.
 
+An error may also be *fatal* (:func:`mark_fatal`): raised by a stage that cannot go on (its
+worker processes cannot start, a worker keeps dying at the same element), not by one
+element. ``ignore_errors()`` drops an element's error but re-raises a fatal one, so a
+broken stream never looks like a normal end; the mark survives a checkpoint's record.
+
 Example:
     >>> error = restore_error(error_record(KeyError("missing")))
     >>> isinstance(error, KeyError), isinstance(error, RestoredError), str(error)
@@ -77,6 +82,34 @@ _RESTORED: dict[str, type[RestoredError]] = {
 _BY_TYPE: dict[type[BaseException], str] = {base: base.__name__ for base in _RESTORABLE_TYPES}
 
 
+_FATAL = "feedline_fatal"  # the instance attribute that marks an error as fatal
+
+
+def mark_fatal(error: BaseException) -> BaseException:
+    """Mark ``error`` as the end of its stream, and return it.
+
+    Use it for an error that says the stage raising it cannot go on (not that one element
+    failed): ``ignore_errors()`` re-raises such an error instead of dropping an element,
+    and stages that buffer errors keep the mark (it is an attribute of the exception).
+
+    Example:
+        >>> is_fatal(mark_fatal(RuntimeError("the workers cannot start"))), is_fatal(KeyError())
+        (True, False)
+    """
+    setattr(error, _FATAL, True)
+    return error
+
+
+def is_fatal(error: BaseException) -> bool:
+    """Whether ``error`` was marked by :func:`mark_fatal` (the stream cannot go on).
+
+    Example:
+        >>> is_fatal(ValueError("one bad element"))
+        False
+    """
+    return getattr(error, _FATAL, False) is True
+
+
 def _qualified_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
@@ -89,15 +122,19 @@ def error_record(error: BaseException) -> dict[str, Any]:
 
     Returns:
         ``{"type", "kind", "message", "notes"}``: the original type's name, the closest
-        allow-listed type it derives from, ``str(error)`` and its notes.
+        allow-listed type it derives from, ``str(error)`` and its notes; and
+        ``"fatal": True`` for an error marked by :func:`mark_fatal`.
     """
     if isinstance(error, RestoredError):  # saved again: keep what it was originally
         original = error.original_type
     else:
         original = _qualified_name(type(error))
     kind = next((_BY_TYPE[cls] for cls in type(error).__mro__ if cls in _BY_TYPE), "Exception")
-    return {"type": original, "kind": kind, "message": str(error),
-            "notes": [str(note) for note in getattr(error, "__notes__", ())]}
+    record = {"type": original, "kind": kind, "message": str(error),
+              "notes": [str(note) for note in getattr(error, "__notes__", ())]}
+    if is_fatal(error):
+        record["fatal"] = True
+    return record
 
 
 _RESTORED_NOTE = "feedline: restored from a checkpoint; raised originally as {}"
@@ -129,4 +166,6 @@ def restore_error(record: Any, note: str | None = None) -> RestoredError:
         if recorded != restored_note:
             error.add_note(str(recorded))
     error.add_note(restored_note if note is None else note)
+    if record.get("fatal") is True:
+        mark_fatal(error)
     return error

@@ -23,15 +23,28 @@ duplex :class:`~feedline.execution.transport.Channel` (its own task and result s
 Workers are fresh interpreters (:mod:`feedline.execution.spawn`): a script needs no ``if
 __name__ == "__main__"`` guard, which matters because an ``AUTOTUNE`` map may move to
 processes without being asked (:mod:`feedline.execution.executor_choice`).
-Functions travel with cloudpickle (lambdas, closures and functions of ``__main__`` work); a worker's exception comes back with its own type and the worker's
-traceback as a note; a worker that dies (killed, crashed) fails every pending call with
-``BrokenProcessPool`` naming the stage, never a hang; ``shutdown`` waits at most
-``close_timeout`` for running calls, then terminates the workers still running one (with a
-``RuntimeWarning`` naming the stage): no process is left behind. Workers ignore ``SIGINT``:
-on Ctrl-C the parent decides (its ``KeyboardInterrupt`` closes the pipeline, which ends
-them). A worker exits when its channel closes (the parent closed it, exited or died) and,
-where Linux can tell it (``pidfd``), as soon as its parent is gone, even in the middle of
-a call that never returns.
+Functions travel with cloudpickle (lambdas, closures and functions of ``__main__`` work).
+
+**Faults.** A worker's exception comes back as itself (its own class, rebuilt in the parent
+where it can be, see :class:`~feedline.execution.transport.PackedError`) with the worker's
+traceback as a note. A worker that dies (killed, crashed, out of memory, ``os._exit``)
+while running a call fails *that call* with :class:`~feedline.WorkerProcessError` naming
+the stage, the process and how it ended: the call's element is an error in its place
+(``ignore_errors()`` drops it), and a new worker takes the next calls. A call that
+processes several independent pieces (``map``'s chunks of elements) says how to split it
+(``split_call``/``combine_call`` on the function): its pieces are then run again one per
+call, so only the piece that kills its worker fails. A worker that dies idle is replaced,
+and nothing is lost. What cannot go on ends the stage with an error marked fatal
+(:func:`~feedline.core.error_records.mark_fatal`: ``ignore_errors()`` re-raises it) in
+every pending and later call: :data:`MAX_START_FAILURES` workers in a row dying before they
+could run a call (they cannot start, or cannot load the function), a function that does
+not pickle or cannot be loaded in a worker, a worker that cannot be started at all. Never
+a hang. ``shutdown`` waits at most ``close_timeout`` for running calls, then terminates
+the workers still running one (with a ``RuntimeWarning`` naming the stage): no process is
+left behind. Workers ignore ``SIGINT``: on Ctrl-C the parent decides (its
+``KeyboardInterrupt`` closes the pipeline, which ends them). A worker exits when its
+channel closes (the parent closed it, exited or died) and, on Linux, the moment its parent
+dies, even in the middle of a C call that never returns (:mod:`feedline.execution.spawn`).
 """
 
 from __future__ import annotations
@@ -54,11 +67,18 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any
 
+from feedline.core.error_records import mark_fatal
+from feedline.core.errors import WorkerProcessError
 from feedline.execution.executor import DEFAULT_CLOSE_TIMEOUT
-from feedline.execution.spawn import exit_watch, serve_as_worker, start_worker
-from feedline.execution.transport import Channel
+from feedline.execution.spawn import describe_exit, exit_watch, serve_as_worker, start_worker
+from feedline.execution.transport import Channel, PackedError
 
-_FUNCTION, _CALL, _STOP = 0, 1, 2  # message kinds on a worker's channel
+_FUNCTION, _CALL, _STOP = 0, 1, 2  # message kinds, parent to worker
+_LOADED, _RESULT = 0, 1  # message kinds, worker to parent
+
+MAX_START_FAILURES = 3
+"""Workers in a row that may die before running a call (while starting, or loading the
+function) before the stage gives up with a fatal ``BrokenProcessPool``."""
 _POOL_IDS = itertools.count()
 _JOIN_SECONDS = 2.0  # an idle worker told to stop exits at once; this bounds a stuck exit
 
@@ -87,20 +107,29 @@ def _worker_traceback(error: BaseException, stage: str) -> BaseException:
     return error
 
 
-def _send_outcome(channel: Channel, outcome: tuple[bool, Any], stage: str) -> None:
+def _send_outcome(channel: Channel, ok: bool, value: Any, stage: str, fatal: bool) -> None:
     # With each result, the buffers of arguments this worker has freed: the parent reuses
     # them for later arguments.
+    released = channel.released()
     try:
-        channel.send((*outcome, channel.released()))
+        channel.send((_RESULT, ok, value, released, fatal))
+        return
     except (OSError, EOFError):
         raise
     except Exception as error:  # noqa: BLE001 - a result or error that does not pickle
-        what = "result" if outcome[0] else f"{type(outcome[1]).__name__} raised"
-        replacement = TypeError(f"{stage}: the {what} in a worker process cannot be sent "
-                                f"back: {type(error).__name__}: {error}")
-        if not outcome[0]:
-            replacement.add_note("".join(traceback.format_exception(outcome[1])))
-        channel.send((False, replacement, channel.released()))
+        failure = error
+    if not ok:
+        # Its class may live in __main__ or a closure (plain pickle refuses those): by value.
+        packed = PackedError(value, "")
+        if packed.blob is not None:
+            channel.send((_RESULT, False, packed, released, fatal))
+            return
+    what = "result" if ok else f"{type(value).__name__} raised"
+    replacement = TypeError(f"{stage}: the {what} in a worker process cannot be sent "
+                            f"back: {type(failure).__name__}: {failure}")
+    if not ok:
+        replacement.add_note("".join(traceback.format_exception(value)))
+    channel.send((_RESULT, False, replacement, released, fatal))
 
 
 _ENTRY = ("import sys; from feedline.execution.processes import worker_entry; "
@@ -110,8 +139,9 @@ _ENTRY = ("import sys; from feedline.execution.processes import worker_entry; "
 def worker_entry(fd: int, parent_pid: int, stage: str) -> None:
     """The program of a worker process: serve the socket ``fd`` until it closes.
 
-    The first message is the parent's ``sys.path`` and ``multiprocessing`` key; then functions (once each) and calls,
-    one at a time, until ``stop`` or the end of the channel.
+    The first message is the parent's ``sys.path`` and ``multiprocessing`` key; then
+    functions (once each, each acknowledged once loaded) and calls, one at a time, until
+    ``stop`` or the end of the channel.
     """
     channel = serve_as_worker(fd, parent_pid)
     import cloudpickle
@@ -138,32 +168,39 @@ def worker_entry(fd: int, parent_pid: int, stage: str) -> None:
                 try:
                     functions[key] = (True, cloudpickle.loads(header, buffers=buffers))
                 except BaseException as error:  # noqa: BLE001 - reported with every call
+                    error.add_note(f"feedline: the function of {stage} cannot be loaded in "
+                                   "a worker process; the stage cannot go on")
                     functions[key] = (False, _worker_traceback(error, stage))
                 del header, buffers
+                # From here on, a death while running a call of it is that call's.
+                try:
+                    channel.send((_LOADED, key))
+                except (OSError, EOFError):
+                    return
                 continue
             _, key, args, released = message
             del message
             channel.reclaim(released)  # buffers of our results the parent has freed
-            ok, fn = functions[key]
-            if not ok:
-                outcome: tuple[bool, Any] = (False, fn)
+            loaded, fn = functions[key]
+            if not loaded:
+                ok, value = False, fn
             else:
                 try:
-                    outcome = (True, fn(*args))
+                    ok, value = True, fn(*args)
                 except BaseException as error:  # noqa: BLE001 - handed to the caller
-                    outcome = (False, _worker_traceback(error, stage))
+                    ok, value = False, _worker_traceback(error, stage)
             del args  # free the arguments' shared memory before waiting for the next call
             try:
-                _send_outcome(channel, outcome, stage)
+                _send_outcome(channel, ok, value, stage, fatal=not loaded)
             except (OSError, EOFError):
                 return
-            del outcome
+            del value
     finally:
         channel.close()
 
 
 class _Worker:
-    __slots__ = ("channel", "exited", "future", "gone", "process", "shipped")
+    __slots__ = ("call", "channel", "exited", "future", "gone", "loaded", "process", "shipped")
 
     def __init__(self, process: subprocess.Popen[bytes], channel: Channel) -> None:
         self.process = process
@@ -171,8 +208,20 @@ class _Worker:
         # Readable once the process has exited (pidfd), where the platform has one.
         self.exited = exit_watch(process.pid)
         self.future: concurrent.futures.Future[Any] | None = None  # the call it runs
-        self.shipped: set[int] = set()  # keys of the functions it has
+        self.call: _Call | None = None  # and what that call is
+        self.shipped: set[int] = set()  # keys of the functions sent to it
+        self.loaded: set[int] = set()  # keys of those it has acknowledged (loaded)
         self.gone = False
+
+
+@dataclass
+class _Call:
+    """A call waiting in the queue (or run by a worker)."""
+
+    future: concurrent.futures.Future[Any]
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    started: bool = False  # its future is running already (a call given back to the queue)
 
 
 class ProcessExecutor:
@@ -212,15 +261,14 @@ class ProcessExecutor:
         self._max_workers = max(1, workers)
         self._close_timeout = close_timeout
         self._lock = threading.Lock()
-        self._queue: collections.deque[tuple[concurrent.futures.Future[Any],
-                                             Callable[..., Any], tuple[Any, ...]]] = \
-            collections.deque()
+        self._queue: collections.deque[_Call] = collections.deque()
         self._workers: list[_Worker] = []
         self._idle: list[_Worker] = []
         # id(fn) -> (fn, pickle, out-of-band buffers); holding fn keeps its id unique.
         self._functions: dict[int, tuple[Callable[..., Any], bytes,
                                          list[pickle.PickleBuffer]]] = {}
         self._broken: str | None = None
+        self._start_failures = 0  # workers in a row that died before running a call
         self._shut = False
         self._stop_collecting = False
         self._wake_r, self._wake_w = os.pipe()
@@ -240,9 +288,9 @@ class ProcessExecutor:
                 raise RuntimeError(f"the executor of {self.name} is shut down")
             if self._broken is not None:
                 # In the call's place, like the calls that were pending when it broke.
-                future.set_exception(BrokenProcessPool(self._broken))
+                future.set_exception(mark_fatal(BrokenProcessPool(self._broken)))
                 return future
-            self._queue.append((future, fn, args))
+            self._queue.append(_Call(future, fn, args))
             self._dispatch_locked()
         return future
 
@@ -269,14 +317,24 @@ class ProcessExecutor:
     def _dispatch_locked(self) -> None:
         """Send queued calls to idle workers, starting workers as needed (lock held)."""
         while self._queue and (self._idle or len(self._workers) < self._max_workers):
-            future, fn, args = self._queue.popleft()
-            if not future.set_running_or_notify_cancel():
-                continue  # cancelled while queued
+            call = self._queue.popleft()
+            future, fn, args = call.future, call.fn, call.args
+            if not call.started:
+                if not future.set_running_or_notify_cancel():
+                    continue  # cancelled while queued
+                call.started = True
             try:
                 header, buffers = self._pickled(fn)
+            except Exception as error:  # noqa: BLE001 - no call of it can ever run
+                error.add_note(f"feedline: the function of {self.name} cannot be sent to a "
+                               "worker process; the stage cannot go on")
+                future.set_exception(mark_fatal(error))
+                continue
+            try:
                 worker = self._idle.pop() if self._idle else self._start_worker_locked()
-            except Exception as error:  # noqa: BLE001 - the call's own failure
-                future.set_exception(error)
+            except Exception as error:  # noqa: BLE001 - no process, no call
+                error.add_note(f"feedline: {self.name} cannot start a worker process")
+                future.set_exception(mark_fatal(error))
                 continue
             key = id(fn)
             try:
@@ -289,14 +347,14 @@ class ProcessExecutor:
                 # reuse (transport.Channel: a buffer is reused only once released).
                 worker.channel.send((_CALL, key, args, worker.channel.released()))
             except (OSError, EOFError):
-                # The worker died: the collector sees its exit and fails what is pending.
-                worker.future = future
+                # The worker died: the collector sees its exit and hands the call on.
+                worker.future, worker.call = future, call
                 continue
             except Exception as error:  # noqa: BLE001 - arguments that do not pickle
                 future.set_exception(error)
                 self._idle.append(worker)
                 continue
-            worker.future = future
+            worker.future, worker.call = future, call
             self._count(calls=1)
 
     def _start_worker_locked(self) -> _Worker:
@@ -338,6 +396,8 @@ class ProcessExecutor:
                 if handle == self._wake_r:
                     continue
                 worker, is_channel = by_handle[handle]
+                if worker in died:
+                    continue
                 if not is_channel or not self._receive(worker):
                     died.append(worker)
             for worker in died:
@@ -345,21 +405,31 @@ class ProcessExecutor:
                 while not worker.gone and worker.channel.poll():
                     if not self._receive(worker):
                         break
-                self._break(worker)
-                return
+                self._bury(worker)
 
     def _receive(self, worker: _Worker) -> bool:
         try:
-            ok, value, released = worker.channel.recv()
+            message = worker.channel.recv()
         except (EOFError, OSError):
             return False
+        if message[0] == _LOADED:
+            with self._lock:
+                worker.loaded.add(message[1])
+                self._start_failures = 0  # a worker got as far as running calls
+            return True
+        _, ok, value, released, fatal = message
         with self._lock:
             worker.channel.reclaim(released)
-            future, worker.future = worker.future, None
+            future, worker.future, worker.call = worker.future, None, None
             if not self._shut:
                 self._idle.append(worker)
                 self._dispatch_locked()
         if future is not None:
+            if not ok:
+                if isinstance(value, PackedError):
+                    value = value.unpack(f"raised in a worker process of {self.name}")
+                if fatal:
+                    mark_fatal(value)
             try:
                 if ok:
                     future.set_result(value)
@@ -369,31 +439,137 @@ class ProcessExecutor:
                 pass
         return True
 
-    def _break(self, dead: _Worker) -> None:
-        """A worker died unexpectedly: fail every pending call and end the other workers."""
+    def _bury(self, dead: _Worker) -> None:
+        """A worker died unexpectedly: fail the call it was running with a
+        ``WorkerProcessError`` (or run its pieces again one by one), give back a call it
+        never started, replace it; after :data:`MAX_START_FAILURES` in a row that died
+        before running anything, break the pool."""
         try:
             code = dead.process.wait(_JOIN_SECONDS)  # its channel closed as it died
         except subprocess.TimeoutExpired:
             code = None
-        how = f"killed by signal {-code}" if code is not None and code < 0 else \
-            f"exit code {code}"
+        how = describe_exit(code)
+        pid = dead.process.pid
+        outcome: BaseException | None = None
+        pieces: list[_Call] = []
+        broken: list[concurrent.futures.Future[Any]] | None = None
+        workers: list[_Worker] = []
         with self._lock:
             if self._stop_collecting:
                 return  # shutting down: the exit was expected
-            self._broken = (f"{self.name}: a worker process (pid {dead.process.pid}) died "
-                            f"({how}) while calls were pending; the stage cannot go on")
-            pending = [w.future for w in self._workers if w.future is not None]
-            pending += [future for future, _, _ in self._queue]
-            self._queue.clear()
-            for w in self._workers:
-                w.future = None
-            self._idle.clear()
-        for future in pending:
+            call, future = dead.call, dead.future
+            dead.future = dead.call = None
+            self._forget_locked(dead)
+            if call is not None and future is not None and not future.done():
+                if id(call.fn) in dead.loaded:
+                    # It was running this call: the call is what killed it (or the call
+                    # was running when something else did). Only this call fails.
+                    pieces = self._split_locked(call)
+                    if not pieces:
+                        outcome = WorkerProcessError(
+                            f"{self.name}: the worker process (pid {pid}) running this call "
+                            f"{how}; the call failed, and a new worker process takes the "
+                            "next calls", exitcode=code)
+                else:
+                    # It died before it could run the call (starting, loading the
+                    # function): the call is not to blame, and goes back to the queue.
+                    self._start_failures += 1
+                    self._queue.appendleft(call)
+            if self._start_failures >= MAX_START_FAILURES:
+                self._broken = (f"{self.name}: {self._start_failures} worker processes in a "
+                                f"row died before they could run a call (the last, pid {pid}, "
+                                f"{how}); the stage cannot go on")
+                broken = [w.future for w in self._workers if w.future is not None]
+                broken += [c.future for c in self._queue]
+                self._queue.clear()
+                for w in self._workers:
+                    w.future = w.call = None
+                self._idle.clear()
+                workers = list(self._workers)
+            else:
+                for piece in reversed(pieces):
+                    self._queue.appendleft(piece)
+                self._dispatch_locked()  # a new worker for what waits
+        self._end_workers([dead], terminate=True)
+        if broken is not None:
+            assert self._broken is not None
+            for pending_future in broken:
+                try:
+                    pending_future.set_exception(mark_fatal(BrokenProcessPool(self._broken)))
+                except concurrent.futures.InvalidStateError:  # cancelled meanwhile
+                    pass
+            self._end_workers(workers, terminate=True)
+            return
+        if outcome is not None:
+            assert future is not None and call is not None
+            combine = getattr(call.fn, "combine_call", None)
             try:
-                future.set_exception(BrokenProcessPool(self._broken))
-            except concurrent.futures.InvalidStateError:  # cancelled meanwhile
+                if combine is None:
+                    future.set_exception(outcome)
+                else:  # the call's own result, with the death as its one piece's outcome
+                    future.set_result(combine([(False, outcome)]))
+            except concurrent.futures.InvalidStateError:  # pragma: no cover - defensive
                 pass
-        self._end_workers(list(self._workers), terminate=True)
+            except Exception as error:  # noqa: BLE001 - combine_call failed: the call did
+                future.set_exception(error)
+
+    def _forget_locked(self, dead: _Worker) -> None:
+        if dead in self._idle:
+            self._idle.remove(dead)
+        if dead in self._workers:
+            self._workers.remove(dead)
+
+    def _split_locked(self, call: _Call) -> list[_Call]:
+        """The call's pieces, each a call of its own whose outcomes make up the call's
+        result, or ``[]`` if it has fewer than two.
+
+        A function may say how its calls split: ``fn.split_call(*args)`` returns the
+        argument tuples of the pieces, and ``fn.combine_call(outcomes)`` makes the call's
+        result from one ``(True, result)`` or ``(False, exception)`` per piece (or from the
+        whole call's single ``(False, WorkerProcessError)`` when it has no pieces).
+        """
+        split = getattr(call.fn, "split_call", None)
+        combine = getattr(call.fn, "combine_call", None)
+        if split is None or combine is None:
+            return []
+        try:
+            parts = split(*call.args)
+        except Exception:  # noqa: BLE001 - cannot split: the call fails whole
+            return []
+        if not parts or len(parts) < 2:
+            return []
+        futures: list[concurrent.futures.Future[Any]] = [
+            concurrent.futures.Future() for _ in parts]
+        remaining = [len(parts)]
+        count_lock = threading.Lock()  # not the pool's: a piece may fail while it is held
+        whole = call.future
+
+        def piece_done(_: concurrent.futures.Future[Any]) -> None:
+            with count_lock:
+                remaining[0] -= 1
+                if remaining[0]:
+                    return
+            outcomes: list[tuple[bool, Any]] = []
+            for piece in futures:
+                if piece.cancelled():
+                    outcomes = []
+                    break
+                error = piece.exception()
+                outcomes.append((True, piece.result()) if error is None else (False, error))
+            try:
+                if not outcomes:  # shut down before every piece ran
+                    whole.set_exception(RuntimeError(
+                        f"{self.name}: the call was still running when the stage was closed"))
+                else:
+                    whole.set_result(combine(outcomes))
+            except concurrent.futures.InvalidStateError:  # pragma: no cover - defensive
+                pass
+            except Exception as error:  # noqa: BLE001 - combine_call failed: the call did
+                whole.set_exception(error)
+
+        for piece in futures:
+            piece.add_done_callback(piece_done)
+        return [_Call(future, call.fn, tuple(args)) for future, args in zip(futures, parts)]
 
     # ------------------------------------------------------------------ shutting down
     def shutdown(self) -> None:
@@ -406,7 +582,7 @@ class ProcessExecutor:
             if self._shut:
                 return
             self._shut = True
-            queued = [future for future, _, _ in self._queue]
+            queued = [c.future for c in self._queue]
             self._queue.clear()
             running = [w.future for w in self._workers if w.future is not None]
         for future in queued:

@@ -21,6 +21,10 @@ freed by the kernel when the last mapping and descriptor are gone, whichever pro
 and however (``SIGKILL`` included). Arrays received are writable and stay valid as long as
 any of them is alive. Platforms without ``memfd_create`` (macOS, Windows) send every
 buffer inline.
+
+Exceptions cross as themselves where they can (:class:`PackedError`): pickled by value when
+their class lives in ``__main__`` or a closure, rebuilt as a
+:class:`~feedline.core.error_records.RestoredError` of the closest built-in type otherwise.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ import weakref
 from typing import Any
 
 import numpy as np
+
+from feedline.core.error_records import RestoredError, error_record, restore_error
 
 SHARED_MEMORY_THRESHOLD = 64 * 1024
 """Bytes of array payload from which an element's buffers travel in shared memory."""
@@ -109,6 +115,8 @@ class Channel:
 
     Example:
         >>> import numpy as np
+
+from feedline.core.error_records import RestoredError, error_record, restore_error
         >>> left, right = Channel.pair()
         >>> left.send({"x": np.arange(100_000)})
         >>> received = right.recv()["x"]
@@ -316,3 +324,61 @@ class Channel:
         self._lent.clear()
         self._mapped.clear()
         self._partial.reset()
+
+
+class PackedError:
+    """An exception on its way to another process, rebuilt there as its own class if it can.
+
+    The exception is pickled with cloudpickle, so a class defined in the user's script
+    (``__main__``, which a worker process does not have) or inside a function travels by
+    value; in the process it came from, cloudpickle gives back the original class, so
+    ``except MyError`` catches it. A :func:`~feedline.core.error_records.error_record` goes
+    with it: when the exception does not pickle (it holds a lock) or cannot be rebuilt (its
+    ``__init__`` needs other arguments than it keeps), :meth:`unpack` builds a
+    :class:`~feedline.core.error_records.RestoredError` of the closest built-in type.
+
+    Args:
+        error: The exception (its notes travel with it).
+        trace: The sender's traceback text: :meth:`unpack` adds it as a note, since a
+            traceback does not pickle.
+
+    Example:
+        >>> packed = pickle.loads(pickle.dumps(PackedError(KeyError("k"), "Traceback ...")))
+        >>> error = packed.unpack("raised in a worker:")
+        >>> type(error).__name__, error.__notes__[-1].splitlines()
+        ('KeyError', ['raised in a worker:', 'Traceback ...'])
+    """
+
+    __slots__ = ("blob", "record", "trace")
+
+    def __init__(self, error: BaseException, trace: str) -> None:
+        self.record = error_record(error)
+        self.trace = trace
+        self.blob: bytes | None = None
+        if not isinstance(error, RestoredError):  # those rebuild from the record alone
+            try:
+                import cloudpickle
+
+                self.blob = cloudpickle.dumps(error, protocol=5)
+            except Exception:  # noqa: BLE001, S110 - whatever pickling raises: the record goes
+                pass
+
+    def __getstate__(self) -> tuple[bytes | None, dict[str, Any], str]:
+        return self.blob, self.record, self.trace
+
+    def __setstate__(self, state: tuple[bytes | None, dict[str, Any], str]) -> None:
+        self.blob, self.record, self.trace = state
+
+    def unpack(self, where: str) -> BaseException:
+        """The exception, as its own class where it can be rebuilt, with the note
+        ``where`` followed by the sender's traceback."""
+        note = f"{where}\n{self.trace}" if self.trace else where
+        if self.blob is not None:
+            try:
+                error = pickle.loads(self.blob)
+            except Exception:  # noqa: BLE001 - cannot be rebuilt here: the record
+                error = None
+            if isinstance(error, BaseException):
+                error.add_note(note)
+                return error
+        return restore_error(self.record, note=note)

@@ -1,4 +1,12 @@
-"""``ignore_errors``: drop the elements whose production raised an exception."""
+"""``ignore_errors``: drop the elements whose production raised an exception.
+
+It drops an *element's* error, and never turns a broken stream into a normal end: an error
+marked fatal (:func:`~feedline.core.error_records.mark_fatal`: a stage that cannot go on,
+such as worker processes that cannot start, or a ``multiprocess`` worker that keeps dying
+at the same element) is raised through it. An element whose computation kills its worker
+process is that element's error (see :mod:`feedline.execution.processes` and
+:mod:`feedline.transforms.multiprocess`), and is dropped like any other.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,7 @@ import logging
 from typing import Any
 
 from feedline.core.dataset import Dataset
+from feedline.core.error_records import is_fatal
 from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator, State
 from feedline.core.unary import UnaryDataset, UnaryIterator
 
@@ -16,8 +25,9 @@ class IgnoreErrorsDataset(UnaryDataset):
     """The node of ``Dataset.ignore_errors``.
 
     Any ``Exception`` raised while producing an element (by a map function, a parser, a reader
-    of a damaged record, ...) drops that element; ``StopIteration`` still ends the dataset and
-    ``KeyboardInterrupt``/``SystemExit`` still stop the program. The iterator of this stage
+    of a damaged record, a worker process that died computing it, ...) drops that element;
+    ``StopIteration`` still ends the dataset, ``KeyboardInterrupt``/``SystemExit`` still
+    stop the program, and an error marked fatal (the stream cannot go on) is raised. The iterator of this stage
     counts what it dropped in ``errors_ignored`` (see :func:`errors_ignored`).
 
     Example:
@@ -64,6 +74,8 @@ class IgnoreErrorsIterator(UnaryIterator):
             except StopIteration:
                 raise
             except Exception as error:  # noqa: BLE001 -- dropping failed elements is the point
+                if is_fatal(error):
+                    raise  # not an element's error: the stream cannot go on
                 self.errors_ignored += 1
                 if self._log_warning:
                     logger.warning("%s: ignored an error (%d so far): %s: %s", self._name,
