@@ -250,6 +250,25 @@ class _ChunkRunner:
             probe = dataclasses.replace(probe, transport=cost, payload=payload)
         return outcomes, seconds, probe
 
+    def split_call(self, chunk: list[Any], submitted: float = 0.0) -> list[tuple[Any, ...]]:
+        """A process executor whose worker died running this chunk runs it again one
+        element per call, so only the element that kills its worker fails."""
+        return [([element],) for element in chunk] if len(chunk) > 1 else []
+
+    def combine_call(self, parts: list[tuple[bool, Any]]
+                     ) -> tuple[list[tuple[bool, Any]], float, Probe | None]:
+        """The chunk's result (as ``__call__`` returns it) from its one-element calls' (a
+        death is its element's error)."""
+        outcomes: list[tuple[bool, Any]] = []
+        seconds = 0.0
+        for ok, value in parts:
+            if ok:
+                outcomes.extend(value[0])
+                seconds += value[1]
+            else:
+                outcomes.append((False, value))
+        return outcomes, seconds, None
+
 
 def _sendable(error: Exception) -> Exception:
     """``error``, or a ``RuntimeError`` with its text if it does not pickle: one
