@@ -524,8 +524,10 @@ def test_fingerprints_and_pickles_name_the_classes_as_before_the_package_split()
     made = make_csv_dataset("memory://pin/*.csv", 2, label_name="name", shuffle=False,
                             num_epochs=1, ignore_errors=True)
     assert PipelineFingerprint.of(plain).digest == "34c0942b481ea1d7"
-    # Changed once when feedline's own functions began to count by name, not code.
-    assert PipelineFingerprint.of(made).digest == "5a95bbde9e6481bd"
+    # Changed once when feedline's own functions began to count by name, not code, and once
+    # when an object array of str given to from_tensor_slices began to hold bytes (issue 26:
+    # tf.data's strings; make_csv_dataset's file names).
+    assert PipelineFingerprint.of(made).digest == "3390427b1b2a66ad"
     assert b"feedline.formats.csv.dataset" not in pickle.dumps(plain)
     assert [tuple(x) for x in pickle.loads(pickle.dumps(plain))] == [(1, 2.5, b"a")]
     assert CsvError.__module__ == CsvDataset.__module__ == "feedline.formats.csv"
