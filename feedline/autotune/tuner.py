@@ -13,48 +13,81 @@ run (threads or processes) is left alone meanwhile.
 The setting is how many of the stage's threads work at once (a
 :class:`~feedline.execution.gate.WorkerGate`), with two tasks per worker in its window:
 one running, one queued, so a worker does not idle while the consumer is away. A stage
-starts at its CPU budget; with no budget set (``Options.autotune.cpu_budget`` and
-``ThreadingOptions.max_parallelism`` unset) it has threads for up to
-:data:`feedline.transforms.map.OVERSUBSCRIPTION` per CPU, used only when measured faster
-(a function holding the GIL part of the time leaves its core idle meanwhile).
+starts at its CPU budget. How far it may grow, its **bound**, is measured at every look:
 
+* calls that compute get up to its *CPU workers*: its budget, or, with no budget set
+  (``Options.autotune.cpu_budget`` and ``ThreadingOptions.max_parallelism`` unset),
+  :data:`feedline.transforms.map.OVERSUBSCRIPTION` threads per CPU, used only when measured
+  faster (a function holding the GIL part of the time leaves its core idle meanwhile);
+* **calls that wait** (files, the network, a sleep: their threads' CPU time, measured per
+  task, is a small share of their wall time) get as many threads as it takes for their CPU
+  time to add up to the cores the budget gives the stage (``cores / share``), past the
+  core count: calls on a CPU 1% of their time, on 2 cores, up to 200 threads. An explicit
+  ``cpu_budget=k`` keeps its meaning: the stage's CPU time stays within ``k`` cores, so
+  calls that compute keep ``k`` workers, and calls that wait may have more than ``k``
+  threads (they use no CPU while they wait). Within the RAM budget
+  (``Options.autotune.ram_budget``: what a worker holds, two tasks' elements, inputs and
+  results at their sampled sizes, and its thread, times the workers) and a hard cap
+  (:data:`feedline.transforms.map.MAX_THREADS`, or ``ThreadingOptions.max_parallelism``
+  when set). The bound only limits what is tried: every step is kept on the rate it
+  measures, so calls that hold the GIL (which, contended, look like waiting ones) do not
+  keep threads that do not help.
+
+The rules, at each look:
+
+* **Grow** (the consumer waits for the stage, its workers are busy, its input takes less
+  than :data:`INPUT_BOUND` of the time), within its bound: twice the workers while each
+  step raises the rate clearly (an *ascent*: by at least :data:`SCALING` of the rise in
+  workers; a step that scales almost linearly, :data:`LINEAR_SCALING`, makes the next one
+  twice as large, up to :data:`MAX_FACTOR` times the workers; judged after
+  :data:`ASCENT_TRIAL_TICKS` looks, the next rule applied in the same look), then steps
+  of an eighth (:data:`FINE_STEP`: one worker below 16). A step is kept if the stage's
+  rate rises by :data:`GAIN`, or if its consumer hardly waited for it since and the rate
+  held (the consumer, not the stage, set it). Otherwise it is undone: a large step of an
+  ascent is tried again half as large; else the stage is left alone for a while, twice as
+  long after each failure (at most :data:`MAX_EXPLORE_BACKOFF` times :data:`PAUSE_TICKS`),
+  then tries fewer workers, an eighth at a time while as fast (calls that came to hold the
+  GIL on threads grown for calls that waited). Calls that wait 4 ms on 2 cores, read at
+  30,000 elements/s: 4, 8, 32, then 200 threads, in 2.5 s.
 * **Trim** (its workers are idle part of the time): the workers running at once go down
   to those its tasks keep busy (times :data:`HEADROOM`), in one step. Fewer threads
   leave cores, and the GIL, to the stages that limit the pipeline; on a few cores this is
-  what beats "one thread per core" (benchmarks/profiling.py).
-* **Grow** (the consumer waits for the stage, its workers are busy, its input takes less
-  than :data:`INPUT_BOUND` of the time): one more worker, kept only if the stage's rate
-  rises by :data:`GAIN`; otherwise undone, and the stage is left alone for a while.
+  what beats "one thread per core" (benchmarks/profiling.py). Threads of calls that wait
+  cost nothing while idle, and too few cost the rate whenever the consumer speeds up
+  again: past its CPU workers, a stage is sized for the most its tasks kept busy over the
+  last :data:`PEAK_TICKS` looks (200 threads above: 156, for 120 busy), and is not
+  explored down. A trim that leaves the consumer waiting and the rate lower is undone.
 * **Explore** (its workers are busy and its consumer rarely waits for it, or its input
-  takes more than :data:`INPUT_BOUND` of the time): one worker fewer, kept unless the rate
-  falls by more than :data:`GAIN` (busy workers may be busy waiting for each other: the
-  GIL, memory bandwidth; and their GIL time slows the thread pulling the input); tried
-  again every :data:`EXPLORE_TICKS` looks, so the setting follows a workload that changes,
-  and half as often after each try that was undone (down to one in
-  :data:`MAX_EXPLORE_BACKOFF` times that).
+  takes more than :data:`INPUT_BOUND` of the time): an eighth fewer workers (one below
+  16), kept unless the rate falls by more than :data:`GAIN` (busy workers may be busy
+  waiting for each other: the GIL, memory bandwidth; and their GIL time slows the thread
+  pulling the input); tried again every :data:`EXPLORE_TICKS` looks, so the setting
+  follows a workload that changes, and half as often after each try that was undone (down
+  to one in :data:`MAX_EXPLORE_BACKOFF` times that).
+* **Over its bound** (its elements grew: the RAM budget now holds fewer workers, by more
+  than :data:`BOUND_SLACK`): down to the bound at once.
 * **Start from the executor choice's measurement** (:class:`CallMeasurement`, once, as
   soon as the choice kept the stage on threads, if its calls did run about as many at
   once as the stage has workers, :data:`RELIABLE_CONCURRENCY`): calls that hold the GIL
-  at least :data:`SERIAL_GIL_SHARE` of their time run one worker (they run one at a time
+  at least :data:`SERIAL_GIL_SHARE` of their time (of their CPU time, times their share
+  of time on a CPU alone) run one worker (they run one at a time
   however many threads there are), kept unless slower than the rate measured meanwhile
   (a busy machine can make parallel calls look serial: then how the rate scaled gives
   the GIL share, and the stage goes to the threads that fill the GIL); calls that left
   their CPUs idle part of the time when running together (below :data:`FILL_BUSY`:
   waiting for the GIL, files, the network) get, at once, as many threads as it takes for
   their GIL time to fill the GIL (:data:`HEADROOM` over the share of a call's time
-  holding it, within the stage's threads), rather than one more per trial. The other
+  holding it, within its CPU workers), rather than one more per trial. The other
   rules go on from there, and undo a start the measurement misled (a grow is tried while
   the consumer waits on busy workers).
-* A trim that leaves the consumer waiting and the rate lower is undone; a grow that did not
-  help is not tried again for a while, twice as long after each failure (at most
-  :data:`MAX_EXPLORE_BACKOFF` times :data:`PAUSE_TICKS`).
 * Decisions are judged over the looks since the setting began (at most
   :data:`WINDOW_TICKS`); changes on the rate over :data:`TRIAL_TICKS` looks after them.
 * Settings carry over to the stage's next iterator (each epoch of a ``repeat``).
 
 This adapts when the work changes mid-run (heavier elements use more cores: the consumer
 starts waiting, the stage grows). Each change is kept as a :class:`TuningDecision` with its
-reason (``PipelineIterator.statistics().tuning``, :func:`feedline.profile`'s report).
+reason and the figures behind it (``PipelineIterator.statistics().tuning``,
+:func:`feedline.profile`'s report) and logged (logger ``feedline.autotune``, ``INFO``).
 The stages' buffers stay within the RAM budget as before (``prefetch`` grows only within
 ``Options.autotune.ram_budget``).
 """
@@ -62,6 +95,7 @@ The stages' buffers stay within the RAM budget as before (``prefetch`` grows onl
 from __future__ import annotations
 
 import collections
+import logging
 import math
 import threading
 import time
@@ -71,6 +105,8 @@ from typing import Protocol
 
 from feedline.profiling.records import TuningDecision
 
+_log = logging.getLogger("feedline.autotune")
+
 PERIOD = 0.25
 """Seconds between two looks at the stages."""
 
@@ -79,7 +115,8 @@ HEADROOM = 1.3
 time when starting from the executor choice's measurement."""
 
 GAIN = 1.03
-"""A worker added is kept when the stage's rate rises at least this much."""
+"""Workers added are kept when the stage's rate rises at least this much; fewer are kept
+unless it falls by more."""
 
 WAITS_TO_GROW = 0.15
 """Share of the consumer's ``next()`` calls that waited above which the stage grows."""
@@ -126,6 +163,38 @@ start from the measurement. Fewer, and the shares mean little: the first calls o
 process (its imports, lazy set-ups) measured images, which release the GIL 70% of the
 time, as serialized (1.65 calls at once of 2)."""
 
+SCALING = 0.5
+"""Share of a step's rise in workers the rate must rise by for the ascent to go on (twice
+the workers: 1.5 times the rate); less, and steps of :data:`FINE_STEP` follow."""
+
+LINEAR_SCALING = 0.8
+"""Share of a step's rise in workers from which the rate scaled almost linearly: the next
+step of the ascent is twice as large (calls that wait, far from any limit)."""
+
+MAX_FACTOR = 8
+"""Largest step of an ascent: this many times the workers."""
+
+FINE_STEP = 8
+"""Out of the ascent, workers change by ``workers // FINE_STEP`` (at least one): a step
+whose effect on the rate stands out of its noise, whatever the workers."""
+
+ASCENT_TRIAL_TICKS = 3
+"""Looks after a step of an ascent before it is judged (half a second on the rate since
+the look after it): it is expected to raise the rate by half or more, far above the noise."""
+
+PEAK_TICKS = 40
+"""Looks over which a stage of calls that wait is sized for the most workers its tasks
+kept busy (ten seconds): its idle threads cost nothing, too few cost the rate whenever
+its consumer speeds up again."""
+
+SHARE_FLOOR = 1e-3
+"""Least share of their wall time calls are taken to spend on a CPU (a measurement of
+zero would give no bound)."""
+
+BOUND_SLACK = 1.125
+"""A stage is brought down to its RAM bound once over it by this factor: the elements'
+sizes are sampled, and a bound that moves with them must not move the setting each look."""
+
 FILL_BUSY = 0.9
 """Share of their time calls running together spent on a CPU below which the cores they
 leave idle are filled with more threads (images on 2 cores: 77%; 4 threads read 20% more
@@ -133,9 +202,65 @@ than 2)."""
 
 
 def _filling(stage: TunableStage, holding: float) -> int:
-    """Threads whose GIL time fills the GIL, with :data:`HEADROOM`, within the stage's
-    threads: ``holding`` is the share of a call's time it holds the GIL."""
-    return min(stage.max_workers, math.ceil(HEADROOM / max(holding, 1e-3) - 1e-9))
+    """Threads whose GIL time fills the GIL, with :data:`HEADROOM`, within the stage's CPU
+    workers: ``holding`` is the share of a call's time it holds the GIL. (Past those, calls
+    that wait grow by measured steps: a jump to hundreds of threads on two calls' figures
+    would be a guess.)"""
+    return min(stage.cpu_workers, math.ceil(HEADROOM / max(holding, 1e-3) - 1e-9))
+
+
+@dataclass(frozen=True)
+class Bound:
+    """How many workers a stage may have now, and why (see the module doc).
+
+    Attributes:
+        workers: The bound.
+        share: Share of its calls' wall time on a CPU, as last measured (``None``: not yet).
+        by_cpu: Workers whose CPU time adds up to the stage's cores.
+        by_ram: Workers whose elements in flight and threads fit the RAM budget.
+        limit: What holds it: ``"threads"`` (its hard cap), ``"cpu workers"``, ``"cpu"``
+            or ``"ram"``.
+    """
+
+    workers: int
+    share: float | None
+    by_cpu: int
+    by_ram: int
+    limit: str
+
+    def figures(self) -> dict[str, float]:
+        numbers = {"bound": float(self.workers), "by_cpu": float(self.by_cpu),
+                   "by_ram": float(self.by_ram)}
+        if self.share is not None:
+            numbers["cpu_share"] = self.share
+        return numbers
+
+
+def stage_bound(stage: TunableStage, share: float | None) -> Bound:
+    """The most workers ``stage`` may have, its calls spending ``share`` of their wall time
+    on a CPU (``None``: not measured yet: its CPU workers).
+
+    Example:
+        >>> class Stage:
+        ...     max_workers, cpu_workers, cores = 256, 4, 2
+        ...     ram_budget, bytes_per_worker = 1 << 30, 65536.0
+        >>> stage_bound(Stage(), 0.01).workers  # 2 cores / 0.01: 200 threads' CPU fills 2
+        200
+        >>> stage_bound(Stage(), 0.2)  # doctest: +NORMALIZE_WHITESPACE
+        Bound(workers=10, share=0.2, by_cpu=10, by_ram=16384, limit='cpu')
+        >>> stage_bound(Stage(), 1.0).workers, stage_bound(Stage(), None).workers
+        (4, 4)
+    """
+    floor, hard = stage.cpu_workers, stage.max_workers
+    by_ram = int(stage.ram_budget // max(stage.bytes_per_worker, 1.0))
+    if share is None:
+        return Bound(min(floor, hard), None, floor, by_ram, "cpu workers")
+    by_cpu = math.floor(stage.cores / max(share, SHARE_FLOOR) + 1e-9)
+    workers, limit = min((hard, "threads"), (by_cpu, "cpu"), (by_ram, "ram"),
+                         key=lambda pair: pair[0])
+    if workers <= floor:
+        workers, limit = min(floor, hard), "cpu workers" if floor <= hard else "threads"
+    return Bound(workers, share, by_cpu, by_ram, limit)
 
 
 @dataclass(frozen=True)
@@ -169,13 +294,15 @@ class TuningCounters:
             computing, reading files, waiting for the GIL).
         input: Seconds the stage spent pulling elements from its input (on its consumer's
             thread).
+        cpu: CPU seconds of its tasks' threads while they ran (``cpu / busy``: the share
+            of its calls' time on a CPU; small for calls that wait).
     """
 
-    __slots__ = ("busy", "calls", "elements", "input", "waits")
+    __slots__ = ("busy", "calls", "cpu", "elements", "input", "waits")
 
     def __init__(self) -> None:
         self.elements = self.calls = self.waits = 0
-        self.busy = self.input = 0.0
+        self.busy = self.input = self.cpu = 0.0
 
 
 class TunableStage(Protocol):
@@ -183,9 +310,10 @@ class TunableStage(Protocol):
 
     name: str
 
-    def tuning_counters(self) -> tuple[int, int, int, float, float]:
+    def tuning_counters(self) -> tuple[int, int, int, float, float, float]:
         """(elements handed out, ``next()`` calls, calls that waited, seconds its tasks
-        took, seconds spent pulling its input), over every iterator of the stage so far."""
+        took, seconds spent pulling its input, CPU seconds of its tasks), over every
+        iterator of the stage so far."""
 
     @property
     def tuned_workers(self) -> int:
@@ -196,7 +324,23 @@ class TunableStage(Protocol):
 
     @property
     def max_workers(self) -> int:
-        """The most workers the stage may have (its ``AUTOTUNE`` parallelism)."""
+        """The most threads the stage may have, whatever its calls (its hard cap)."""
+
+    @property
+    def cpu_workers(self) -> int:
+        """The most workers its CPU budget gives calls that compute."""
+
+    @property
+    def cores(self) -> int:
+        """CPUs its budget gives it: what its calls' CPU time may add up to."""
+
+    @property
+    def ram_budget(self) -> int:
+        """Bytes its workers may hold."""
+
+    @property
+    def bytes_per_worker(self) -> float:
+        """Bytes one more worker holds (its tasks' elements, its thread)."""
 
     @property
     def tuning_paused(self) -> bool:
@@ -212,6 +356,10 @@ class TunableStage(Protocol):
         when not measured, or when they run in processes)."""
 
 
+_Look = tuple[float, int, int, int, float, float, float]
+"""(time, elements, calls, waits, busy seconds, input seconds, CPU seconds) at one look."""
+
+
 class _Control:
     """The tuner's memory of one stage: kept across the stage's iterators (each epoch of a
     ``repeat`` builds a new one), which start at the setting the last one had."""
@@ -219,19 +367,34 @@ class _Control:
     def __init__(self, stage: TunableStage) -> None:
         self.stage = weakref.ref(stage)
         self.name = stage.name
-        self.last: tuple[float, int, int, int, float, float] | None = None
+        self.last: _Look | None = None
         self.trial: tuple[str, int, float, int] | None = None  # kind, previous, rate, due
         self.paused_until = 0
         self.explore_at = 0
         self.explore_every = EXPLORE_TICKS  # looks between tries of one worker fewer
         self.grow_pause = PAUSE_TICKS  # looks without a grow after one that did not help
         self.measurement_used = False  # whether its executor choice's figures were used
-        # Looks since the setting began, the last WINDOW_TICKS of them: (time, elements,
-        # calls, waits, busy seconds, input seconds) at each.
-        self.history: collections.deque[tuple[float, int, int, int, float, float]] = \
-            collections.deque(maxlen=WINDOW_TICKS)
+        # Growing by steps of ``factor`` times the workers (an ascent), or by FINE_STEP.
+        self.ascending = True
+        self.factor = 2
+        self.share: float | None = None  # its calls' CPU share, as last measured
+        # Trying fewer workers while as fast (after more did not help).
+        self.descending = False
+        # Workers its tasks kept busy, at each of the last PEAK_TICKS looks.
+        self.peaks: collections.deque[float] = collections.deque(maxlen=PEAK_TICKS)
+        # Looks since the setting began, the last WINDOW_TICKS of them.
+        self.history: collections.deque[_Look] = collections.deque(maxlen=WINDOW_TICKS)
         self.setting = stage.tuned_workers
         self.counters = TuningCounters()
+
+
+def _workers(count: int) -> str:
+    return "one worker" if count == 1 else f"{count} workers"
+
+
+def _fine(workers: int) -> int:
+    """A step out of the ascent: an eighth of the workers, at least one."""
+    return max(1, workers // FINE_STEP)
 
 
 class Tuner:
@@ -349,9 +512,9 @@ class Tuner:
             if measured is not None and self._start_from(stage, control, measured):
                 return
         now = time.perf_counter()
-        elements, calls, waits, busy_seconds, input_seconds = stage.tuning_counters()
         last = control.last
-        control.last = (now, elements, calls, waits, busy_seconds, input_seconds)
+        control.last = (now, *stage.tuning_counters())
+        _, elements, calls, waits, busy_seconds, input_seconds, cpu_seconds = control.last
         history = control.history
         if last is None or not history:
             history.append(control.last)
@@ -368,73 +531,179 @@ class Tuner:
         waited = (waits - since[3]) / max(1, calls - since[2])
         occupied = max(0.0, (busy_seconds - since[4]) / held) if held > 0 else 0.0
         pulling = max(0.0, (input_seconds - since[5]) / held) if held > 0 else 0.0
+        if busy_seconds - since[4] > 0:
+            control.share = min(1.0, max(0.0, (cpu_seconds - since[6])
+                                         / (busy_seconds - since[4])))
         workers = stage.tuned_workers
+        bound = stage_bound(stage, control.share)
+        figures = {"rate": rate, "waited": waited, "occupied": occupied, "pulling": pulling,
+                   **bound.figures()}
+        # Calls that wait, on more threads than its CPU workers: idle threads cost them
+        # nothing (a thread waiting for work takes no CPU), too few cost the rate. Such a
+        # stage is sized for the most its tasks kept busy lately, not for the last look.
+        waiting = workers > stage.cpu_workers and bound.workers > stage.cpu_workers
+        control.peaks.append(occupied)
+        judged = False  # a grow was just kept: the next rule may act at once
         trial = control.trial
         if trial is not None:
             kind, previous, rate_before, due = trial
             if self._ticks < due:
                 return
             control.trial = None
-            if kind == "grow" and rate < rate_before * GAIN:
-                self._set(stage, control, previous,
-                          f"one more worker did not help ({rate:,.0f} vs {rate_before:,.0f} "
-                          "elements/s)")
-                # Each try costs a second at the slower setting: try less often while
-                # trying keeps failing.
-                control.paused_until = self._ticks + control.grow_pause
-                control.grow_pause = min(control.grow_pause * 2,
-                                         PAUSE_TICKS * MAX_EXPLORE_BACKOFF)
+            figures["rate_before"] = rate_before
+            if kind == "grow":
+                judged = self._judge_grow(stage, control, previous, workers, rate,
+                                          rate_before, waited, figures)
+                if not judged:
+                    return
+                figures.pop("rate_before")
             elif kind == "trim" and waited > WAITS_TO_GROW and rate < rate_before / GAIN:
                 self._set(stage, control, previous,
                           f"fewer workers left its consumer waiting {waited:.0%} of calls and "
-                          f"the rate fell ({rate:,.0f} vs {rate_before:,.0f} elements/s)")
+                          f"the rate fell ({rate:,.0f} vs {rate_before:,.0f} elements/s)",
+                          figures)
                 control.paused_until = self._ticks + PAUSE_TICKS
+                return
             elif kind == "explore" and rate < rate_before / GAIN:
                 self._set(stage, control, previous,
-                          f"one worker fewer was slower ({rate:,.0f} vs {rate_before:,.0f} "
-                          "elements/s)")
+                          f"fewer workers were slower ({rate:,.0f} vs {rate_before:,.0f} "
+                          "elements/s)", figures)
+                if control.descending:
+                    # Neither more nor fewer: this is its setting, until the pause ends.
+                    control.descending = False
+                    control.paused_until = self._ticks + control.grow_pause
                 # Each try costs a second at the slower setting: try less often while
                 # trying keeps failing.
                 control.explore_every = min(control.explore_every * 2,
                                             EXPLORE_TICKS * MAX_EXPLORE_BACKOFF)
                 control.explore_at = self._ticks + control.explore_every
+                return
             elif kind == "serial" and rate < rate_before / GAIN:
-                self._undo_serial(stage, control, previous, rate, rate_before)
-            elif kind == "grow":
-                control.grow_pause = PAUSE_TICKS
+                self._undo_serial(stage, control, previous, rate, rate_before, figures)
+                return
             elif kind == "explore":
                 control.explore_every = EXPLORE_TICKS
-                self._note(control, f"one worker fewer ({workers}) was as fast "
-                                    f"({rate:,.0f} vs {rate_before:,.0f} elements/s): kept")
-            return
-        if self._ticks < control.paused_until or held < SETTLE_SECONDS:
+                control.descending = control.descending and workers > 1
+                self._note(control, f"{_workers(workers)} {'was' if workers == 1 else 'were'} "
+                                    f"as fast as {previous} ({rate:,.0f} vs {rate_before:,.0f} "
+                                    "elements/s): kept", figures)
+                return
+            else:
+                return
+        if not judged and (self._ticks < control.paused_until or held < SETTLE_SECONDS):
             return
         busy = occupied / workers
-        needed = max(1, math.ceil(occupied * HEADROOM))
+        figures["busy"] = busy
+        if waiting:
+            figures["peak"] = max(control.peaks)
+            needed = max(stage.cpu_workers, math.ceil(max(control.peaks) * HEADROOM))
+        else:
+            needed = max(1, math.ceil(occupied * HEADROOM))
         # Its input, pulled on its consumer's thread, is what the consumer waits for: more
         # workers cannot help, and their GIL time slows that thread.
         input_bound = pulling > INPUT_BOUND
         if (waited > WAITS_TO_GROW and busy > BUSY_TO_GROW and not input_bound
-                and workers < stage.max_workers):
-            control.trial = ("grow", workers, rate, self._ticks + TRIAL_TICKS)
-            self._set(stage, control, workers + 1,
-                      f"its consumer waited for {waited:.0%} of calls while its {workers} "
-                      f"workers were {busy:.0%} busy")
+                and workers < bound.workers and not control.descending):
+            target = min(bound.workers, workers * control.factor if control.ascending
+                         else workers + _fine(workers))
+            ticks = ASCENT_TRIAL_TICKS if control.ascending else TRIAL_TICKS
+            control.trial = ("grow", workers, rate, self._ticks + ticks)
+            self._set(stage, control, target,
+                      f"its consumer waited for {waited:.0%} of calls while its "
+                      f"{_workers(workers)} {'was' if workers == 1 else 'were'} {busy:.0%} "
+                      f"busy{self._why_bound(bound, target)}",
+                      figures)
+        elif workers > bound.workers * BOUND_SLACK and bound.limit == "ram":
+            self._set(stage, control, bound.workers,
+                      f"{workers} workers hold more than the RAM budget allows "
+                      f"({stage.bytes_per_worker:,.0f} bytes each: {bound.by_ram} fit)",
+                      figures)
         elif needed < workers:
+            # Fewer workers are enough now; should its consumer come to wait again, the
+            # stage grows back by an ascent (a trim says the demand moved, not the knee).
+            control.ascending, control.factor = True, 2
             control.trial = ("trim", workers, rate, self._ticks + TRIAL_TICKS)
+            kept = (f"at most {max(control.peaks):.1f} workers busy lately" if waiting
+                    else f"{occupied:.1f} workers busy")
             self._set(stage, control, needed,
-                      f"its tasks kept {occupied:.1f} workers busy at {rate:,.0f} elements/s: "
-                      f"{workers} workers were {busy:.0%} busy")
-        elif ((waited < WAITS_TO_GROW or input_bound) and workers > 1
-              and self._ticks >= control.explore_at):
+                      f"its tasks kept {kept} at {rate:,.0f} elements/s: "
+                      f"{workers} workers were {busy:.0%} busy", figures)
+        elif judged:
+            return  # fewer are tried once the new setting has run a while
+        elif workers > 1 and (control.descending or (
+                (waited < WAITS_TO_GROW or input_bound) and not waiting
+                and self._ticks >= control.explore_at)):
             # Busy workers may be busy waiting for each other (the GIL, a lock, memory
-            # bandwidth): only trying tells. Fewer is kept unless clearly slower.
+            # bandwidth): only trying tells. Fewer is kept unless clearly slower. After
+            # more workers did not help a stage its consumer waits for, fewer are tried at
+            # once, and again while as fast (calls that came to hold the GIL, on threads
+            # grown for calls that waited). Not for the threads of calls that wait
+            # otherwise: idle, they cost nothing, and are trimmed to those kept busy.
             control.explore_at = self._ticks + control.explore_every
             control.trial = ("explore", workers, rate, self._ticks + TRIAL_TICKS)
-            why = (f"its input took {pulling:.0%} of the time" if input_bound
+            why = ("more did not help" if control.descending
+                   else f"its input took {pulling:.0%} of the time" if input_bound
                    else f"its consumer waited for {waited:.0%} of calls")
-            self._set(stage, control, workers - 1,
-                      f"trying one worker fewer ({rate:,.0f} elements/s with {workers}; {why})")
+            step = _fine(workers)
+            self._set(stage, control, workers - step,
+                      f"trying {_workers(step)} fewer ({rate:,.0f} elements/s with {workers}; "
+                      f"{why})", figures)
+
+    def _judge_grow(self, stage: TunableStage, control: _Control, previous: int,
+                    workers: int, rate: float, rate_before: float, waited: float,
+                    figures: dict[str, float]) -> bool:
+        """Keep or undo a grow from ``previous`` to ``workers`` on the rate each measured
+        (``waited``: share of the consumer's calls that waited since the grow); whether it
+        was kept (the other rules may then act at once: the next step of an ascent, or a
+        trim of what the last step overshot)."""
+        rise = workers / max(previous, 1) - 1
+        gain = rate / max(rate_before, 1e-9) - 1
+        step = workers - previous
+        if gain < GAIN - 1:
+            if waited < WAITS_TO_GROW and rate >= rate_before / GAIN:
+                # As fast, and its consumer hardly waited for it since: the consumer (or
+                # the machine) set the rate, which says nothing of the workers. They stay;
+                # those its tasks do not keep busy are trimmed later.
+                control.ascending, control.factor = True, 2
+                return False
+            self._set(stage, control, previous,
+                      f"{'one more worker' if step == 1 else f'{step} more workers'} did not "
+                      f"help ({rate:,.0f} vs {rate_before:,.0f} elements/s, its consumer "
+                      f"waiting for {waited:.0%} of calls)", figures)
+            if control.ascending and control.factor > 2:
+                # The step overshot: one half as large, from where it was, next.
+                control.factor //= 2
+                return False
+            control.ascending, control.factor = False, 2
+            # Its consumer waits for it, yet more workers did not help: fewer may do as
+            # well (calls that wait for each other: the GIL); tried after the pause.
+            control.descending = previous > 1
+            # Each try costs a second at the slower setting: try less often while trying
+            # keeps failing.
+            control.paused_until = self._ticks + control.grow_pause
+            control.grow_pause = min(control.grow_pause * 2, PAUSE_TICKS * MAX_EXPLORE_BACKOFF)
+            return False
+        control.grow_pause = PAUSE_TICKS
+        control.descending = False
+        if gain < SCALING * rise:
+            # Kept (faster), but past the knee: finer steps from here.
+            control.ascending, control.factor = False, 2
+        else:
+            if gain >= LINEAR_SCALING * rise and control.ascending:
+                control.factor = min(control.factor * 2, MAX_FACTOR)
+            control.ascending = True
+        return True
+
+    @staticmethod
+    def _why_bound(bound: Bound, target: int) -> str:
+        if target < bound.workers:
+            return ""
+        if bound.limit == "cpu":
+            return (f"; its calls on a CPU {bound.share:.1%} of their time: "
+                    f"{bound.workers} threads' CPU fills its cores")
+        if bound.limit == "ram":
+            return f"; the RAM budget holds {bound.workers} workers"
+        return f"; at most {bound.workers} ({bound.limit})"
 
     def _start_from(self, stage: TunableStage, control: _Control,
                     measured: CallMeasurement) -> bool:
@@ -443,30 +712,35 @@ class Tuner:
         share, busy = measured.gil_share, measured.busy_together
         if measured.concurrency < RELIABLE_CONCURRENCY * workers:
             return False
-        if share >= SERIAL_GIL_SHARE and workers > 1:
+        figures = {"gil_share": share, "busy_together": busy, "busy_alone": measured.busy_alone,
+                   "concurrency": measured.concurrency, "rate": measured.rate}
+        # A call's GIL time: the share of its CPU time that holds the GIL, of the time it
+        # is on a CPU at all. A call that mostly waits (files, a sleep) holds it little,
+        # whatever share of its few CPU microseconds the measurement gave the GIL (a 4 ms
+        # sleep measured 80-100%, and ran one at a time instead of 64).
+        holding = share * measured.busy_alone
+        if holding >= SERIAL_GIL_SHARE and workers > 1:
             # Judged on the rate measured with ``workers``: a machine busy with other work,
             # or the first calls' set-up, can make calls that run in parallel look serial.
             control.trial = ("serial", workers, measured.rate, self._ticks + TRIAL_TICKS)
             self._set(stage, control, 1,
                       f"its calls hold the GIL {share:.0%} of their time: they run one at a "
-                      "time however many workers it has, and more take the GIL from its input")
+                      "time however many workers it has, and more take the GIL from its input",
+                      figures)
             return True
         # Threads whose GIL time adds up to the whole GIL, with headroom (calls hold it in
-        # bursts): more would only wait for it. A call's GIL time: the share of its CPU time
-        # that holds the GIL, of the time it is on a CPU at all (a call that mostly waits
-        # for files holds it little).
-        holding = share * measured.busy_alone
+        # bursts): more would only wait for it.
         filling = _filling(stage, holding)
         if busy < FILL_BUSY and filling > workers:
             self._set(stage, control, filling,
                       f"its calls, running {workers} at once, were on a CPU {busy:.0%} of "
                       f"their time, and each alone held the GIL {holding:.0%} of its time: "
-                      f"{filling} threads fill the CPUs they leave idle")
+                      f"{filling} threads fill the CPUs they leave idle", figures)
             return True
         return False
 
     def _undo_serial(self, stage: TunableStage, control: _Control, previous: int, rate: float,
-                     rate_before: float) -> None:
+                     rate_before: float, figures: dict[str, float]) -> None:
         """One worker was slower than ``previous`` measured: the calls do not serialize.
         How the rate scaled says how much of a call holds the GIL, and so how many threads
         fill it (a busy machine, or a batching thread hungry for the CPUs, measured images
@@ -483,11 +757,14 @@ class Tuner:
                   f"one worker was slower ({rate:,.0f} elements/s) than {previous} measured "
                   f"({rate_before:,.0f}): the measurement misled (a busy machine, the first "
                   f"calls' set-up); {previous} ran {speedup:.1f}x as fast as one, so its calls "
-                  f"hold the GIL about {share:.0%} of their time: {target} threads")
+                  f"hold the GIL about {share:.0%} of their time: {target} threads",
+                  {**figures, "gil_share": share})
 
-    def record(self, stage: str, setting: str, old: int, new: int, reason: str) -> None:
+    def record(self, stage: str, setting: str, old: int, new: int, reason: str,
+               figures: dict[str, float] | None = None) -> None:
         """Keep a change made elsewhere in the pipeline (a ``prefetch(AUTOTUNE)`` buffer
-        grown) with the tuner's own: one log of what AUTOTUNE did, and why.
+        grown) with the tuner's own: one log of what AUTOTUNE did, and why. Logged too
+        (logger ``feedline.autotune``, ``INFO``).
 
         Example:
             >>> tuner = Tuner()
@@ -495,20 +772,24 @@ class Tuner:
             >>> [(d.setting, d.old, d.new) for d in tuner.decisions()]
             [('buffer', 1, 2)]
         """
+        decision = TuningDecision(time.perf_counter() - self._started, stage, setting, old,
+                                  new, reason, dict(figures or {}))
         with self._lock:
-            self._decisions.append(TuningDecision(time.perf_counter() - self._started,
-                                                  stage, setting, old, new, reason))
+            self._decisions.append(decision)
+        _log.info("feedline AUTOTUNE: %s: %s %d -> %d at %.2f s (%s)", stage, setting, old,
+                  new, decision.seconds, reason)
 
-    def _note(self, control: _Control, reason: str) -> None:
+    def _note(self, control: _Control, reason: str, figures: dict[str, float]) -> None:
         stage = control.stage()
         workers = stage.tuned_workers if stage is not None else control.setting
-        self.record(control.name, "workers", workers, workers, reason)
+        self.record(control.name, "workers", workers, workers, reason, figures)
 
-    def _set(self, stage: TunableStage, control: _Control, workers: int, reason: str) -> None:
+    def _set(self, stage: TunableStage, control: _Control, workers: int, reason: str,
+             figures: dict[str, float]) -> None:
         old = stage.tuned_workers
         if workers == old:
             return
         stage.tuned_workers = workers
         control.setting = workers
         control.history.clear()  # the new setting is measured from the next look
-        self.record(control.name, "workers", old, workers, reason)
+        self.record(control.name, "workers", old, workers, reason, figures)

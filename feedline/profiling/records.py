@@ -128,6 +128,16 @@ class TuningDecision:
     """The value after."""
     reason: str
     """Why, with the measurements behind it."""
+    figures: dict[str, float] = field(default_factory=dict)
+    """The measurements behind it, by name: ``rate`` (elements per second at the setting
+    judged), ``rate_before`` (at the setting before a change tried), ``waited`` (share of
+    the consumer's calls that waited), ``busy`` (share of the workers' time occupied),
+    ``occupied`` (workers its tasks kept busy), ``pulling`` (share of the time spent
+    pulling its input), ``cpu_share`` (share of its calls' wall time on a CPU), ``bound``
+    (the most workers it may have now), ``by_cpu`` and ``by_ram`` (that bound from its
+    calls' CPU time and from the RAM budget); ``gil_share``, ``busy_alone``,
+    ``busy_together`` and ``concurrency`` from its executor choice's measurement. Only
+    those that applied."""
 
 
 @dataclass(frozen=True)

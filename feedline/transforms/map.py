@@ -35,6 +35,7 @@ from feedline.execution.positions import (
     replay_from,
 )
 from feedline.execution.read_ahead import ReadAhead
+from feedline.transforms.prefetch import element_bytes
 
 
 class MapDataset(Dataset):
@@ -77,16 +78,23 @@ class MapDataset(Dataset):
         tune = (self.num_parallel_calls == AUTOTUNE and autotune.enabled and autotune.tune
                 and self.executor != "process")
         parallelism = resolve_parallelism(self.num_parallel_calls, ctx)
-        ceiling = parallelism
-        if tune and autotune.cpu_budget is None and ctx.options.threading.max_parallelism is None:
-            # No budget set: the tuner may try threads beyond the cores (kept only where
-            # they measure faster: threads that hold the GIL part of the time leave cores
-            # idle, which more threads fill). Threads cannot use more than the machine.
-            ceiling = OVERSUBSCRIPTION * parallelism
+        cpu_workers = threads = parallelism
+        if tune:
+            thread_limit = ctx.options.threading.max_parallelism
+            if autotune.cpu_budget is None and thread_limit is None:
+                # No budget set: the tuner may try threads beyond the cores for calls that
+                # compute (kept only where they measure faster: threads that hold the GIL
+                # part of the time leave cores idle, which more threads fill).
+                cpu_workers = OVERSUBSCRIPTION * parallelism
+            # Calls that wait (files, the network, a sleep) use no CPU meanwhile: the tuner
+            # may give them threads past the CPU budget, as many as their measured CPU
+            # time adds up to the budget, within the RAM budget and this many threads.
+            threads = max(cpu_workers, thread_limit or MAX_THREADS)
         return ParallelMapIterator(
             ctx, upstream, fn, self.name, parallelism,
             ctx.deterministic(self.deterministic), self.executor or "thread",
-            choose_executor=choose, tune=tune, stage_key=self, max_parallelism=ceiling)
+            choose_executor=choose, tune=tune, stage_key=self, max_parallelism=threads,
+            cpu_workers=cpu_workers)
 
 
     def _offers_random_access(self) -> bool:
@@ -199,10 +207,26 @@ class MapIterator(DatasetIterator):
 
 
 OVERSUBSCRIPTION = 2
-"""Threads per CPU a tuned threaded ``map`` may grow to when ``Options.autotune.cpu_budget``
-and ``ThreadingOptions.max_parallelism`` are unset: its function may hold the GIL part of
-the time, leaving its cores idle meanwhile. The tuner keeps a thread only when the stage
-measures faster with it (images on 2 cores: 3-4 threads beat 2)."""
+"""Threads per CPU a tuned threaded ``map`` whose calls compute may grow to when
+``Options.autotune.cpu_budget`` and ``ThreadingOptions.max_parallelism`` are unset: its
+function may hold the GIL part of the time, leaving its cores idle meanwhile. The tuner
+keeps a thread only when the stage measures faster with it (images on 2 cores: 3-4 threads
+beat 2). Calls that wait may have more (:data:`MAX_THREADS`)."""
+
+MAX_THREADS = 256
+"""Most threads a tuned threaded ``map`` may have, whatever its calls wait for (unless
+``ThreadingOptions.max_parallelism`` sets another bound): the tuner gives calls that wait
+(files, the network, a sleep) threads past the CPU count while the stage measures faster
+with them (:mod:`feedline.autotune.tuner`), and each thread costs its stack and a share of
+the GIL's hand-offs (a 4 ms sleep on 2 cores: 64 threads ran 58x faster than one)."""
+
+THREAD_BYTES = 64 << 10
+"""Memory counted per thread of a tuned map against ``Options.autotune.ram_budget``
+(its stack's touched pages and the interpreter's thread state, rounded up)."""
+
+SIZE_EVERY = 16
+"""Sizes of a parallel map's elements are taken from one task in this many (the first
+always): what its elements in flight hold, for the RAM budget of its threads."""
 
 TARGET_TASK_SECONDS = {"thread": 0.0005, "process": 0.005}
 """How long one task should run: long enough that hand-off costs are small beside it."""
@@ -228,8 +252,11 @@ class _ChunkRunner:
         self.transport = transport
 
     def __call__(self, chunk: list[Any], submitted: float = 0.0
-                 ) -> tuple[list[tuple[bool, Any]], float, Probe | None]:
+                 ) -> tuple[list[tuple[bool, Any]], float, float, Probe | None]:
+        """Outcomes, seconds the task took, CPU seconds of its thread meanwhile (calls that
+        wait use little: the tuner gives those threads past the cores), and its probe."""
         clock = ProbeClock(submitted) if self.probe else None
+        cpu = time.thread_time()
         started = time.perf_counter()
         outcomes: list[tuple[bool, Any]] = []
         fn, call = self.fn, self.call
@@ -242,13 +269,14 @@ class _ChunkRunner:
                     error = _sendable(error)
                 outcomes.append((False, error))
         seconds = time.perf_counter() - started
+        cpu = time.thread_time() - cpu
         if clock is None:
-            return outcomes, seconds, None
+            return outcomes, seconds, cpu, None
         probe = clock.stop(len(chunk))
         if self.transport:  # off the clock: the call's own time is measured above
             cost, payload = transport_cost(chunk, [value for ok, value in outcomes if ok])
             probe = dataclasses.replace(probe, transport=cost, payload=payload)
-        return outcomes, seconds, probe
+        return outcomes, seconds, cpu, probe
 
     def split_call(self, chunk: list[Any], submitted: float = 0.0) -> list[tuple[Any, ...]]:
         """A process executor whose worker died running this chunk runs it again one
@@ -256,18 +284,19 @@ class _ChunkRunner:
         return [([element],) for element in chunk] if len(chunk) > 1 else []
 
     def combine_call(self, parts: list[tuple[bool, Any]]
-                     ) -> tuple[list[tuple[bool, Any]], float, Probe | None]:
+                     ) -> tuple[list[tuple[bool, Any]], float, float, Probe | None]:
         """The chunk's result (as ``__call__`` returns it) from its one-element calls' (a
         death is its element's error)."""
         outcomes: list[tuple[bool, Any]] = []
-        seconds = 0.0
+        seconds = cpu = 0.0
         for ok, value in parts:
             if ok:
                 outcomes.extend(value[0])
                 seconds += value[1]
+                cpu += value[2]
             else:
                 outcomes.append((False, value))
-        return outcomes, seconds, None
+        return outcomes, seconds, cpu, None
 
 
 def _sendable(error: Exception) -> Exception:
@@ -307,7 +336,13 @@ class ParallelMapIterator(DatasetIterator):
 
     With ``tune`` (an ``AUTOTUNE`` map on threads) the pipeline's tuner
     (:mod:`feedline.autotune.tuner`) sets how many of its workers run at once
-    (:attr:`tuned_workers`) from its counters (:meth:`tuning_counters`).
+    (:attr:`tuned_workers`) from its counters (:meth:`tuning_counters`, which count the
+    CPU time of each task's thread too), between one and ``max_parallelism`` threads
+    (:data:`MAX_THREADS` for calls that wait); ``cpu_workers`` is how many its CPU budget
+    gives calls that compute. Threads start as the setting lets them work and end when it
+    falls (:class:`~feedline.execution.executor.ThreadExecutor`). It samples the sizes of
+    its elements (inputs and results, one task in :data:`SIZE_EVERY`): what a worker holds,
+    against ``Options.autotune.ram_budget`` (:attr:`bytes_per_worker`).
 
     With ``choose_executor`` (an ``AUTOTUNE`` map given no executor) the stage starts on
     threads and may move its later tasks to worker processes, once, from what its first
@@ -322,7 +357,7 @@ class ParallelMapIterator(DatasetIterator):
                  map_func: Callable[..., Any], name: str, parallelism: int,
                  deterministic: bool, executor_kind: str, choose_executor: bool = False,
                  tune: bool = False, stage_key: object = None,
-                 max_parallelism: int | None = None) -> None:
+                 max_parallelism: int | None = None, cpu_workers: int | None = None) -> None:
         super().__init__(ctx, [upstream])
         self._upstream = upstream
         self._name = name
@@ -330,6 +365,13 @@ class ParallelMapIterator(DatasetIterator):
         self._parallelism = parallelism
         # Threads: more than ``parallelism`` when the tuner may grow the stage past it.
         self._ceiling = max(parallelism, max_parallelism or parallelism)
+        self._cpu_workers = min(self._ceiling, max(parallelism, cpu_workers or parallelism))
+        self._ram_budget = ctx.options.autotune_ram_budget() if tune else 0
+        # Mean bytes of an element in flight: its input and its result (sampled).
+        self._input_bytes: float | None = None
+        self._output_bytes: float | None = None
+        # Tasks submitted and taken: one in SIZE_EVERY has its elements sized.
+        self._tasks = self._results = 0
         # Threads allowed to work at once (the tuner's setting; no limit: all of them).
         self._gate = WorkerGate(parallelism if self._ceiling > parallelism else None)
         self._counters = TuningCounters()  # the tuner's, shared across epochs, when tuned
@@ -398,12 +440,13 @@ class ParallelMapIterator(DatasetIterator):
         return [self._window]
 
     # ------------------------------------------------------------------ tuning
-    def tuning_counters(self) -> tuple[int, int, int, float, float]:
+    def tuning_counters(self) -> tuple[int, int, int, float, float, float]:
         """(elements handed out, ``next()`` calls, calls that waited for a task, seconds its
-        tasks took, seconds spent pulling its input): what the tuner reads."""
+        tasks took, seconds spent pulling its input, CPU seconds of its tasks): what the
+        tuner reads."""
         counters = self._counters
         return (counters.elements, counters.calls, counters.waits, counters.busy,
-                counters.input)
+                counters.input, counters.cpu)
 
     @property
     def tuned_workers(self) -> int:
@@ -421,9 +464,35 @@ class ParallelMapIterator(DatasetIterator):
 
     @property
     def max_workers(self) -> int:
-        """Its threads: ``parallelism``, or more when no CPU budget was set
-        (:data:`OVERSUBSCRIPTION`)."""
+        """Its threads: ``parallelism``, or more when tuned (:data:`MAX_THREADS`, or
+        ``ThreadingOptions.max_parallelism``): for calls that wait."""
         return self._ceiling
+
+    @property
+    def cpu_workers(self) -> int:
+        """Workers its CPU budget gives calls that compute: ``parallelism``, or
+        :data:`OVERSUBSCRIPTION` times as many when no CPU budget was set."""
+        return self._cpu_workers
+
+    @property
+    def cores(self) -> int:
+        """CPUs its budget gives it (its ``AUTOTUNE`` parallelism): what the CPU time of
+        its calls, waiting or not, should add up to at most."""
+        return self._parallelism
+
+    @property
+    def ram_budget(self) -> int:
+        """Bytes its elements in flight and its threads may hold
+        (``Options.autotune.ram_budget``)."""
+        return self._ram_budget
+
+    @property
+    def bytes_per_worker(self) -> float:
+        """Bytes one more worker holds: its tasks in the window (two, of ``chunk`` elements,
+        each its input and its result, at their sampled sizes) and its thread
+        (:data:`THREAD_BYTES`)."""
+        element = (self._input_bytes or 0.0) + (self._output_bytes or 0.0)
+        return 2 * self._chunk_size * element + THREAD_BYTES
 
     @property
     def tuning_done(self) -> bool:
@@ -501,6 +570,9 @@ class ParallelMapIterator(DatasetIterator):
                 values.append(value)
             self._counters.input += clock() - pulling_since
             if items:
+                if self._tasks % SIZE_EVERY == 0 and self._tuner is not None:
+                    self._input_bytes = _mean_bytes(self._input_bytes, values[0])
+                self._tasks += 1
                 runner = self._runner_for_next_task()
                 if runner.probe:
                     assert choice is not None
@@ -541,9 +613,14 @@ class ParallelMapIterator(DatasetIterator):
                 assert error is not None
                 raise error
             # The runner never raises; a dead worker does.
-            outcomes, seconds, probe = future.result()
+            outcomes, seconds, cpu, probe = future.result()
             self.busy_seconds += seconds
             counters.busy += seconds
+            counters.cpu += cpu
+            if self._tuner is not None and outcomes and outcomes[0][0] and (
+                    self._output_bytes is None or self._results % SIZE_EVERY == 0):
+                self._output_bytes = _mean_bytes(self._output_bytes, outcomes[0][1])
+            self._results += 1
             choice = self._choice
             if choice is not None and choice.measuring:
                 if choice.record(probe) == "process":
@@ -578,6 +655,12 @@ class ParallelMapIterator(DatasetIterator):
     def _release(self) -> None:
         self._ready.clear()
         self._window.shutdown()
+
+
+def _mean_bytes(mean: float | None, element: Any) -> float:
+    """``mean`` moved towards ``element``'s size (a moving mean over the sampled tasks)."""
+    size = float(element_bytes(element))
+    return size if mean is None else mean + (size - mean) / 8
 
 
 def _describe_chunk(tag: Any) -> str:

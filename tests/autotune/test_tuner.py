@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 
@@ -12,8 +13,10 @@ import pytest
 import feedline as fl
 from feedline.autotune import tuner as tuner_module
 from feedline.autotune.tuner import (
+    ASCENT_TRIAL_TICKS,
     EXPLORE_TICKS,
     PAUSE_TICKS,
+    PERIOD,
     TRIAL_TICKS,
     CallMeasurement,
     Tuner,
@@ -24,29 +27,40 @@ from gil_measurements import measure_as, serialized_by_the_gil, waiting
 
 
 class FakeStage:
-    """A stage whose counters the test advances, as a map would over one period."""
+    """A stage whose counters the test advances, as a map would over one period.
 
-    def __init__(self, name: str = "map(f)", workers: int = 4) -> None:
+    ``workers`` is its CPU workers (and its cores); ``threads`` (default: as many) the most
+    it may have, for calls that wait.
+    """
+
+    def __init__(self, name: str = "map(f)", workers: int = 4, threads: int | None = None,
+                 cores: int | None = None, ram_budget: int = 1 << 40,
+                 bytes_per_worker: float = 65536.0) -> None:
         self.name = name
-        self.max_workers = workers
+        self.max_workers = threads or workers
+        self.cpu_workers = workers
+        self.cores = cores or workers
+        self.ram_budget = ram_budget
+        self.bytes_per_worker = bytes_per_worker
         self.tuned_workers = workers
         self.tuning_done = False
         self.tuning_paused = False
         self.measured_calls: CallMeasurement | None = None
         self.counters: TuningCounters = TuningCounters()
 
-    def tuning_counters(self) -> tuple[int, int, int, float, float]:
+    def tuning_counters(self) -> tuple[int, int, int, float, float, float]:
         c = self.counters
-        return c.elements, c.calls, c.waits, c.busy, c.input
+        return c.elements, c.calls, c.waits, c.busy, c.input, c.cpu
 
     def advance(self, elements: int, waits: int, occupied: float, seconds: float = 1.0,
-                pulling: float = 0.0) -> None:
+                pulling: float = 0.0, cpu_share: float = 1.0) -> None:
         """One period: ``occupied`` workers busy on average, ``pulling`` of it spent
-        pulling the input."""
+        pulling the input, the calls on a CPU ``cpu_share`` of their time."""
         self.counters.elements += elements
         self.counters.calls += elements
         self.counters.waits += waits
         self.counters.busy += occupied * seconds
+        self.counters.cpu += occupied * seconds * cpu_share
         self.counters.input += pulling * seconds
 
 
@@ -59,9 +73,9 @@ def clock(monkeypatch):
 
 
 def _tick(tuner: Tuner, clock: list[float], stage: FakeStage, elements: int, waits: int,
-          occupied: float) -> None:
+          occupied: float, share: float = 1.0) -> None:
     clock[0] += 1.0
-    stage.advance(elements, waits, occupied)
+    stage.advance(elements, waits, occupied, cpu_share=share)
     tuner.tick()
 
 
@@ -131,21 +145,212 @@ def test_a_trim_that_starves_the_consumer_and_slows_the_stage_is_undone(clock, t
 
 
 def test_busy_workers_with_a_waiting_consumer_grow_while_it_helps(clock, tuner_with):
-    stage = FakeStage(workers=4)
+    stage = FakeStage(workers=16)
     stage.tuned_workers = 2
     tuner = tuner_with(stage)
     _tick(tuner, clock, stage, 1000, 500, 1.9)
     _tick(tuner, clock, stage, 1000, 500, 1.9)
-    assert stage.tuned_workers == 3
-    _trial(tuner, clock, stage, 1400, 500, 2.8)  # judged: rate 1,400 > 1,000 * 1.03
-    assert stage.tuned_workers == 3
-    _tick(tuner, clock, stage, 1400, 500, 2.9)  # the new setting's first look
-    _tick(tuner, clock, stage, 1400, 500, 2.9)  # still waited on, busy: one more
+    assert stage.tuned_workers == 4  # an ascent: twice the workers
+    for _ in range(ASCENT_TRIAL_TICKS - 1):
+        _tick(tuner, clock, stage, 1600, 500, 3.8)
     assert stage.tuned_workers == 4
-    _trial(tuner, clock, stage, 1400, 500, 3.0)  # no gain: back to 3, then a pause
-    assert stage.tuned_workers == 3
-    assert [(d.old, d.new) for d in tuner.decisions()] == [(2, 3), (3, 4), (4, 3)]
+    # Judged: 1.6x the rate for 2x the workers, by at least half the rise: the ascent goes
+    # on at once, at the same factor (not almost linear: not twice as large).
+    _tick(tuner, clock, stage, 1600, 500, 3.8)
+    assert stage.tuned_workers == 8
+    for _ in range(ASCENT_TRIAL_TICKS - 1):
+        _tick(tuner, clock, stage, 1800, 500, 7.8)
+    assert stage.tuned_workers == 8
+    # 1.12x for 2x: kept (faster), but past the knee: steps of an eighth from here, the
+    # first at once (still waited on, busy).
+    _tick(tuner, clock, stage, 1800, 500, 7.8)
+    assert stage.tuned_workers == 9
+    _trial(tuner, clock, stage, 1800, 500, 8.8)  # no gain: back to 8, then a pause
+    assert stage.tuned_workers == 8
+    assert [(d.old, d.new) for d in tuner.decisions()] == [(2, 4), (4, 8), (8, 9), (9, 8)]
     assert "one more worker did not help" in tuner.decisions()[-1].reason
+    figures = tuner.decisions()[-1].figures
+    assert (figures["rate"], figures["rate_before"]) == (1800, 1800)
+
+
+def test_a_step_that_scales_linearly_makes_the_next_twice_as_large(clock, tuner_with):
+    # Calls that wait, far from any limit: each step doubles the rate with the workers.
+    stage = FakeStage(workers=4, threads=256, cores=2)
+    tuner = tuner_with(stage)
+    # On a CPU 0.5% of their time: 400 threads' CPU would fill 2 cores; 256 at most.
+    _tick(tuner, clock, stage, 1000, 900, 4.0, share=0.005)
+    _tick(tuner, clock, stage, 1000, 900, 4.0, share=0.005)
+    assert stage.tuned_workers == 8
+    for _ in range(ASCENT_TRIAL_TICKS):
+        _tick(tuner, clock, stage, 2000, 1800, 8.0, share=0.005)
+    assert stage.tuned_workers == 32  # 2x for 2x: the next step is 4x
+    for _ in range(ASCENT_TRIAL_TICKS):
+        _tick(tuner, clock, stage, 8000, 7200, 32.0, share=0.005)
+    assert stage.tuned_workers == 256  # 4x for 4x: 8x, within its 256 threads
+    reason = tuner.decisions()[-1].reason
+    assert "at most 256 (threads)" in reason
+
+
+class Calls:
+    """What a map of ``workers`` threads does over one look, as a model: calls that take
+    ``wall`` seconds, ``cpu`` of them on a CPU, read by a consumer that takes at most
+    ``demand`` elements per second, on ``cores`` CPUs. ``serialized``: the GIL runs one
+    call at a time (each call's wall time is then the others' CPU time too)."""
+
+    def __init__(self, wall: float = 0.004, cpu: float = 0.00004, demand: float = 30000.0,
+                 serialized: bool = False, slower_past: int | None = None,
+                 cores: int = 2) -> None:
+        self.wall, self.cpu, self.demand, self.cores = wall, cpu, demand, cores
+        self.serialized = serialized
+        self.slower_past = slower_past  # past this many workers, an eighth of the rate
+
+    def look(self, stage: FakeStage, seconds: float = PERIOD) -> None:
+        workers = stage.tuned_workers
+        wall = self.cpu * workers if self.serialized else self.wall
+        capacity = min(workers / wall, self.cores / self.cpu)  # the CPUs: a limit too
+        if self.slower_past is not None and workers > self.slower_past:
+            capacity /= 8
+        rate = min(capacity, self.demand)
+        elements = round(rate * seconds)
+        waits = round(elements * (0.6 if capacity < self.demand else 0.02))
+        stage.advance(elements, waits, rate * wall, seconds, cpu_share=self.cpu / wall)
+
+
+
+def _run(tuner: Tuner, clock: list[float], stage: FakeStage, calls: Calls,
+         looks: int) -> list[int]:
+    """``looks`` looks of the tuner, a period apart; the workers after each."""
+    settings = []
+    for _ in range(looks):
+        clock[0] += PERIOD
+        calls.look(stage)
+        tuner.tick()
+        settings.append(stage.tuned_workers)
+    return settings
+
+
+def test_calls_that_wait_grow_past_the_cores_settle_within_three_seconds_and_stay():
+    # 4 ms calls on a CPU 1% of their time, a consumer that takes 30,000 elements/s: 120
+    # workers keep up with it. From the 4 the stage starts at (its executor choice's
+    # measurement): doubling, then steps four and eight times as large while the rate
+    # scales with them, then trimmed to the most its tasks keep busy, with headroom.
+    stage = FakeStage(workers=4, threads=256, cores=2)
+    tuner = Tuner(period=3600)
+    try:
+        stage.counters = tuner.register(stage)
+        now = [100.0]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(tuner_module.time, "perf_counter", lambda: now[0])
+            settings = _run(tuner, now, stage, Calls(), looks=13)  # 3.25 seconds
+            assert [(d.old, d.new) for d in tuner.decisions()] == \
+                [(4, 8), (8, 32), (32, 200), (200, 156)]
+            assert settings[-1] == 156  # ceil(120 busy workers * 1.3)
+            # A steady pipeline: nothing changes for a minute.
+            assert set(_run(tuner, now, stage, Calls(), looks=240)) == {156}
+            assert len(tuner.decisions()) == 4
+    finally:
+        tuner.stop()
+    first, second, last, trim = tuner.decisions()
+    assert first.figures["cpu_share"] == pytest.approx(0.01)
+    assert first.figures["bound"] == 200  # 2 cores / 1%: 200 threads' CPU fills 2 cores
+    # The rate each step was taken at: linear in the workers (4 ms calls).
+    assert [d.figures["rate"] for d in (first, second, last)] == \
+        pytest.approx([1000, 2000, 8000])
+    assert trim.figures["peak"] == pytest.approx(120)
+    assert "its calls on a CPU 1.0% of their time: 200 threads' CPU fills its cores" in \
+        last.reason
+
+
+def test_calls_that_hold_the_gil_do_not_keep_threads_that_do_not_help(clock, tuner_with):
+    # Serialized calls look like waiting ones when contended (4 threads: on a CPU a quarter
+    # of their time), so the stage may try 8; the rate does not rise while its consumer
+    # waits: undone, then fewer are tried while as fast, down to one worker.
+    stage = FakeStage(workers=4, threads=256, cores=2)
+    tuner = tuner_with(stage)
+    calls = Calls(cpu=0.002, serialized=True)
+    settings = _run(tuner, clock, stage, calls, looks=4 * 60)
+    changes = [(d.old, d.new) for d in tuner.decisions() if d.old != d.new]
+    assert changes[:2] == [(4, 8), (8, 4)]
+    assert "did not help" in tuner.decisions()[1].reason
+    assert max(settings) == 8 and settings.count(8) <= 4 * ASCENT_TRIAL_TICKS
+    assert settings[-1] == 1
+    # At one worker, the calls measure on a CPU all their time: no threads past its CPU
+    # workers are tried again, and one more is tried less and less often.
+    assert max(settings[settings.index(1):]) <= 2
+
+
+def test_a_grow_that_overshoots_is_tried_again_half_as_large(clock, tuner_with):
+    # Past 64 threads, the rate falls to an eighth (the GIL's hand-offs): 32 -> 200 (its
+    # bound) is slower, then 32 -> 128 too, then 32 -> 64 is faster.
+    stage = FakeStage(workers=4, threads=256, cores=2)
+    tuner = tuner_with(stage)
+    _run(tuner, clock, stage, Calls(slower_past=64, demand=1e6), looks=40)
+    changes = [(d.old, d.new) for d in tuner.decisions()]
+    assert changes[:7] == [(4, 8), (8, 32), (32, 200), (200, 32), (32, 128), (128, 32),
+                           (32, 64)]
+    assert stage.tuned_workers == 64
+
+
+def test_waiting_calls_grow_within_the_ram_budget_and_come_down_when_elements_grow(
+        clock, tuner_with):
+    stage = FakeStage(workers=4, threads=256, cores=2, ram_budget=40 * 65536,
+                      bytes_per_worker=65536.0)
+    tuner = tuner_with(stage)
+    _run(tuner, clock, stage, Calls(), looks=20)
+    assert stage.tuned_workers == 40
+    assert "the RAM budget holds 40 workers" in tuner.decisions()[-1].reason
+    assert tuner.decisions()[-1].figures["by_ram"] == 40
+    stage.bytes_per_worker = 4 * 65536.0  # bigger elements: 10 workers fit
+    _run(tuner, clock, stage, Calls(), looks=2)
+    assert stage.tuned_workers == 10
+    assert "40 workers hold more than the RAM budget allows" in tuner.decisions()[-1].reason
+
+
+def test_an_explicit_cpu_budget_bounds_the_cpu_time_of_waiting_calls(clock, tuner_with):
+    # cpu_budget=1: one core. Calls on a CPU 10% of their time: 10 threads' CPU is one
+    # core's worth, the bound; calls that compute keep one worker.
+    stage = FakeStage(workers=1, threads=256, cores=1)
+    tuner = tuner_with(stage)
+    _run(tuner, clock, stage, Calls(wall=0.004, cpu=0.0004, demand=1e6), looks=40)
+    assert stage.tuned_workers == 10
+    assert tuner.decisions()[-1].figures["by_cpu"] == 10
+    busy = FakeStage(workers=1, threads=256, cores=1)
+    tuner = tuner_with(busy)
+    _run(tuner, clock, busy, Calls(wall=0.004, cpu=0.004, demand=1e6), looks=40)
+    assert busy.tuned_workers == 1 and tuner.decisions() == ()
+
+
+def test_a_grow_is_kept_when_its_consumer_set_the_rate(clock, tuner_with):
+    # During the trial the consumer hardly waited for the stage and the rate stayed: the
+    # consumer (or the machine) was the limit, which says nothing of the workers.
+    stage = FakeStage(workers=4, threads=256, cores=2)
+    tuner = tuner_with(stage)
+    _tick(tuner, clock, stage, 1000, 900, 4.0, share=0.01)
+    _tick(tuner, clock, stage, 1000, 900, 4.0, share=0.01)
+    assert stage.tuned_workers == 8
+    for _ in range(ASCENT_TRIAL_TICKS):
+        _tick(tuner, clock, stage, 1000, 20, 4.0, share=0.01)
+    assert stage.tuned_workers == 8 and len(tuner.decisions()) == 1
+    # ... but one that makes the stage clearly slower is undone, waited on or not.
+    other = FakeStage(workers=4, threads=256, cores=2)
+    tuner = tuner_with(other)
+    _tick(tuner, clock, other, 1000, 900, 4.0, share=0.01)
+    _tick(tuner, clock, other, 1000, 900, 4.0, share=0.01)
+    for _ in range(ASCENT_TRIAL_TICKS):
+        _tick(tuner, clock, other, 800, 20, 4.0, share=0.01)
+    assert other.tuned_workers == 4
+
+
+def test_every_change_is_logged_with_its_reason(clock, tuner_with, caplog):
+    stage = FakeStage(workers=8)
+    tuner = tuner_with(stage)
+    with caplog.at_level(logging.INFO, logger="feedline.autotune"):
+        _tick(tuner, clock, stage, 1000, 900, 1.0)
+        _tick(tuner, clock, stage, 1000, 900, 1.5)
+    (record,) = caplog.records
+    assert record.name == "feedline.autotune"
+    assert "map(f): workers 8 -> 2" in record.getMessage()
+    assert "kept 1.5 workers busy" in record.getMessage()
 
 
 def test_a_stage_measuring_its_executor_is_left_alone(clock, tuner_with):
@@ -173,7 +378,7 @@ def test_busy_workers_are_explored_one_fewer_and_kept_fewer_when_as_fast(clock, 
     assert "trying one worker fewer" in tuner.decisions()[-1].reason
     _trial(tuner, clock, stage, 990, 50, 2.0)  # within 3%: fewer kept
     assert stage.tuned_workers == 2
-    assert tuner.decisions()[-1].reason.startswith("one worker fewer (2) was as fast")
+    assert tuner.decisions()[-1].reason.startswith("2 workers were as fast as 3")
     looks = 0
     while stage.tuned_workers == 2:  # tried again later: one fewer now is slower
         _tick(tuner, clock, stage, 990, 50, 2.0)
@@ -182,7 +387,7 @@ def test_busy_workers_are_explored_one_fewer_and_kept_fewer_when_as_fast(clock, 
     assert stage.tuned_workers == 1
     _trial(tuner, clock, stage, 600, 50, 1.0)
     assert stage.tuned_workers == 2
-    assert "one worker fewer was slower (600 vs 990" in tuner.decisions()[-1].reason
+    assert "fewer workers were slower (600 vs 990" in tuner.decisions()[-1].reason
 
 
 def test_a_stage_its_consumer_waits_for_is_not_explored_down(clock, tuner_with):
@@ -344,6 +549,7 @@ def test_failed_tries_of_one_more_come_less_and_less_often(clock, tuner_with):
     assert gaps[1] > gaps[0] + PAUSE_TICKS // 2
     assert all("one more worker did not help" in d.reason
                for d in tuner.decisions() if d.new < d.old)
+    assert all(d.new == 2 for d in tuner.decisions() if d.new > d.old)
 
 
 def test_a_consumer_that_stopped_reading_changes_nothing(clock, tuner_with):
@@ -484,24 +690,55 @@ def _map_stage(options: fl.Options):
 
 
 @pytest.mark.parametrize("budget", [None, 1])
-def test_a_tuned_map_may_grow_past_its_cpus_only_without_a_budget(budget):
-    from feedline.transforms.map import OVERSUBSCRIPTION
+def test_a_tuned_map_may_grow_past_its_cpus_for_calls_that_wait_whatever_the_budget(budget):
+    # Calls that compute: two threads per CPU without a budget, the budget with one. Calls
+    # that wait use no CPU meanwhile: up to MAX_THREADS, budget or not (the tuner bounds
+    # them by their measured CPU time and the RAM budget).
+    from feedline.transforms.map import MAX_THREADS, OVERSUBSCRIPTION
 
     options = fl.Options(autotune=fl.AutotuneOptions(processes=False, cpu_budget=budget))
     start = options.autotune_parallelism()
     with no_leaked_threads(), iter(_map_stage(options)) as it:
         stage = it._root
         assert stage.tuned_workers == start  # it starts at its CPU budget
-        assert stage.max_workers == (start * OVERSUBSCRIPTION if budget is None else 1)
+        assert stage.cores == start
+        assert stage.cpu_workers == (start * OVERSUBSCRIPTION if budget is None else 1)
+        assert stage.max_workers == MAX_THREADS
+        assert stage.ram_budget == options.autotune_ram_budget()
         stage.tuned_workers = stage.max_workers + 5
         assert stage.tuned_workers == stage.max_workers  # never past its threads
         assert [int(x) for x in it] == list(range(1, 51))
 
 
-def _first_decision(fn, done):
+def test_max_parallelism_bounds_a_tuned_maps_threads():
+    options = fl.Options(autotune=fl.AutotuneOptions(processes=False),
+                         threading=fl.ThreadingOptions(max_parallelism=24))
+    with no_leaked_threads(), iter(_map_stage(options)) as it:
+        stage = it._root
+        assert stage.max_workers == 24 and stage.cpu_workers == stage.cores
+        assert [int(x) for x in it] == list(range(1, 51))
+
+
+def test_a_map_measures_the_bytes_a_worker_holds():
+    from feedline.transforms.map import THREAD_BYTES
+
+    options = fl.Options(autotune=fl.AutotuneOptions(processes=False, choose_executor=False))
+    ds = _map_stage(options).map(lambda x: np.zeros(1000, np.uint8),
+                                 num_parallel_calls=fl.AUTOTUNE)
+    with no_leaked_threads(), iter(ds) as it:
+        assert len(list(it)) == 50
+        stage = it._root
+        # Two tasks in flight per worker, of one element each (slow enough calls would be
+        # chunked otherwise: these are fast, so their chunks hold several).
+        per_element = 64 + 1000  # its input (a scalar), its result
+        chunk = stage._chunk_size
+        assert stage.bytes_per_worker == 2 * chunk * per_element + THREAD_BYTES
+
+
+def _first_decision(fn, done, budget: int | None = None):
     """Reads ``map(fn, AUTOTUNE)`` over ``range(200)`` repeated, checking every epoch's
     output, until the tuner makes a decision for which ``done(decision)`` holds; returns it."""
-    options = fl.Options(autotune=fl.AutotuneOptions(processes=False),
+    options = fl.Options(autotune=fl.AutotuneOptions(processes=False, cpu_budget=budget),
                          profiling=fl.ProfilingOptions(statistics=True))
     ds = fl.Dataset.range(200).map(fn, num_parallel_calls=fl.AUTOTUNE)
     deadline = time.monotonic() + 60
@@ -561,3 +798,23 @@ def test_wake_makes_the_tuner_look_before_its_period_ends():
         tuner.stop()
     assert tuner._thread is None or not tuner._thread.is_alive()
     assert "hold the GIL 100%" in tuner.decisions()[-1].reason
+
+
+@pytest.mark.parametrize("budget", [None, 1])
+def test_an_autotune_map_of_calls_that_wait_grows_past_its_cpu_workers(monkeypatch, budget):
+    # Calls that sleep: their measured CPU time is a small share of their wall time, so
+    # the stage grows past two threads per CPU (or past its CPU budget of one), as far as
+    # the rate rises. Every thread ends with the pipeline (no_leaked_threads), the output
+    # is exact meanwhile.
+    from feedline.core.validation import schedulable_cpus
+
+    measure_as(monkeypatch, waiting)
+
+    def fetch(x):
+        time.sleep(0.002)
+        return x
+
+    cpu_workers = 1 if budget == 1 else 2 * schedulable_cpus()
+    decision = _first_decision(fetch, lambda d: d.new > cpu_workers, budget)
+    assert decision.figures["cpu_share"] < 0.5
+    assert decision.figures["bound"] > cpu_workers
