@@ -25,7 +25,8 @@ class ThreadingOptions:
 
     Attributes:
         max_parallelism: Upper bound on threads any one parallel stage uses; ``None`` means
-            the number of CPUs this process may run on.
+            the number of CPUs this process may run on (an ``AUTOTUNE`` map whose calls
+            wait may then have more, :data:`feedline.transforms.map.MAX_THREADS` at most).
         element_timeout: Seconds a read-ahead stage (prefetch, parallel map/batch/interleave)
             waits for one element before raising ``TimeoutError`` naming the stage and the
             element (PyTorch DataLoader's ``timeout``); ``None`` waits as long as it takes.
@@ -68,9 +69,14 @@ class AutotuneOptions:
         cpu_budget: Workers an ``AUTOTUNE`` stage may use; ``None`` means one per CPU (within
             ``ThreadingOptions.max_parallelism``), and lets the tuner give a threaded
             ``map`` up to two threads per CPU where it measures faster with them (its
-            function holds the GIL part of the time, leaving cores idle).
+            function holds the GIL part of the time, leaving cores idle). It caps CPU
+            time, not threads: a tuned threaded ``map`` whose calls wait (files, the
+            network) may have more threads, as many as their measured CPU time adds up to
+            the budget (:mod:`feedline.autotune.tuner`).
         ram_budget: Bytes one ``prefetch(AUTOTUNE)`` buffer may grow to, estimated from the
-            size of its elements; ``None`` means a quarter of the machine's memory.
+            size of its elements, and the bytes a tuned ``map``'s workers may hold (their
+            elements in flight and threads); ``None`` means a quarter of the machine's
+            memory.
         choose_executor: Whether a ``map(f, num_parallel_calls=AUTOTUNE)`` given no
             ``executor`` measures ``f`` on threads over its first calls and moves the rest
             to worker processes when the GIL serializes them and processes pay
