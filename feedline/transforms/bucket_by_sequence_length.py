@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.functions import call_with_element, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext
@@ -31,7 +30,11 @@ from feedline.core.structure import Element, TensorSpec, batched_spec, flatten, 
 from feedline.core.unary import UnaryDataset, require_callable
 from feedline.core.validation import as_int
 from feedline.transforms.batch import BatchDataset, validate_batch_size
-from feedline.transforms.group_by_window import GroupByWindowIterator, as_key
+from feedline.transforms.group_by_window import (
+    GroupByWindowIterator,
+    as_key,
+    group_cardinality,
+)
 from feedline.transforms.padded_batch import PaddedBatchDataset, as_padded_shape, flatten_up_to
 from feedline.transforms.window import ElementListDataset
 
@@ -117,7 +120,7 @@ class BucketBySequenceLengthDataset(UnaryDataset):
                               for shape, leaf in zip(shapes, flatten(spec))])
 
     def cardinality(self) -> int:
-        return UNKNOWN
+        return group_cardinality(self._inputs[0].cardinality())
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return BucketIterator(ctx, self._make_input_iterator(ctx), self._bucket,

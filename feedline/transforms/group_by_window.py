@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from feedline.core.constants import UNKNOWN
+from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, call_with_element, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
@@ -46,6 +46,16 @@ def as_key(value: Any, what: str) -> int:
         raise TypeError(f"{what} must return an integer scalar (tf.data's int64 scalar), "
                         f"got {shown}")
     return int(value)
+
+
+def group_cardinality(input_cardinality: int) -> int:
+    """tf.data's: INFINITE over an endless input, else UNKNOWN (even for an empty input).
+
+    Example:
+        >>> group_cardinality(INFINITE), group_cardinality(0)
+        (-1, -2)
+    """
+    return INFINITE if input_cardinality == INFINITE else UNKNOWN
 
 
 class GroupByWindowDataset(UnaryDataset):
@@ -89,7 +99,7 @@ class GroupByWindowDataset(UnaryDataset):
         return None  # the elements of the datasets reduce_func makes: seen only by running it
 
     def cardinality(self) -> int:
-        return UNKNOWN  # as tf.data, even for an empty input
+        return group_cardinality(self._inputs[0].cardinality())
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return GroupByWindowIterator(ctx, self._make_input_iterator(ctx), self._key,

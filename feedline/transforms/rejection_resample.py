@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from feedline.core.constants import UNKNOWN
+from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, call_with_element, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
@@ -198,22 +198,35 @@ class RejectionResampleDataset(UnaryDataset):
         self._fallback = fallback_seed()
         self.name = name or f"rejection_resample({function_name(class_func)})"
 
+    def _static_ratio(self) -> float | None:
+        """``min(target / initial)`` when ``initial_dist`` is given (tf.data's
+        ``_get_prob_original_static``): 1 passes the input through, 0 filters only."""
+        if self.initial_dist is None:
+            return None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return float(np.min(self.target_dist / self.initial_dist))
+
     def _passes_through(self) -> bool:
         """Whether every element comes out once, as it is (the target is the initial
-        distribution), as tf.data decides it from ``min(target / initial) == 1``."""
+        distribution)."""
         if self.initial_dist is None:
             return False
-        with np.errstate(divide="ignore", invalid="ignore"):
-            static = np.min(self.target_dist / self.initial_dist)
         ratio = self.target_dist / (self.initial_dist + _TINY)
         # All ratios equal (within float32) would make every acceptance 0/0: nothing to do.
-        return bool(static == 1 or ratio.max() == ratio.min())
+        return self._static_ratio() == 1 or bool(ratio.max() == ratio.min())
 
     def _element_spec(self) -> Element | None:
         return None  # the class's spec is whatever class_func returns
 
     def cardinality(self) -> int:
-        return self._inputs[0].cardinality() if self._passes_through() else UNKNOWN
+        # tf.data's: the input's when passed through; a filter's (UNKNOWN) when only the
+        # filtered copy comes out; else a sample of two inputs, endless if the input is.
+        n = self._inputs[0].cardinality()
+        if self._passes_through():
+            return n
+        if self._static_ratio() == 0:
+            return UNKNOWN
+        return INFINITE if n == INFINITE else UNKNOWN
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         words = resolve_seed(self, self.seed, self._fallback, ctx, _TAG)
@@ -232,9 +245,8 @@ class RejectionResampleDataset(UnaryDataset):
             _, low = acceptance(self.initial_dist, self.target_dist)
             filtered = _RejectDataset(data, None, classify, self.initial_dist, self.target_dist,
                                       [*seed_words, 2], self.name)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                if np.min(self.target_dist / self.initial_dist) == 0:
-                    return filtered
+            if self._static_ratio() == 0:
+                return filtered
             low = float(np.clip(low, 0.0, 1.0))
             weights: Any = [low, 1.0 - low]
         else:

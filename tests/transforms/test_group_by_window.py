@@ -171,3 +171,33 @@ def test_worker_shards_group_their_own_elements():
     assert plan_sharding(ds, 2).policy == "data"
     shards = [int(x) for i in range(2) for batch in shard_pipeline(ds, 2, i) for x in batch]
     assert sorted(shards) == list(range(0, 80, 2))
+
+
+CARDINALITY_INPUTS = {"finite": fl.Dataset.range(10), "empty": fl.Dataset.range(0),
+                      "endless": fl.Dataset.range(10).repeat()}
+CARDINALITY_CASES = {
+    "group_by_window": lambda ds: ds.group_by_window(lambda x: x % 2, lambda k, w: w.batch(2),
+                                                     window_size=2),
+    "bucket_by_sequence_length": lambda ds: ds.bucket_by_sequence_length(
+        lambda x: 1, [3], [2, 2], no_padding=True),
+    "ragged_batch": lambda ds: ds.map(lambda x: np.arange(x)).ragged_batch(3),
+    "ragged_batch_drop_remainder": lambda ds: ds.map(lambda x: np.arange(x)).ragged_batch(
+        3, drop_remainder=True),
+    "rejection_resample_as_is": lambda ds: ds.rejection_resample(
+        lambda x: x % 2, [0.5, 0.5], [0.5, 0.5], seed=1),
+    "rejection_resample_mixing": lambda ds: ds.rejection_resample(
+        lambda x: x % 2, [0.5, 0.5], [0.8, 0.2], seed=1),
+    "rejection_resample_filter_only": lambda ds: ds.rejection_resample(
+        lambda x: x % 2, [1.0, 0.0], [0.8, 0.2], seed=1),
+    "rejection_resample_estimated": lambda ds: ds.rejection_resample(
+        lambda x: x % 2, [0.5, 0.5], seed=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CARDINALITY_CASES))
+def test_cardinality_matches_tensorflow(name):
+    """Of this module's operation and the other issue-30 ones (cardinality.json)."""
+    expected = golden.load("cardinality")[name]
+    assert sorted(expected) == sorted(CARDINALITY_INPUTS)
+    for input_name, ds in CARDINALITY_INPUTS.items():
+        assert CARDINALITY_CASES[name](ds).cardinality() == expected[input_name], input_name

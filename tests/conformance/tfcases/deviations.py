@@ -110,17 +110,16 @@ ROWS: tuple[Deviation, ...] = (
         )),
     Deviation(
         "cardinality-and-cache",
-        "Cardinality of ignore_errors and of group_by_window over an endless input, and "
+        "Cardinality of ignore_errors and of repeat() over an input of unknown size, and "
         "cache files shared between pipelines",
         (
             ("range(10).ignore_errors().cardinality(): TF says UNKNOWN (-2), errors may drop "
              "elements; feedline passes the input's 10 through.",
              ("ignore_errors::testCardinality",)),
-            ("group_by_window (and bucket_by_sequence_length, built on it) over an endless "
-             "input, e.g. range(1).repeat().group_by_window(...).cardinality(): TF says "
-             "INFINITE (-1); feedline says UNKNOWN (-2).",
-             ("group_by_window::testGroupByWindowCardinality",
-              "bucket_by_sequence_length::testCardinality")),
+            ("repeat() over an input of unknown size (from_generator), here under "
+             "bucket_by_sequence_length: TF says INFINITE (-1), feedline's repeat says UNKNOWN "
+             "(-2) (the input might be empty).",
+             ("bucket_by_sequence_length::testCardinality",)),
             ("cache(filename) written by one pipeline and read by another (TF's test replays "
              "a file cache under an empty upstream, repeat(0)): TF reads the file by its name "
              "and replays 20 elements; feedline keys the cache by the pipeline's fingerprint, "

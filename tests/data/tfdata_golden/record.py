@@ -4,7 +4,8 @@ Run with the TensorFlow interpreter (never by the tests, which need no TensorFlo
 
     benchmarks/.venvs/tf/bin/python tests/data/tfdata_golden/record.py
 
-It writes one ``<operation>.json`` beside itself per operation. Every case holds its input
+It writes one ``<operation>.json`` beside itself per operation (all of them, or those named
+as arguments: ``record.py counter cardinality``), and ``cardinality.json``. Every case holds its input
 (the elements, or the serialized protos as hex) and TensorFlow's output, encoded as
 described in :mod:`golden` (which decodes them into feedline values). The functions a case
 applies (``key_func``, ``reduce_func``, ...) cannot be stored: each case has a name, and the
@@ -407,18 +408,61 @@ def record_parse_example() -> None:
     write("parse_example", cases)
 
 
+# ------------------------------------------------------------------------------- cardinality
+CARDINALITY_INPUTS = {"finite": 10, "empty": 0, "endless": None}
+
+
+def record_cardinality() -> None:
+    """``cardinality()`` of each operation over a finite, an empty and an endless input."""
+    import tensorflow as tf
+
+    def operations(ds: Any) -> dict[str, Any]:
+        return {
+            "group_by_window": ds.group_by_window(lambda x: x % 2, lambda k, w: w.batch(2),
+                                                  window_size=2),
+            "bucket_by_sequence_length": ds.bucket_by_sequence_length(
+                lambda x: 1, [3], [2, 2], no_padding=True),
+            "ragged_batch": ds.map(lambda x: tf.range(x)).ragged_batch(3),
+            "ragged_batch_drop_remainder": ds.map(lambda x: tf.range(x)).ragged_batch(
+                3, drop_remainder=True),
+            "rejection_resample_as_is": ds.rejection_resample(
+                lambda x: x % 2, [0.5, 0.5], [0.5, 0.5], seed=1),
+            "rejection_resample_mixing": ds.rejection_resample(
+                lambda x: x % 2, [0.5, 0.5], [0.8, 0.2], seed=1),
+            "rejection_resample_filter_only": ds.rejection_resample(
+                lambda x: x % 2, [1.0, 0.0], [0.8, 0.2], seed=1),
+            "rejection_resample_estimated": ds.rejection_resample(
+                lambda x: x % 2, [0.5, 0.5], seed=1),
+        }
+
+    cases: dict[str, Any] = {}
+    for input_name, size in CARDINALITY_INPUTS.items():
+        ds = tf.data.Dataset.range(10).repeat() if size is None else tf.data.Dataset.range(size)
+        for name, dataset in operations(ds).items():
+            cases.setdefault(name, {})[input_name] = int(dataset.cardinality())
+    write("cardinality", cases)
+
+
+RECORDERS = {"group_by_window": record_group_by_window,
+             "bucket_by_sequence_length": record_bucket_by_sequence_length,
+             "ragged_batch": record_ragged_batch, "counter": record_counter,
+             "parse_example": record_parse_example, "cardinality": record_cardinality,
+             "rejection_resample": record_rejection_resample}
+
+
 def main() -> None:
+    """Record every file, or those named on the command line (``record.py counter``)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
 
     if not tf.__version__.startswith("2.21"):
         sys.exit(f"record with TensorFlow 2.21 (found {tf.__version__})")
-    record_group_by_window()
-    record_bucket_by_sequence_length()
-    record_ragged_batch()
-    record_counter()
-    record_parse_example()
-    record_rejection_resample()
+    names = sys.argv[1:] or list(RECORDERS)
+    unknown = sorted(set(names) - set(RECORDERS))
+    if unknown:
+        sys.exit(f"unknown golden files {unknown}; known: {sorted(RECORDERS)}")
+    for name in names:  # rejection_resample last: 40 seeded runs per case take minutes
+        RECORDERS[name]()
 
 
 if __name__ == "__main__":
