@@ -11,16 +11,27 @@ Messages, worker to consumer (each carries the *token* of the run it belongs to,
 messages of a run the consumer has moved past are dropped)::
 
     ("started", token, state)        the state of the fresh iterator (position 0)
-    ("item", token, item, is_error, value, snapshot)
+    ("item", token, item, is_error, value, snapshot)   an error's value is a PackedError
     ("end", token)                   the shard is exhausted
-    ("fatal", token, record, traceback)  the worker cannot run its shard
+    ("reached", token, item, isolated)  a run watching item ``item`` is about to compute it
+    ("fatal", token, packed_error)   the worker cannot run its shard
     ("statistics", token, statistics, started_ns)  with statistics on: what the worker's
                                      pipeline measured (every STATISTICS_SECONDS and at the end)
 
-and consumer to worker: ``("start", token, position, credits, epoch)``, ``("credit", n,
-released_buffers)`` (the shared buffers whose arrays the consumer has freed),
+and consumer to worker: ``("start", token, position, credits, epoch, watch)``, ``("credit",
+n, released_buffers)`` (the shared buffers whose arrays the consumer has freed),
 ``("stop",)``; closing the connection ends the worker. Positions and snapshots are those of
 :mod:`feedline.execution.positions`: a worker's checkpoint is where it is in its shard.
+
+**Watching an element.** A worker restarted after a death is told the item its predecessor
+was computing (``watch``): it re-reads its shard up to that item with every ``map``
+function of its pipeline run in a process of its own, one call at a time
+(:func:`isolate_map_functions`, ``map(executor="process")``, whose checkpoints are the same
+as an inline map's). A map call that kills its process is then that element's error
+(:class:`~feedline.WorkerProcessError`), exactly where it belongs, instead of the death of
+this worker; once past the watched item, the worker goes back to its own pipeline from
+the state it reached. It announces the watched item before computing it (``"reached"``),
+so the consumer knows when a second death is that item's, and the shard cannot go on.
 
 Workers are fresh interpreters (:mod:`feedline.execution.spawn`): a script needs no ``if
 __name__ == "__main__"`` guard; they get the parent's ``sys.path``. They ignore ``SIGINT`` (Ctrl-C is
@@ -44,7 +55,6 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from feedline.core.error_records import error_record
 from feedline.core.errors import WorkerProcessError
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
@@ -56,7 +66,7 @@ from feedline.execution.spawn import (
     serve_as_worker,
     start_worker,
 )
-from feedline.execution.transport import Channel
+from feedline.execution.transport import Channel, PackedError
 
 _IN_WORKER = False
 
@@ -96,11 +106,76 @@ def worker_entry(fd: int, parent_pid: int) -> None:
         return  # the consumer closed the connection, or is gone: nothing to report to
     except BaseException as error:  # noqa: BLE001 - reported to the consumer, then exit
         try:
-            channel.send(("fatal", None, error_record(error), traceback.format_exc()))
+            channel.send(("fatal", None, PackedError(error, traceback.format_exc())))
         except OSError:
             pass
     finally:
         channel.close()
+
+
+def isolate_map_functions(graph: Any) -> tuple[Any, dict[Any, Any], int]:
+    """``graph`` with every ``map`` function run in a worker process of its own, one call at
+    a time (``map(num_parallel_calls=1, executor="process")``; fused maps are unfused).
+
+    A map's checkpoint is the same whatever runs it, so a state of one graph loads into the
+    other. Functions that do not pickle stay where they are. Nodes under a stage that reads
+    its input by index (``_REWRITES_STOP_HERE``) are kept.
+
+    Returns:
+        The graph, a map from each of its new nodes to the node it replaces (to carry
+        per-epoch counts over), and how many map functions it isolated.
+
+    Example:
+        >>> import feedline as fl
+        >>> isolated, _, count = isolate_map_functions(fl.Dataset.range(3).map(abs))
+        >>> count, isolated.executor, isolated.num_parallel_calls
+        (1, 'process', 1)
+    """
+    import cloudpickle
+
+    from feedline.optimize.map_fusion import FusedInlineDataset
+    from feedline.transforms.filter import FilterDataset
+    from feedline.transforms.map import MapDataset
+
+    memo: dict[int, Any] = {}
+    originals: dict[Any, Any] = {}
+    isolated = [0]
+
+    def pickles(fn: Any) -> bool:
+        try:
+            cloudpickle.dumps(fn)
+        except Exception:  # noqa: BLE001 - whatever pickling raises: keep it inline
+            return False
+        return True
+
+    def isolated_map(below: Any, fn: Any, name: str, unpack: bool) -> Any:
+        isolated[0] += 1
+        return MapDataset(below, fn, num_parallel_calls=1, deterministic=True, name=name,
+                          executor="process", unpack_tuples=unpack)
+
+    def rewrite(node: Any) -> Any:
+        if id(node) in memo:
+            return memo[id(node)]
+        if getattr(node, "_REWRITES_STOP_HERE", False):
+            result = node
+        elif isinstance(node, MapDataset) and pickles(node.map_func):
+            result = isolated_map(rewrite(node._inputs[0]), node.map_func, node.name,
+                                  node.unpack_tuples)
+        elif isinstance(node, FusedInlineDataset) and pickles(node.stages):
+            result = rewrite(node._inputs[0])
+            for stage in node.stages:
+                result = (FilterDataset(result, stage.fn, name=stage.name) if stage.is_filter
+                          else isolated_map(result, stage.fn, stage.name, stage.unpack))
+        else:
+            inputs = [rewrite(child) for child in node._inputs]
+            changed = any(new is not old for new, old in zip(inputs, node._inputs))
+            result = node._with_inputs(inputs) if changed else node
+        if result is not node:
+            originals[result] = node
+        memo[id(node)] = result
+        return result
+
+    return rewrite(graph), originals, isolated[0]
 
 
 STATISTICS_SECONDS = 0.5
@@ -139,6 +214,11 @@ class _WorkerLoop:
         self._credits = 0
         self._runs = 0
         self._epoch_counts: dict[int, dict[Any, int]] = {}
+        # While watching an item (see the module doc): the item, whether it was announced,
+        # and the graph with its map functions isolated (made on first need).
+        self._watch: int | None = None
+        self._announced = False
+        self._isolated: tuple[Any, dict[Any, Any], int] | None = None
 
     def _begin_epoch(self, epoch: int) -> None:
         """Set the per-node epoch counts for a run of ``epoch`` from its start: the counts
@@ -181,24 +261,28 @@ class _WorkerLoop:
             self._credits += message[1]
             self._channel.reclaim(message[2])
         elif kind == "start":
-            _, token, position, credits, epoch = message
+            _, token, position, credits, epoch, watch = message
             if position is None:
                 self._begin_epoch(epoch)
             self._runs += 1
-            self._start(token, position, credits)
+            self._start(token, position, credits, watch)
         elif kind == "stop":
             self._stop()
 
-    def _start(self, token: Any, position: State | None, credits: int) -> None:
+    def _start(self, token: Any, position: State | None, credits: int,
+               watch: int | None = None) -> None:
         from feedline.core.state_codec import declared_types_in_use
 
         self._stop()
         self._token = token
+        self._watch, self._announced = watch, False
         try:
-            root = self._root = self._graph._make_iterator(self._ctx)
+            graph = self._graph if watch is None else self._isolated_graph()
+            root = self._root = graph._make_iterator(self._ctx)
             if self._ctx.statistics is not None:
                 self._ctx.statistics.drive(root)  # samples from this worker's reads
-            reader = PositionReader(root.__next__, root.state_dict, root.replay_exact)
+            pull = root.__next__ if watch is None else self._pull_watched
+            reader = PositionReader(pull, root.state_dict, root.replay_exact)
             if position is None:
                 initial = root.state_dict()
             else:
@@ -206,12 +290,54 @@ class _WorkerLoop:
                     root.load_state_dict(position["input"])
                 reader.restore(position)
         except Exception as error:  # noqa: BLE001 - this run cannot start: say why
-            self._channel.send(("fatal", token, error_record(error), traceback.format_exc()))
+            self._channel.send(("fatal", token, PackedError(error, traceback.format_exc())))
             self._stop()
             return
         self._reader, self._credits = reader, credits
         if position is None:
             self._channel.send(("started", token, initial))
+
+    def _isolated_graph(self) -> Any:
+        """The graph with its map functions isolated, its new nodes counting the epochs
+        their originals count (a reshuffling stage above a map keeps its order)."""
+        if self._isolated is None:
+            self._isolated = isolate_map_functions(self._graph)
+        graph, originals, _ = self._isolated
+        for new, original in originals.items():
+            count = self._ctx.iterations.get(original)
+            if count is not None:
+                self._ctx.set_iterations(new, count)
+        return graph
+
+    def _pull_watched(self) -> Any:
+        reader, root = self._reader, self._root
+        assert root is not None and self._watch is not None
+        if not self._announced and reader is not None and reader.pulled >= self._watch:
+            # From here until this item is out, a death of this worker is this item's.
+            self._announced = True
+            isolated = self._isolated is not None and self._isolated[2] > 0
+            self._channel.send(("reached", self._token, reader.pulled, isolated))
+        return root.__next__()
+
+    def _stop_watching(self) -> tuple[int, State]:
+        """Past the watched item: go on with the pipeline's own graph from the state the
+        isolated one reached; return that position as a snapshot (``(item, state)``)."""
+        from feedline.core.state_codec import declared_types_in_use
+
+        root, reader = self._root, self._reader
+        assert root is not None and reader is not None
+        at, state = reader.pulled, root.state_dict()
+        self._watch = None
+        self._root = None
+        root.close()
+        root = self._root = self._graph._make_iterator(self._ctx)
+        if self._ctx.statistics is not None:
+            self._ctx.statistics.drive(root)
+        with declared_types_in_use(self._types):
+            root.load_state_dict(state)
+        self._reader = PositionReader(root.__next__, root.state_dict, root.replay_exact)
+        self._reader.restore({"at": at, "next": at, "done": [], "errors": []})
+        return at, state
 
     def _stop(self) -> None:
         root, self._root, self._reader = self._root, None, None
@@ -219,23 +345,26 @@ class _WorkerLoop:
             root.close()
 
     def _produce(self) -> None:
-        assert self._reader is not None
+        reader = self._reader
+        assert reader is not None
         token = self._token
         try:
-            item, is_error, value, snapshot = self._reader.pull()
+            item, is_error, value, snapshot = reader.pull()
+            if self._watch is not None and item >= self._watch and not reader.replaying:
+                snapshot = self._stop_watching()
         except StopIteration:
             self._send_statistics(force=True)
             self._channel.send(("end", token))
             self._stop()
             return
         except Exception as error:  # noqa: BLE001 - taking a snapshot failed: fatal
-            self._channel.send(("fatal", token, error_record(error), traceback.format_exc()))
+            self._channel.send(("fatal", token, PackedError(error, traceback.format_exc())))
             self._stop()
             return
         self._credits -= 1
         if is_error:
-            self._reader.handed_out(item)  # the consumer keeps its record from here on
-            value = (error_record(value), "".join(traceback.format_exception(value)))
+            reader.handed_out(item)  # the consumer keeps its record from here on
+            value = PackedError(value, "".join(traceback.format_exception(value)))
         try:
             self._channel.send(("item", token, item, is_error, value, snapshot))
         except OSError:
@@ -245,7 +374,7 @@ class _WorkerLoop:
             wrapped = TypeError(f"element {item} of this worker's shard cannot be sent to the "
                                 f"main process: {error}")
             self._channel.send(("item", token, item, True,
-                                (error_record(wrapped), traceback.format_exc()), snapshot))
+                                PackedError(wrapped, traceback.format_exc()), snapshot))
         self._send_statistics()
 
     def _send_statistics(self, force: bool = False) -> None:

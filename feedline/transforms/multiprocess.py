@@ -27,16 +27,40 @@ the shard). ``deterministic=False`` takes elements from whichever worker has one
 **Checkpoints** hold every worker's position in its shard (its iterator's state at some
 point plus the number of elements taken since: see :mod:`feedline.execution.positions`) and
 the merge position. Restoring is exact. A state saved with another number of workers is a
-``CheckpointError`` (``num_workers=AUTOTUNE`` adopts the saved number instead).
+``CheckpointError`` (``num_workers=AUTOTUNE`` adopts the saved number instead, up to what
+the options allow: the workers ``AUTOTUNE`` would start here,
+``Options().autotune_parallelism()``, or ``ThreadingOptions.max_parallelism`` if larger. A
+state is data, and never decides alone how many processes start).
 
 **Faults.** An error of the pipeline (a user function, a corrupt record) is raised in its
-place, as itself, with the worker's traceback as a note; the iterator continues after it.
-A worker that dies (killed, crashed) raises :class:`~feedline.WorkerProcessError` from
-the ``next()`` waiting for it, and is restarted from its last position: the following
-``next()`` goes on, losing and repeating nothing (at most :data:`MAX_RESTARTS` times per
-worker; then the error ends the iteration). A worker that cannot run its shard at all (its
-pipeline fails to build or to restore) raises that error, which ends the iteration. ``close()``, garbage collection, Ctrl-C and interpreter
-exit end every worker; shared memory is anonymous and freed by the kernel with its last user.
+place, as itself (its own class where it can be rebuilt in this process, else a
+:class:`~feedline.RestoredError` of the closest built-in type), with the worker's traceback
+as a note; the iterator continues after it.
+
+A worker that dies (killed, crashed, out of memory, ``os._exit``) raises
+:class:`~feedline.WorkerProcessError` from the ``next()`` waiting for it, and is restarted
+from its last position: the following ``next()`` goes on, losing and repeating nothing. The
+new worker *watches* the element of its shard its predecessor was computing
+(:mod:`feedline.execution.worker_pool`): it re-reads up to that element with every ``map``
+function run in a process of its own, one call at a time, so that
+
+* a death that had nothing to do with the element (the OOM killer chose it, someone killed
+  it) costs nothing: the element is computed again, and the worker goes on as before;
+* a ``map`` call that kills its process *every* time is that element's error, raised in
+  its place as a ``WorkerProcessError`` (``ignore_errors()`` drops it), and the worker
+  goes on after it: ``range(1000).map(f).multiprocess(2).ignore_errors()`` yields 999
+  elements when ``f`` kills its process at one of them;
+* if the worker dies again while computing that element with its maps isolated, what kills
+  it is not a map function (a reader, a filter, a generator): the worker cannot get past
+  it, and the iteration ends with a ``WorkerProcessError`` marked fatal
+  (:func:`~feedline.core.error_records.mark_fatal`), which ``ignore_errors()`` raises
+  rather than ending the stream as if it were complete.
+
+A worker that dies :data:`MAX_RESTARTS` + 1 times in a row without producing an element ends
+the iteration the same way, as does a worker that cannot run its shard at all (its pipeline
+fails to build or to restore). ``close()``, garbage collection, Ctrl-C and interpreter exit
+end every worker, and so does the death of this process (``SIGKILL`` included); shared
+memory is anonymous and freed by the kernel with its last user.
 """
 
 from __future__ import annotations
@@ -46,7 +70,7 @@ from typing import Any
 
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
-from feedline.core.error_records import restore_error
+from feedline.core.error_records import mark_fatal
 from feedline.core.errors import CheckpointError, WorkerProcessError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.options import Options
@@ -57,7 +81,8 @@ from feedline.execution.positions import PositionTracker
 from feedline.execution.worker_pool import WorkerPool, in_worker_process
 
 MAX_RESTARTS = 3
-"""Times one worker is restarted after dying, before its death ends the iteration."""
+"""Times in a row one worker is restarted after dying without producing an element in
+between, before its next death ends the iteration."""
 WORKER_START_SECONDS = 30.0
 """Added to ``Options().threading.element_timeout`` while a worker starts (a fresh
 interpreter imports NumPy and feedline, unpickles the pipeline, restores its position)."""
@@ -135,7 +160,11 @@ class MultiprocessIterator(DatasetIterator):
         self._trackers: list[PositionTracker] = [PositionTracker() for _ in range(num_workers)]
         self._tokens = [0] * num_workers
         self._starting = [False] * num_workers  # no message of the current run yet
-        self._restarts = [0] * num_workers
+        self._deaths = [0] * num_workers  # in a row, without an element in between
+        # The item of its shard each worker's current run watches (see worker_pool), and
+        # the one it announced it is computing with that watch.
+        self._watching: list[int | None] = [None] * num_workers
+        self._reached: list[tuple[int, bool] | None] = [None] * num_workers
         self._broken: WorkerProcessError | None = None
 
     @property
@@ -195,18 +224,20 @@ class MultiprocessIterator(DatasetIterator):
                                    autotune=dataclasses.replace(options.autotune,
                                                                 cpu_budget=share))
 
-    def _start_worker(self, index: int, position: State | None) -> None:
+    def _start_worker(self, index: int, position: State | None,
+                      watch: int | None = None) -> None:
         pool = self._pool
         assert pool is not None
         self._tokens[index] = pool.new_token()
         self._starting[index] = True
+        self._watching[index], self._reached[index] = watch, None
         pool.inbox[index].clear()
         if position is not None:
             self._trackers[index] = PositionTracker(position)
         else:
             self._trackers[index] = PositionTracker()
         pool.send(index, ("start", self._tokens[index], position, self._node.buffer_size,
-                          self._epoch))
+                          self._epoch, watch))
 
     def __next__(self) -> Any:
         if self._broken is not None:
@@ -272,24 +303,49 @@ class MultiprocessIterator(DatasetIterator):
             raise
 
     def _after_death(self, error: WorkerProcessError) -> None:
-        """Restart the dead worker from its last position (on the next ``next()``), or end
-        the iteration once it has died :data:`MAX_RESTARTS` times."""
+        """Restart the dead worker from its last position, watching the item it was
+        computing (on the next ``next()``); or end the iteration with the error marked
+        fatal when that item kills it even watched, or it died :data:`MAX_RESTARTS` + 1
+        times in a row without producing an element."""
         index = error.worker
         assert index is not None and self._pool is not None
-        self._restarts[index] += 1
-        if self._restarts[index] > MAX_RESTARTS:
-            self._broken = error
-            error.add_note(f"feedline: worker {index} died {MAX_RESTARTS + 1} times; the "
-                           "iteration ends here (restore a checkpoint to continue)")
+        tracker = self._trackers[index]
+        token = self._tokens[index]
+        # What it sent before dying is in its inbox (received before its death was seen);
+        # items come in order, so it was computing the item after them.
+        sent = sum(1 for m in self._pool.inbox[index] if m[0] == "item" and m[1] == token)
+        item = tracker.next + sent
+        self._deaths[index] += 1
+        reached = self._reached[index]
+        if self._watching[index] == item and reached is not None and reached[0] == item:
+            where = ("even with every map function of its pipeline run in a process of its "
+                     "own: what kills it is not a map function (a reader, a filter, a "
+                     "generator, ...)" if reached[1] else
+                     "and its pipeline has no map function that could be isolated")
+            self._end_broken(error, f"feedline: worker {index} died again computing element "
+                             f"{item} of its shard, {where}; the worker cannot get past that "
+                             "element and the iteration ends here (catch the failure inside "
+                             "the pipeline, or restore a checkpoint to retry)")
+            return
+        if self._deaths[index] > MAX_RESTARTS:
+            self._end_broken(error, f"feedline: worker {index} died {MAX_RESTARTS + 1} times "
+                             "in a row without producing an element; the iteration ends here "
+                             "(restore a checkpoint to continue)")
             return
         error.add_note(f"feedline: worker {index} was restarted from its last position; "
-                       "the next next() goes on, losing and repeating no element")
-        tracker = self._trackers[index]
+                       "the next next() goes on, losing and repeating no element (element "
+                       f"{item} of its shard, which it was computing, is computed again "
+                       "with its map functions isolated: if one kills its process again, "
+                       "that is the element's error)")
         # A worker that died before reporting its first state restarts from the beginning.
         position = tracker.state(self._pending_errors(index)) if tracker.has_snapshot \
             else None
         self._pool.restart(index)
-        self._start_worker(index, position)
+        self._start_worker(index, position, watch=item)
+
+    def _end_broken(self, error: WorkerProcessError, note: str) -> None:
+        error.add_note(note)
+        self._broken = mark_fatal(error)  # type: ignore[assignment]
 
     def _accept(self, index: int, message: tuple[Any, ...]) -> bool:
         """Whether ``message`` is an item or end of the current run (bookkeeping others)."""
@@ -303,16 +359,18 @@ class MultiprocessIterator(DatasetIterator):
         if kind == "started":
             self._trackers[index].add_snapshot((0, message[2]))
             return False
+        if kind == "reached":
+            self._reached[index] = (message[2], message[3])
+            return False
         if kind == "fatal":
             # The worker cannot run its shard at all (it cannot build or restore its
             # pipeline): going on would silently drop that shard, so the iteration ends.
-            _, _, record, trace = message
-            error = restore_error(record, note=f"feedline: in worker process {index} of "
-                                  f"{self._node.name}:\n{trace}")
+            error = message[2].unpack(f"feedline: in worker process {index} of "
+                                      f"{self._node.name}:")
             error.add_note(f"feedline: worker {index} cannot run its shard; the iteration "
                            "ends here")
             self._broken = WorkerProcessError(str(error), worker=index)
-            raise error
+            raise mark_fatal(error)
         return True
 
     def _deliver(self, index: int, message: tuple[Any, ...]) -> Any:
@@ -320,18 +378,18 @@ class MultiprocessIterator(DatasetIterator):
         tracker = self._trackers[index]
         tracker.add_snapshot(snapshot)
         tracker.handed_out(item)
+        self._deaths[index] = 0  # it makes progress
         assert self._pool is not None
         self._pool.credit(index)
         if is_error:
-            record, trace = value
-            raise restore_error(record, note=f"feedline: raised in worker process {index} of "
-                                f"{self._node.name}:\n{trace}")
+            raise value.unpack(f"feedline: raised in worker process {index} of "
+                               f"{self._node.name}:")
         return value
 
     # ------------------------------------------------------------------ checkpoints
     def _pending_errors(self, index: int) -> list[list[Any]]:
         assert self._pool is not None
-        return [[m[2], m[4][0]] for m in self._pool.inbox[index]
+        return [[m[2], m[4].record] for m in self._pool.inbox[index]
                 if m[0] == "item" and m[1] == self._tokens[index] and m[3]]
 
     def _get_state(self) -> State:
@@ -364,6 +422,18 @@ class MultiprocessIterator(DatasetIterator):
                 f"this pipeline runs {self._node.num_workers}; each worker's position is in "
                 f"its own shard, so restore with multiprocess({saved}) (or AUTOTUNE, which "
                 "adopts the saved number)")
+        # A state is data: it may not start more processes than the options allow.
+        allowed = self._node.num_workers
+        if allowed == AUTOTUNE:
+            options = self._ctx.options
+            allowed = max(options.autotune_parallelism(), options.threading.max_parallelism or 0)
+        if not 1 <= saved <= allowed:
+            raise CheckpointError(
+                f"{self._node.name}: the state's num_workers is {saved}, and this pipeline "
+                f"allows 1 to {allowed} worker processes (multiprocess(AUTOTUNE) starts at "
+                "most Options().autotune_parallelism() here); to restore a state saved with "
+                f"{saved} workers, allow them: Options(threading=ThreadingOptions("
+                f"max_parallelism={max(saved, 1)}))")
         workers, ended = list(state["workers"]), [bool(e) for e in state["ended"]]
         if len(ended) != saved or (workers and len(workers) != saved):
             raise CheckpointError(f"damaged state for the {self._node.name} stage: "
