@@ -187,8 +187,31 @@ class GeneratorDataset(Dataset):
         return GeneratorIterator(ctx, self)
 
 
+def _close(iterator: Iterator[Any]) -> None:
+    """Close a generator now: its ``finally`` blocks run here, not at garbage collection.
+
+    Not while another thread runs it, which makes closing impossible ("generator already
+    executing": a read-ahead thread abandoned inside a ``next()`` that blocks, when the
+    pipeline is closed): that thread closes it when its call returns
+    (``GeneratorIterator.__next__``).
+    """
+    close = getattr(iterator, "close", None)
+    if close is None or getattr(iterator, "gi_running", False):
+        return
+    try:
+        close()
+    except ValueError:
+        if not getattr(iterator, "gi_running", False):
+            raise  # not that race: the generator's own error
+
+
 class GeneratorIterator(DatasetIterator):
-    """Calls the generator on first use; state is the number of values taken from it."""
+    """Calls the generator on first use; state is the number of values taken from it.
+
+    Closing it closes the generator, at once or, when another thread is inside the
+    generator's ``next()`` (a read-ahead thread of a closed pipeline, blocked), as soon as
+    that call returns: quietly, never "generator already executing".
+    """
 
     def __init__(self, ctx: IteratorContext, node: GeneratorDataset) -> None:
         super().__init__(ctx)
@@ -211,7 +234,7 @@ class GeneratorIterator(DatasetIterator):
         return self._iterator
 
     def __next__(self) -> Any:
-        if self._exhausted:
+        if self._exhausted or self._closed:
             raise StopIteration
         iterator = self._iterator if self._iterator is not None else self._start()
         index = self._taken
@@ -224,6 +247,12 @@ class GeneratorIterator(DatasetIterator):
         except Exception as error:  # noqa: BLE001 - re-raised with a note naming the stage
             self._taken += 1
             raise annotate_error(error, self._node.name, index)
+        finally:
+            if self._iterator is not iterator and not self._exhausted:
+                # Closed from another thread while this call was inside the generator,
+                # which could not be closed then (that thread let go of it before looking):
+                # it is closed now, here.
+                _close(iterator)
         self._taken += 1
         return normalize_element(value, self._node.output_signature, index)
 
@@ -264,10 +293,10 @@ class GeneratorIterator(DatasetIterator):
             self._taken += 1
 
     def _stop_generator(self) -> None:
+        # Let go of it first: a thread inside it now sees that when its call returns.
         iterator, self._iterator = self._iterator, None
-        close = getattr(iterator, "close", None)
-        if close is not None:
-            close()  # runs the generator's ``finally`` blocks now, not at garbage collection
+        if iterator is not None:
+            _close(iterator)
 
     def _release(self) -> None:
         self._stop_generator()

@@ -1,13 +1,18 @@
 """Dataset.from_generator: normalization, output_signature checks, errors, checkpoints."""
 
+import gc
 import json
+import sys
+import threading
+import time
+from typing import Any
 
 import numpy as np
 import pytest
 
 import feedline as fl
 from feedline.core.iterator import IteratorContext
-from feedline.testing import assert_elements_equal, check_checkpointing
+from feedline.testing import assert_elements_equal, check_checkpointing, no_leaked_threads
 
 
 def stage_iterator(ds):
@@ -318,3 +323,52 @@ def test_generator_is_closed_with_the_iterator_and_on_restore():
     with fl.PipelineIterator(ds) as it2:
         next(it2)
     assert closed == [1, 1, 1]
+
+
+def _blocking_generator(release: threading.Event, closed: list[str]):
+    def gen():
+        try:
+            yield 1
+            release.wait()  # a prefetch thread sits here when the pipeline is closed
+            yield 2
+            yield 3
+        finally:
+            closed.append(threading.current_thread().name)
+
+    return gen
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("how", ["close", "garbage_collection"])
+def test_closing_while_a_thread_is_inside_the_generator_is_quiet_and_closes_it(how):
+    # Issue 29.10: close() raised "ValueError: generator already executing" (and garbage
+    # collection printed it as "Exception ignored in ... __del__").
+    release, closed = threading.Event(), []
+    options = fl.Options(threading=fl.ThreadingOptions(close_timeout=0.1))
+    ds = fl.Dataset.from_generator(_blocking_generator(release, closed)).prefetch(2) \
+        .with_options(options)
+    unraisable: list[Any] = []
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = unraisable.append
+    try:
+        with no_leaked_threads():
+            it = iter(ds)
+            assert int(next(it)) == 1
+            deadline = time.monotonic() + 30
+            while not any(t.name.startswith("feedline-prefetch") and t.is_alive()
+                          for t in threading.enumerate()) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.1)  # the prefetch thread is inside the generator's next()
+            with pytest.warns(RuntimeWarning, match="prefetch did not stop"):
+                if how == "close":
+                    it.close()
+                else:
+                    del it
+                    gc.collect()
+            assert closed == []  # it cannot be closed while the thread runs it
+            release.set()  # the blocked call returns: that thread closes the generator
+    finally:
+        release.set()
+        sys.unraisablehook = previous_hook
+    assert unraisable == []
+    assert len(closed) == 1 and closed[0].startswith("feedline-prefetch")
