@@ -15,9 +15,12 @@ The calls sleep, so the map's own figures hardly depend on the machine's load; t
 that pulls, batches and hands out the elements is Python and does (on 2 shared cores the
 best rate moved between 15,000 and 30,000 elements/s from one minute to the next).
 
-Run it with ``python -m benchmarks.waiting_map`` (about a minute;
-``--processes off`` keeps the pipeline on threads, as
-``AutotuneOptions(processes=False)`` does; ``--rounds``, ``--seconds``).
+Run it with ``python -m benchmarks.waiting_map`` (about 90 seconds; ``--processes off``
+keeps the pipeline on threads, as ``AutotuneOptions(processes=False)`` does, about 45
+seconds; ``--rounds``, ``--seconds``, ``--settings 1,2,4,16,32,64,128,256``). By default
+AUTOTUNE may move a pipeline that ends with ``prefetch(AUTOTUNE)`` to worker processes
+(:mod:`feedline.autotune.processes`), fixed settings too: a trial on threads keeps few
+cores busy while its calls wait.
 """
 
 from __future__ import annotations
@@ -29,9 +32,6 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
-
-SETTINGS: tuple[int | None, ...] = (1, 2, 4, 16, 32, 64, None)
-"""The settings compared: fixed ``num_parallel_calls``, then ``None`` for AUTOTUNE."""
 
 GOAL_RATIO = 0.9
 """Share of the best fixed setting's rate AUTOTUNE should reach."""
@@ -134,11 +134,16 @@ def settled_at(per_second: list[float], target: float) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=2, help="rounds over every setting")
-    parser.add_argument("--seconds", type=float, default=5.0,
-                        help="seconds of a fixed setting's run (the last half is measured)")
-    parser.add_argument("--autotune-seconds", type=float, default=12.0,
-                        help="seconds of an AUTOTUNE run (the last 3 are measured)")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds over every setting")
+    parser.add_argument("--seconds", type=float,
+                        help="seconds of a fixed setting's run, the last half measured "
+                             "(default 5; 10 with --processes auto: the move to processes "
+                             "takes 2-8 s)")
+    parser.add_argument("--autotune-seconds", type=float,
+                        help="seconds of an AUTOTUNE run, the last 4 measured (default 12; "
+                             "16 with --processes auto)")
+    parser.add_argument("--settings", default="1,2,4,16,32,64",
+                        help="fixed num_parallel_calls to compare, comma-separated")
     parser.add_argument("--sleep-ms", type=float, default=4.0, help="the call's wait")
     parser.add_argument("--processes", choices=("auto", "off"), default="auto",
                         help="auto: AUTOTUNE may move the pipeline to processes (the "
@@ -146,11 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the runs here")
     args = parser.parse_args(argv)
     processes = None if args.processes == "auto" else False
+    fixed_seconds = args.seconds or (10.0 if processes is None else 5.0)
+    autotune_seconds = args.autotune_seconds or (16.0 if processes is None else 12.0)
+    settings: list[int | None] = [int(n) for n in args.settings.split(",")] + [None]
     runs: dict[str, list[Run]] = {}
     for round_number in range(args.rounds):
-        for parallel in SETTINGS:
-            seconds = args.seconds if parallel is not None else args.autotune_seconds
-            measured = seconds / 2 if parallel is not None else 3.0
+        for parallel in settings:
+            seconds = fixed_seconds if parallel is not None else autotune_seconds
+            measured = seconds / 2 if parallel is not None else 4.0
             run = run_once(parallel, seconds, measured, args.sleep_ms / 1e3, processes)
             runs.setdefault(run.setting, []).append(run)
             print(f"round {round_number + 1}: {run.setting:>8}: {run.rate:9,.0f} elements/s"

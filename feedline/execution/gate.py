@@ -1,7 +1,10 @@
 """A gate that lets at most ``limit`` threads of a pool take work at once.
 
 The tuner sets how many workers of a threaded ``map`` compute at once
-(:mod:`feedline.autotune.tuner`), between one and the pool's threads. The gate stands in
+(:mod:`feedline.autotune.tuner`), between one and the pool's threads (hundreds, for calls
+that wait: the pool starts threads as the limit lets them work, and ends those a lowered
+limit leaves without a place, :class:`~feedline.execution.executor.ThreadExecutor`). The
+gate stands in
 front of a worker's *queue*, not its task: a worker keeps its place across tasks while the
 limit allows, so with one place, one thread runs every task in turn, exactly as a pool of
 one thread would. Gating each task instead (a thread takes a task, then waits for a place)

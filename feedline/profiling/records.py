@@ -128,7 +128,7 @@ class TuningDecision:
     """The value after."""
     reason: str
     """Why, with the measurements behind it."""
-    figures: dict[str, float] = field(default_factory=dict)
+    figures: dict[str, float] = field(default_factory=dict, hash=False)
     """The measurements behind it, by name: ``rate`` (elements per second at the setting
     judged), ``rate_before`` (at the setting before a change tried), ``waited`` (share of
     the consumer's calls that waited), ``busy`` (share of the workers' time occupied),
