@@ -18,7 +18,17 @@ if TYPE_CHECKING:
 def rng_state_to_json(generator: np.random.Generator) -> dict[str, Any]:
     """The ``PCG64`` state of ``generator`` with its 128-bit integers as decimal strings
     (JSON readers that parse numbers as doubles would otherwise round them)."""
-    state = generator.bit_generator.state
+    return pcg64_state_to_json(generator.bit_generator.state)
+
+
+def pcg64_state_to_json(state: dict[str, Any]) -> dict[str, Any]:
+    """A ``PCG64`` bit generator's ``state`` dict as :func:`rng_state_to_json` writes it.
+
+    Example:
+        >>> g = np.random.Generator(np.random.PCG64(7))
+        >>> pcg64_state_to_json(g.bit_generator.state) == rng_state_to_json(g)
+        True
+    """
     return {"state": str(state["state"]["state"]), "inc": str(state["state"]["inc"]),
             "has_uint32": int(state["has_uint32"]), "uinteger": int(state["uinteger"])}
 

@@ -74,8 +74,10 @@ class PositionReader:
     """
 
     def __init__(self, pull: Callable[[], Any], snapshot: Callable[[], State],
-                 replay_exact: bool = True) -> None:
+                 replay_exact: bool = True,
+                 pull_chunk: Callable[[int], list[Any]] | None = None) -> None:
         self._pull = pull
+        self._pull_chunk = pull_chunk
         self._snapshot = snapshot
         self._replay_exact = replay_exact
         self.pulled = 0
@@ -127,6 +129,44 @@ class PositionReader:
                     if is_error:
                         self.errors[item] = value
             return item, is_error, value, snapshot
+
+    def pull_many(self, limit: int) -> list[tuple[int, bool, Any, tuple[int, State] | None]]:
+        """Up to ``limit`` items as :meth:`pull` gives them (at least one), read in one chunk
+        from an input that reads in chunks (``pull_chunk``), up to the next snapshot; one
+        :meth:`pull` otherwise, and while re-reading after a restore."""
+        chunk = self._pull_chunk
+        if chunk is None or self.pulled < self._skip_below or self._skip \
+                or self._restored_errors:
+            return [self.pull()]
+        clock = time.perf_counter
+        started = clock()
+        try:
+            values = chunk(max(1, min(limit, self._interval - self._since)))
+        except StopIteration:
+            raise
+        except Exception as error:  # noqa: BLE001 - the chunk's first item is an error
+            return [self._error_item(error, clock() - started)]
+        self._pull_seconds += clock() - started
+        first = self.pulled
+        self.pulled = first + len(values)
+        self._since += len(values)
+        items = [(item, False, value, None) for item, value in enumerate(values, first)]
+        if self._since >= self._interval:
+            item, _, value, _ = items[-1]
+            items[-1] = (item, False, value, self._take_snapshot())
+        return items
+
+    def _error_item(self, error: BaseException, seconds: float
+                    ) -> tuple[int, bool, Any, tuple[int, State] | None]:
+        """``error`` as the next item, numbered, kept and snapshotted as :meth:`pull` does."""
+        self._pull_seconds += seconds
+        item = self.pulled
+        self.pulled = item + 1
+        self._since += 1
+        snapshot = self._take_snapshot() if self._since >= self._interval else None
+        with self.errors_lock:
+            self.errors[item] = error
+        return item, True, error, snapshot
 
     def _take_snapshot(self) -> tuple[int, State]:
         started = time.perf_counter()

@@ -27,11 +27,14 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import itertools
+import operator
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from feedline.core.iterator import chunk_reader
 from feedline.execution.executor import Executor
 from feedline.execution.positions import PositionReader, PositionTracker, initial_position
 
@@ -319,6 +322,7 @@ def wait_any(windows: list[ReadAhead], stop: StopSignal, timeout: float | None) 
 
 
 ELEMENT, ERROR, END = 0, 1, 2
+_VALUE, _SNAPSHOT = operator.itemgetter(2), operator.itemgetter(3)
 """Tags of the items a :class:`SequentialReader` hands over: an element, an error of the
 input (reading goes on after it), the end of the input."""
 
@@ -352,6 +356,9 @@ class SequentialReader:
         source: The iterator to read ahead (a ``DatasetIterator``).
         executor: Where reading tasks run (or a function making it, on the first read).
         capacity: Items to read ahead at most.
+        max_capacity: Items it may read ahead when they are cheap to read (each group of
+            items, about :data:`TARGET_GROUP_SECONDS` of reading, gets room for two):
+            whole chunks move between threads, not a few items per hand-off.
         element_timeout: Seconds to wait for one item before ``TimeoutError``.
         stop: A :class:`StopSignal` shared by the stage's readers.
 
@@ -368,11 +375,13 @@ class SequentialReader:
 
     def __init__(self, name: str, source: Any, executor: Executor | Callable[[], Executor],
                  capacity: int, element_timeout: float | None = None,
-                 stop: StopSignal | None = None) -> None:
+                 stop: StopSignal | None = None, max_capacity: int | None = None) -> None:
         self._source = source
-        self._capacity = max(1, capacity)
+        self._capacity = self._base_capacity = max(1, capacity)
+        self._max_capacity = max(self._capacity, max_capacity or 0)
         self._positions = PositionReader(source.__next__, source.state_dict,
-                                         getattr(source, "replay_exact", True))
+                                         getattr(source, "replay_exact", True),
+                                         chunk_reader(source))
         self._tracker = PositionTracker()
         self._window = ReadAhead(name, executor, limit=self._capacity,
                                  element_timeout=element_timeout,
@@ -400,13 +409,16 @@ class SequentialReader:
     @capacity.setter
     def capacity(self, value: int) -> None:
         self._capacity = max(1, int(value))
+        self._max_capacity = max(self._max_capacity, self._capacity)
         # The window's limit is what statistics read as the buffer's size.
         self._window.limit = self._capacity
 
     def _read(self, futures: list[concurrent.futures.Future[Any]], group: int) -> None:
         """On a worker: read ``group`` items into each future, in order; stop when one was
         cancelled (the reader was discarded or shut down)."""
-        pull = self._positions.pull
+        # Items are (item, tag, value, snapshot) with the tag ELEMENT (0) or ERROR (1): the
+        # reader's own (item, is_error, value, snapshot) tuples, as they come.
+        pull_many = self._positions.pull_many
         clock = time.perf_counter
         ended = False
         for future in futures:
@@ -414,19 +426,14 @@ class SequentialReader:
                 return
             started = clock()
             items: list[tuple[int, int, Any, Any]] = []
-            append = items.append
-            for _ in range(group):
-                if ended:
-                    break
+            while len(items) < group and not ended:
                 try:
-                    item, is_error, value, snapshot = pull()
+                    items += pull_many(group - len(items))
                 except StopIteration:
                     ended = True
-                    append((-1, END, None, None))
-                    break
-                append((item, ERROR if is_error else ELEMENT, value, snapshot))
+                    items.append((-1, END, None, None))
             if ended and not items:
-                append((-1, END, None, None))
+                items.append((-1, END, None, None))
             future.set_result((items, clock() - started))
 
     def _fill(self) -> None:
@@ -476,24 +483,79 @@ class SequentialReader:
             ready.appendleft(entry)
         return self._next_item()
 
+    def _take_group(self) -> None:
+        """Wait for the next group (a future) and put its items in hand."""
+        (_, group), future = self._window.take()
+        self._in_window -= group
+        items, seconds = future.result()
+        if items[-1][1] != END:
+            # Items per hand-off: as many as are read in about TARGET_GROUP_SECONDS.
+            per_item = seconds / len(items)
+            previous = self.seconds_per_item
+            self.seconds_per_item = per_item if previous is None else \
+                previous + (per_item - previous) * ITEM_SECONDS_WEIGHT
+            wanted = int(TARGET_GROUP_SECONDS / max(per_item, 1e-9))
+            if self._max_capacity > self._capacity:
+                # Cheap items: room for two groups of them (cheap to read is small to hold).
+                self.capacity = min(self._max_capacity, max(self._base_capacity, 2 * wanted))
+            self._group = max(1, min(max(1, self.capacity // 2), wanted))
+        self._ready.extend(items)
+
+    def _group_ready(self) -> bool:
+        """Whether the next group has been read without failing (taking it cannot wait or
+        raise)."""
+        future = self._window.head_future()
+        return future is not None and future.done() and not future.cancelled() \
+            and future.exception() is None
+
+    def elements_in_hand(self, limit: int) -> int:
+        """How many elements (not errors, not the end) :meth:`take_elements` can return now,
+        up to ``limit``, without waiting: groups already read are taken in hand."""
+        ready = self._ready
+        count = 0
+        while True:
+            for entry in itertools.islice(ready, count, None):
+                if entry[1] != ELEMENT or count == limit:
+                    return count
+                count += 1
+            if count == limit or self._ended or not self._group_ready():
+                return count
+            self._take_group()
+
+    def take_elements(self, count: int) -> list[Any]:
+        """The next ``count`` elements, which :meth:`elements_in_hand` said are in hand."""
+        ready, tracker = self._ready, self._tracker
+        if count == len(ready):
+            entries = list(ready)
+            ready.clear()
+        else:
+            popleft = ready.popleft
+            entries = [popleft() for _ in range(count)]
+        first = entries[0][0]
+        if first == tracker.next and not tracker.done and \
+                entries[-1][0] == first + count - 1 and \
+                list(map(_SNAPSHOT, entries)).count(None) == count:
+            # The common case: consecutive items, none with a snapshot.
+            tracker.next = first + count
+            out = list(map(_VALUE, entries))
+        else:
+            out = []
+            for item, _tag, value, snapshot in entries:
+                if snapshot is not None:
+                    tracker.add_snapshot(snapshot)
+                tracker.handed_out(item)
+                out.append(value)
+        if not ready:
+            self._fill()  # keep reading while the consumer works
+        return out
+
     def _next_item(self) -> tuple[int, Any]:
         ready = self._ready
         if not ready:
             if self._ended:
                 return END, None
             self._fill()
-            (_, group), future = self._window.take()
-            self._in_window -= group
-            items, seconds = future.result()
-            if items[-1][1] != END:
-                # Items per hand-off: as many as are read in about TARGET_GROUP_SECONDS.
-                per_item = seconds / len(items)
-                previous = self.seconds_per_item
-                self.seconds_per_item = per_item if previous is None else \
-                    previous + (per_item - previous) * ITEM_SECONDS_WEIGHT
-                self._group = max(1, min(max(1, self.capacity // 2),
-                                         int(TARGET_GROUP_SECONDS / max(per_item, 1e-9))))
-            ready.extend(items)
+            self._take_group()
         item, tag, value, snapshot = ready.popleft()
         if tag == END:
             self._ended = self._end_asked = True

@@ -225,6 +225,11 @@ class RecordCursor(abc.ABC):
 
     recoverable: bool = False
 
+    def read_many(self, limit: int) -> list[Any]:
+        """Up to ``limit`` next records that can be had without a read or an error ([]
+        when the next one needs :meth:`read`): the chunked path of the reader."""
+        return []
+
     @abc.abstractmethod
     def read(self) -> Any:
         """The next record."""
@@ -368,6 +373,17 @@ class FileReaderIterator(DatasetIterator):
                         error.add_note(f"{self._node.READER}: while reading {self._path!r}")
                     self._end_file()
                 raise
+
+    def next_chunk(self, limit: int) -> list[Any]:
+        cursor = self._cursor
+        if cursor is not None:
+            records = cursor.read_many(limit)
+            if records:
+                return records
+        records = [self.__next__()]  # opens the next file, reads more of it, or raises
+        if limit > 1 and self._cursor is not None:
+            records += self._cursor.read_many(limit - 1)
+        return records
 
     def _get_state(self) -> State:
         position = self._cursor.position() if self._cursor is not None else self._position

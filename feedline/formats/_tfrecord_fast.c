@@ -145,7 +145,47 @@ static PyObject *crc32c_value(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLong(crc);
 }
 
+
+/* frame_records(buffer, pos, max_records) -> (records, new_pos)
+ * The whole, intact records of ``buffer`` from ``pos`` on, at most ``max_records``: it stops
+ * before a record that is incomplete in the buffer or whose checksums do not match, and
+ * leaves that record to the Python reader, which reads more of the file or reports the
+ * damage with its offset (so errors stay exactly those of the one-record path). */
+static PyObject *frame_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, max_records;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &pos, &max_records)) return NULL;
+    PyObject *records = PyList_New(0);
+    if (records == NULL) goto fail;
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t len = view.len;
+    if (pos < 0) pos = len;
+    for (Py_ssize_t n = 0; n < max_records && len - pos >= 12; n++) {
+        const unsigned char *head = buf + pos;
+        uint64_t length = load64(head);
+        if (masked(crc32c(head, 8)) != load32(head + 8)) break;
+        if (len - pos < 16 || length > (uint64_t)(len - pos - 16)) break;
+        const unsigned char *data = head + 12;
+        if (masked(crc32c(data, (size_t)length)) != load32(data + length)) break;
+        PyObject *record = PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)length);
+        if (record == NULL) goto fail;
+        int failed = PyList_Append(records, record);
+        Py_DECREF(record);
+        if (failed) goto fail;
+        pos += 16 + (Py_ssize_t)length;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(Nn)", records, pos);
+fail:
+    Py_XDECREF(records);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"frame_records", frame_records, METH_VARARGS,
+     "frame_records(buffer, pos, max_records) -> (intact records from pos, position after them)"},
     {"read_records", read_records, METH_VARARGS,
      "read_records(buffers, files, starts, ends) -> (records, first bad position or -1)"},
     {"crc32c", crc32c_value, METH_VARARGS, "CRC32C of a buffer (for tests)"},

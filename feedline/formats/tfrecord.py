@@ -24,6 +24,8 @@ treated as a clean end: those bytes are a record that was lost.
 
 from __future__ import annotations
 
+import collections
+import os
 import struct
 from typing import IO, Any, Self
 
@@ -40,6 +42,16 @@ from feedline.formats._file_reader import ChunkedReader, FileReaderDataset, Reco
 from feedline.formats.files import compression_name, open_file, path_name
 
 __all__ = ["TFRecordDataset", "TFRecordWriter", "masked_crc32c", "write_tfrecord"]
+
+try:  # the optional C framer (setup.py); FEEDLINE_PURE_PYTHON=1 ignores a built one
+    if os.environ.get("FEEDLINE_PURE_PYTHON", "") not in ("", "0"):
+        raise ImportError
+    from feedline.formats._tfrecord_fast import frame_records as _FRAMER
+except ImportError:
+    _FRAMER = None
+
+FRAMED_AT_ONCE = 256
+"""Records the C framer takes from the read buffer per call."""
 
 
 def _load_crc32c() -> Any:
@@ -96,6 +108,14 @@ class _FileReader(ChunkedReader, RecordCursor):
                  record_index: int = 0) -> None:
         super().__init__(path, compression, chunk_size, offset)
         self.record_index = record_index
+        # Records the C framer took from the buffer ahead of the consumer, and their bytes
+        # on file: the position handed out is the buffer's minus those.
+        self._ahead: collections.deque[bytes] = collections.deque()
+        self._ahead_bytes = 0
+
+    @property
+    def offset(self) -> int:
+        return self._base + self._pos - self._ahead_bytes
 
     def _fill(self, needed: int) -> bool:
         """Make ``needed`` bytes available from ``self._pos``; False if the file ends first."""
@@ -128,8 +148,45 @@ class _FileReader(ChunkedReader, RecordCursor):
     def position(self) -> dict[str, int]:
         return {"offset": self.offset, "record_index": self.record_index}
 
+    def read_many(self, limit: int) -> list[bytes]:
+        ahead = self._ahead
+        if not ahead:
+            if _FRAMER is None:
+                return []
+            records, self._pos = _FRAMER(self._buffer, self._pos, limit)
+        elif len(ahead) <= limit:
+            records = list(ahead)
+            ahead.clear()
+            self._ahead_bytes = 0
+        else:
+            records = [ahead.popleft() for _ in range(limit)]
+            self._ahead_bytes -= sum(map(len, records)) + len(records) * (
+                _HEADER_SIZE + _FOOTER_SIZE)
+        self.record_index += len(records)
+        return records
+
     def read(self) -> bytes:
         """The next record; ``StopIteration`` at a clean end of file; DataLossError on damage."""
+        ahead = self._ahead
+        if ahead:
+            data = ahead.popleft()
+            self._ahead_bytes -= len(data) + _HEADER_SIZE + _FOOTER_SIZE
+            self.record_index += 1
+            return data
+        if _FRAMER is not None:
+            # Frame the intact records of the buffer in one C call (0.1 µs a record, not
+            # 1.5): what it stops at (the buffer's end, damage) is the one-record path's.
+            start = self._pos
+            records, pos = _FRAMER(self._buffer, start, FRAMED_AT_ONCE)
+            if records:
+                self._pos = pos
+                data = records[0]
+                if len(records) > 1:
+                    ahead.extend(records)
+                    ahead.popleft()
+                    self._ahead_bytes = pos - (start + len(data) + _HEADER_SIZE + _FOOTER_SIZE)
+                self.record_index += 1
+                return data
         buffer, pos = self._buffer, self._pos
         if len(buffer) - pos < _HEADER_SIZE:
             if not self._fill(_HEADER_SIZE):

@@ -11,7 +11,7 @@ from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import StructureError
 from feedline.core.functions import annotate_error
-from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.iterator import DatasetIterator, IteratorContext, State, chunk_reader
 from feedline.core.random_access import DerivedReader, RandomAccessReader
 from feedline.core.structure import (
     Element,
@@ -211,12 +211,20 @@ class BatchReader(DerivedReader):
 def pull_batch(upstream: DatasetIterator, batch_size: int, drop_remainder: bool) -> list[Any]:
     """Up to ``batch_size`` elements; raises StopIteration when there is no full-enough batch."""
     elements: list[Any] = []
-    append = elements.append
-    for _ in range(batch_size):
+    chunk = chunk_reader(upstream)
+    if chunk is not None:  # whole chunks from a stage that moves them (an error ends it)
         try:
-            append(next(upstream))
+            while len(elements) < batch_size:
+                elements += chunk(batch_size - len(elements))
         except StopIteration:
-            break
+            pass
+    else:
+        append = elements.append
+        for _ in range(batch_size):
+            try:
+                append(next(upstream))
+            except StopIteration:
+                break
     if not elements or (drop_remainder and len(elements) < batch_size):
         raise StopIteration
     return elements

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from feedline.core.dataset import Dataset
-from feedline.core.iterator import DatasetIterator, IteratorContext, State
-from feedline.core.seeds import rng_from_json, rng_state_to_json
+from feedline.core.iterator import DatasetIterator, IteratorContext, State, chunk_reader
+from feedline.core.seeds import pcg64_state_to_json, rng_from_json
 from feedline.core.state_codec import decode, encode
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_int, validate_seed
@@ -131,8 +131,11 @@ class ShuffleIterator(UnaryIterator):
 
     def _start_block(self, generator: np.random.Generator, used: int = 0) -> None:
         self._generator = generator
-        self._block_state = rng_state_to_json(generator)
-        self._block: list[float] = generator.random(RANDOM_BLOCK).tolist()
+        # Taken as NumPy gives it, turned into JSON only by a checkpoint (once per block
+        # was a third of the chunked path's cost).
+        self._block_state = generator.bit_generator.state
+        self._block_array = generator.random(RANDOM_BLOCK)
+        self._block: list[float] = self._block_array.tolist()
         self._used = used
 
     def __next__(self) -> Any:
@@ -160,9 +163,72 @@ class ShuffleIterator(UnaryIterator):
             buffer[i] = last
         return element
 
+    def next_chunk(self, limit: int) -> list[Any]:
+        # Exactly the draws and pulls of ``limit`` calls of __next__: each output after the
+        # buffer is full takes one input element first. Input is pulled only while no
+        # output is in hand, so an input error is raised in its turn, never held back.
+        buffer, size, out = self._buffer, self._buffer_size, []
+        pull = chunk_reader(self._upstream)
+        while len(out) < limit:
+            fresh: list[Any] = []
+            if not self._exhausted and len(buffer) < size:
+                if out:
+                    break
+                want = size - len(buffer) + limit - 1
+                try:
+                    fresh = pull(want) if pull is not None else [next(self._upstream)]
+                except StopIteration:
+                    self._exhausted = True
+                    continue
+                room = size - len(buffer)
+                buffer.extend(fresh[:room])
+                fresh = fresh[room:]
+                if len(buffer) < size:
+                    continue
+            if not buffer:
+                if out:
+                    break
+                raise StopIteration
+            self._draw_into(out, fresh)
+        return out
+
+    def _draw_into(self, out: list[Any], fresh: list[Any]) -> None:
+        """One draw from the buffer, then for each of ``fresh``: add it, draw again."""
+        buffer, append = self._buffer, out.append
+        if self._used == RANDOM_BLOCK:
+            self._start_block(self._generator)
+        u = self._block[self._used]
+        self._used += 1
+        n = len(buffer)
+        i = min(int(u * n), n - 1)
+        element = buffer[i]
+        last = buffer.pop()
+        if i < n - 1:
+            buffer[i] = last
+        append(element)
+        # From here each step adds one element to a buffer of n - 1 and draws one of n: the
+        # new element itself when the draw is the last place, else the one it replaces.
+        # The places come from the block in one NumPy call (the same float arithmetic).
+        done = 0
+        while done < len(fresh):
+            if self._used == RANDOM_BLOCK:
+                self._start_block(self._generator)
+            take = min(len(fresh) - done, RANDOM_BLOCK - self._used)
+            draws = self._block_array[self._used:self._used + take] * n
+            places = np.minimum(draws.astype(np.int64), n - 1).tolist()
+            self._used += take
+            top = n - 1
+            for i, element in zip(places, fresh[done:done + take]):
+                if i < top:
+                    append(buffer[i])
+                    buffer[i] = element
+                else:
+                    append(element)
+            done += take
+
     def _get_state(self) -> State:
         return self._with_input_state({
-            "epoch": self._epoch, "rng": self._block_state, "used": self._used,
+            "epoch": self._epoch, "rng": pcg64_state_to_json(self._block_state), "used": self._used,
             "exhausted": self._exhausted, "buffer": [encode(e) for e in self._buffer]})
 
     def _set_state(self, state: State) -> None:
