@@ -16,7 +16,8 @@ messages of a run the consumer has moved past are dropped)::
     ("reached", token, item, isolated)  a run watching item ``item`` is about to compute it
     ("fatal", token, packed_error)   the worker cannot run its shard
     ("statistics", token, statistics, started_ns)  with statistics on: what the worker's
-                                     pipeline measured (every STATISTICS_SECONDS and at the end)
+                                     pipeline measured (every STATISTICS_SECONDS and at the
+                                     end), without its timeline
 
 and consumer to worker: ``("start", token, position, credits, epoch, watch)``, ``("credit",
 n, released_buffers)`` (the shared buffers whose arrays the consumer has freed),
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import itertools
 import multiprocessing.connection
 import os
@@ -384,8 +386,11 @@ class _WorkerLoop:
         now = time.monotonic()
         if force or now - self._statistics_sent >= STATISTICS_SECONDS:
             self._statistics_sent = now
-            self._channel.send(("statistics", self._token, collector.statistics(),
-                                collector.started_ns))
+            # Without the worker's timeline: the consumer has its own, and a timeline grows
+            # with the run (sent whole every STATISTICS_SECONDS, it made the messages, and
+            # the copy the consumer keeps, grow for as long as the run lasted).
+            statistics = dataclasses.replace(collector.statistics(), timeline=())
+            self._channel.send(("statistics", self._token, statistics, collector.started_ns))
 
 
 class WorkerPool:

@@ -38,8 +38,6 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from feedline.profiling.records import (
     ConsumerStatistics,
     PipelineStatistics,
@@ -62,6 +60,12 @@ except ImportError:  # not compiled: the Python probe below
 
 MAX_SPANS_PER_STAGE = 20_000
 """Timed calls kept per stage for a trace: a few seconds of a busy stage, bounded memory."""
+
+MAX_TIMELINE_POINTS = 1024
+"""Timeline samples kept: past this many, every other one is dropped and later samples are
+kept half as often, so a run of days holds as much as a run of minutes (the timeline grew
+by a sample every ``interval``: 3 kB/s in each worker process of a soak, issue 29). Charts
+draw far fewer (``html.MAX_THROUGHPUT_POINTS``)."""
 
 
 class PythonProbe:
@@ -233,7 +237,7 @@ class _Stage:
         self.retired_threads: set[int] = set()
         self.spans: list[tuple[int, int, int]] | None = None
         self.buffer_size: int | None = None
-        self.buffer_fill: list[float] = []
+        self.buffer_fill: list[float] = [0.0, 0.0]  # sum and count of the fills sampled
         self.parallelism = 1
         self.executor = "inline"
         self.worker_cpu: dict[int, float] = {}  # thread ident: CPU seconds at last sample
@@ -309,6 +313,8 @@ class Collector:
         self._started = time.perf_counter()
         self._started_ns = time.monotonic_ns()  # the probes' clock (CLOCK_MONOTONIC)
         self._timeline: list[TimelinePoint] = []
+        self._samples = 0
+        self._timeline_every = 1  # samples per timeline point (MAX_TIMELINE_POINTS)
         self._stop = threading.Event()
         self._ended_at: float | None = None
         self._thread_names: dict[int, str] = {}
@@ -408,8 +414,10 @@ class Collector:
             limit = sum(w.limit for w in windows)
             held = sum(len(w) for w in windows)
             stage.buffer_size = limit
-            stage.buffer_fill.append(held / limit if limit else 0.0)
-            buffers[stage.id] = stage.buffer_fill[-1]
+            fill = held / limit if limit else 0.0
+            stage.buffer_fill[0] += fill
+            stage.buffer_fill[1] += 1
+            buffers[stage.id] = fill
             workers = sum(w.workers for w in windows)
             if workers:
                 stage.parallelism = max(stage.parallelism, workers)
@@ -424,8 +432,14 @@ class Collector:
         measured = [stage for stage in self._stages if stage.probes]
         elements = measured[0].counts() if measured else None
         produced = 0 if elements is None else elements["calls"] - elements["stops"]
+        self._samples += 1
+        if self._samples % self._timeline_every:
+            return
         self._timeline.append(TimelinePoint(time.perf_counter() - self._started, produced,
                                             buffers))
+        if len(self._timeline) > MAX_TIMELINE_POINTS:
+            del self._timeline[1::2]
+            self._timeline_every *= 2
         # buffers are keyed by the collector's own stage numbers; statistics() renumbers
 
     # ------------------------------------------------------------------ results
@@ -491,7 +505,7 @@ class Collector:
                 wait_seconds=seconds_in_next,
                 parallelism=(stage.processes or stage.parallelism) if asynchronous else 1,
                 asynchronous=asynchronous, buffer_size=stage.buffer_size,
-                buffer_mean=float(np.mean(fill)) if fill else None,
+                buffer_mean=fill[0] / fill[1] if fill[1] else None,
                 executor=("processes" if stage.processes else stage.executor)
                 if asynchronous else "inline",
                 cpu_seconds=cpu_seconds))
