@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 WORKLOADS = ["chess", "images", "overhead", "python_heavy", "startup", "feed",
              "shuffle_memory"]
-EXTRAS = ["core", "formats"]
+EXTRAS = ["core", "formats", "scaling"]
 # Run only when named: ``./dev bench sweep`` (worker counts 1 … all cores).
 OPT_IN = ["sweep"]
 ALIASES = {"python-heavy": "python_heavy", "shuffle-memory": "shuffle_memory",
@@ -597,12 +597,13 @@ class Bench:
         return out
 
     def run_extra(self, name: str) -> dict[str, Any]:
-        """Run ``benchmarks/core_throughput.py`` or ``benchmarks/formats.py`` in the .venv."""
-        module = {"core": "benchmarks.core_throughput", "formats": "benchmarks.formats"}[name]
+        """Run ``benchmarks/core_throughput.py``, ``formats.py`` or ``scaling.py`` in the .venv."""
+        module = {"core": "benchmarks.core_throughput", "formats": "benchmarks.formats",
+                  "scaling": "benchmarks.scaling"}[name]
         fd, out = tempfile.mkstemp(suffix=".json")
         os.close(fd)
         extra = ["--small"] if self.args.small else []
-        if name == "formats":
+        if name in ("formats", "scaling"):
             extra += ["--chess-data", self.data_for_formats()]
         command = [sys.executable, "-m", module, "--json", out, *extra]
         result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False,
