@@ -35,10 +35,11 @@ the state it reached. It announces the watched item before computing it (``"reac
 so the consumer knows when a second death is that item's, and the shard cannot go on.
 
 Workers are fresh interpreters (:mod:`feedline.execution.spawn`): a script needs no ``if
-__name__ == "__main__"`` guard; they get the parent's ``sys.path``. They ignore ``SIGINT`` (Ctrl-C is
-the parent's to handle: it closes the pipeline, which ends them), and exit as soon as the
-parent's end of their socket closes, whoever closes it (``close()``, interpreter exit, the
-parent dying).
+__name__ == "__main__"`` guard; they get the parent's ``sys.path``. They ignore ``SIGINT``
+(Ctrl-C is the parent's to handle: it closes the pipeline, which ends them), and exit as
+soon as the parent's end of their socket closes, whoever closes it (``close()``, interpreter
+exit, the parent dying); on Linux the kernel kills them when the parent dies, even inside a
+C call that holds the GIL.
 """
 
 from __future__ import annotations

@@ -27,8 +27,9 @@ class IgnoreErrorsDataset(UnaryDataset):
     Any ``Exception`` raised while producing an element (by a map function, a parser, a reader
     of a damaged record, a worker process that died computing it, ...) drops that element;
     ``StopIteration`` still ends the dataset, ``KeyboardInterrupt``/``SystemExit`` still
-    stop the program, and an error marked fatal (the stream cannot go on) is raised. The iterator of this stage
-    counts what it dropped in ``errors_ignored`` (see :func:`errors_ignored`).
+    stop the program, and an error marked fatal (the stream cannot go on) is raised. The
+    iterator of this stage counts what it dropped in ``errors_ignored`` (see
+    :func:`errors_ignored`).
 
     Example:
         >>> import feedline as fl
