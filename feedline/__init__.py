@@ -23,6 +23,7 @@ from feedline.core.errors import (
     StructureError,
     WorkerProcessError,
 )
+from feedline.core.functions import late_bound
 from feedline.core.iterator import PipelineIterator
 from feedline.core.options import (
     AutoShardPolicy,
@@ -110,6 +111,7 @@ __all__ = [
     "decode_sequence_example",
     "encode_example",
     "encode_sequence_example",
+    "late_bound",
     "load_state",
     "make_csv_dataset",
     "parse_example",

@@ -2,10 +2,81 @@
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from feedline.core.errors import StopIterationError
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+_LATE = "__feedline_late_bound__"
+
+
+def late_bound(fn: _F) -> _F:
+    """Mark ``fn`` to read the variables of its enclosing scope when it runs, not when the
+    pipeline is built (see :func:`bind_free_variables`); returns ``fn``.
+
+    Example:
+        >>> import feedline as fl
+        >>> def build(late):
+        ...     step = 1
+        ...     fn = lambda x: x + step
+        ...     ds = fl.Dataset.range(2).map(fl.late_bound(fn) if late else fn)
+        ...     step = 10
+        ...     return [int(x) for x in ds]
+        >>> build(late=False), build(late=True)
+        ([1, 2], [10, 11])
+    """
+    try:
+        setattr(fn, _LATE, True)
+    except (AttributeError, TypeError):  # a builtin or a slotted object: it has no closure
+        pass
+    return fn
+
+
+def bind_free_variables(fn: _F) -> _F:
+    """``fn`` with the variables it reads from enclosing functions bound to their values now.
+
+    tf.data traces a function when ``map()`` (``filter()``, ``flat_map()``, ...) is called,
+    so the values it reads from its enclosing scope are those of that moment: the text
+    tutorial's ``for i, f in enumerate(files): ds.map(lambda x: label(x, i))`` labels with
+    0, 1, 2. A Python closure reads ``i`` when it runs, after the loop: 2 every time. So each
+    such stage calls this: a copy of the function whose closure cells hold the current
+    values. The variables are bound, not copied: a list the function reads is the same list
+    (its contents are read when it runs), and module globals are read when it runs, as
+    anywhere in Python. :func:`late_bound` keeps a function as it is.
+
+    Example:
+        >>> fns = [lambda: i for i in range(3)]  # each reads i when called: 2
+        >>> [f() for f in fns], [bind_free_variables(f)() for f in fns]
+        ([2, 2, 2], [2, 2, 2])
+        >>> def make():
+        ...     bound = []
+        ...     for i in range(3):
+        ...         bound.append(bind_free_variables(lambda: i))
+        ...     return [f() for f in bound]
+        >>> make()
+        [0, 1, 2]
+    """
+    if type(fn) is not types.FunctionType or not fn.__closure__ or getattr(fn, _LATE, False):
+        return fn
+    cells = []
+    for cell in fn.__closure__:
+        try:
+            cells.append(types.CellType(cell.cell_contents))
+        except ValueError:  # not assigned yet (a function that refers to itself, say)
+            cells.append(cell)
+    bound = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                               tuple(cells))
+    bound.__kwdefaults__ = fn.__kwdefaults__
+    bound.__qualname__ = fn.__qualname__
+    bound.__module__ = fn.__module__
+    bound.__doc__ = fn.__doc__
+    bound.__dict__.update(fn.__dict__)
+    bound.__wrapped__ = fn  # type: ignore[attr-defined]
+    return bound  # type: ignore[return-value]
 
 
 def call_with_element(fn: Callable[..., Any], element: Any) -> Any:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from feedline.core.dataset import Dataset
-from feedline.core.functions import call_with_element, function_name
+from feedline.core.functions import bind_free_variables, call_with_element, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.structure import Element, TensorSpec, batched_spec, flatten, pack_as, spec_of
 from feedline.core.unary import UnaryDataset, require_callable
@@ -74,8 +74,8 @@ class BucketBySequenceLengthDataset(UnaryDataset):
                  drop_remainder: bool = False, name: str | None = None) -> None:
         super().__init__(input_dataset)
         what = "bucket_by_sequence_length"
-        self.element_length_func = require_callable(element_length_func, f"{what}()",
-                                                    "element_length_func")
+        self.element_length_func = bind_free_variables(
+            require_callable(element_length_func, f"{what}()", "element_length_func"))
         if isinstance(bucket_boundaries, str | bytes) or not isinstance(
                 bucket_boundaries, Sequence | np.ndarray):
             raise TypeError(f"{what}(bucket_boundaries) must be a list of ints, got "

@@ -9,7 +9,7 @@ import numpy as np
 
 from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
-from feedline.core.functions import annotate_error, function_name
+from feedline.core.functions import annotate_error, bind_free_variables, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.unary import UnaryDataset, UnaryIterator, require_callable
 
@@ -56,7 +56,8 @@ class FilterDataset(UnaryDataset):
     def __init__(self, input_dataset: Dataset, predicate: Callable[..., Any],
                  name: str | None = None) -> None:
         super().__init__(input_dataset)
-        self.predicate = require_callable(predicate, "filter()", "predicate")
+        self.predicate = bind_free_variables(
+            require_callable(predicate, "filter()", "predicate"))
         self.name = name or f"filter({function_name(predicate)})"
 
     def cardinality(self) -> int:

@@ -8,7 +8,12 @@ from typing import Any
 from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError, InvalidArgumentError
-from feedline.core.functions import annotate_error, call_with_element, function_name
+from feedline.core.functions import (
+    annotate_error,
+    bind_free_variables,
+    call_with_element,
+    function_name,
+)
 from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator, State
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element, is_datasets_array
@@ -86,7 +91,8 @@ class FlatMapDataset(UnaryDataset):
     def __init__(self, input_dataset: Dataset, map_func: Callable[..., Dataset],
                  name: str | None = None) -> None:
         super().__init__(input_dataset)
-        self.map_func = require_callable(map_func, "flat_map()", "map_func")
+        self.map_func = bind_free_variables(
+            require_callable(map_func, "flat_map()", "map_func"))
         self.name = name or f"flat_map({function_name(map_func)})"
 
     def _element_spec(self) -> Element | None:

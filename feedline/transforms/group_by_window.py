@@ -17,7 +17,12 @@ import numpy as np
 
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
-from feedline.core.functions import annotate_error, call_with_element, function_name
+from feedline.core.functions import (
+    annotate_error,
+    bind_free_variables,
+    call_with_element,
+    function_name,
+)
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element
@@ -87,12 +92,14 @@ class GroupByWindowDataset(UnaryDataset):
         if (window_size is None) == (window_size_func is None):
             raise ValueError("group_by_window(): give either window_size or window_size_func "
                              "(exactly one of them)")
-        self.key_func = require_callable(key_func, "group_by_window()", "key_func")
-        self.reduce_func = require_callable(reduce_func, "group_by_window()", "reduce_func")
+        self.key_func = bind_free_variables(
+            require_callable(key_func, "group_by_window()", "key_func"))
+        self.reduce_func = bind_free_variables(
+            require_callable(reduce_func, "group_by_window()", "reduce_func"))
         self.window_size = None if window_size is None else validate_int(
             window_size, "group_by_window(window_size)", minimum=1, hint="a positive int")
-        self.window_size_func = None if window_size_func is None else require_callable(
-            window_size_func, "group_by_window()", "window_size_func")
+        self.window_size_func = None if window_size_func is None else bind_free_variables(
+            require_callable(window_size_func, "group_by_window()", "window_size_func"))
         self.name = name or f"group_by_window({function_name(key_func)})"
 
     def _element_spec(self) -> Element | None:

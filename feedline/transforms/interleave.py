@@ -27,7 +27,7 @@ from typing import Any
 
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
-from feedline.core.functions import annotate_error, function_name
+from feedline.core.functions import annotate_error, bind_free_variables, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.validation import (
     resolve_parallelism,
@@ -123,7 +123,7 @@ class InterleaveDataset(Dataset):
                                     "interleave(block_length)", minimum=1, hint="a positive int")
         num_parallel_calls = validate_parallelism(num_parallel_calls,
                                                   "interleave(num_parallel_calls)")
-        self.map_func = map_func
+        self.map_func = bind_free_variables(map_func)
         self.cycle_length = cycle_length
         self.block_length = block_length
         self.num_parallel_calls = num_parallel_calls

@@ -14,7 +14,12 @@ from typing import Any
 from feedline.autotune.tuner import CallMeasurement, TuningCounters
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
-from feedline.core.functions import annotate_error, call_with_element, function_name
+from feedline.core.functions import (
+    annotate_error,
+    bind_free_variables,
+    call_with_element,
+    function_name,
+)
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import DerivedReader, RandomAccessReader
 from feedline.core.structure import normalize_output
@@ -53,7 +58,7 @@ class MapDataset(Dataset):
         num_parallel_calls = validate_parallelism(num_parallel_calls, "map(num_parallel_calls)")
         if executor not in (None, "thread", "process"):
             raise ValueError(f"map(executor) must be 'thread' or 'process', got {executor!r}")
-        self.map_func = map_func
+        self.map_func = bind_free_variables(map_func)
         self.num_parallel_calls = num_parallel_calls
         self.deterministic = deterministic
         # None: threads, or, with AUTOTUNE, chosen from measurement (executor_choice).

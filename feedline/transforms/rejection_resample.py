@@ -29,7 +29,12 @@ import numpy as np
 
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
-from feedline.core.functions import annotate_error, call_with_element, function_name
+from feedline.core.functions import (
+    annotate_error,
+    bind_free_variables,
+    call_with_element,
+    function_name,
+)
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.seeds import (
     fallback_seed,
@@ -190,7 +195,8 @@ class RejectionResampleDataset(UnaryDataset):
                  target_dist: Sequence[float], initial_dist: Sequence[float] | None = None,
                  seed: int | None = None, name: str | None = None) -> None:
         super().__init__(input_dataset)
-        self.class_func = require_callable(class_func, "rejection_resample()", "class_func")
+        self.class_func = bind_free_variables(
+            require_callable(class_func, "rejection_resample()", "class_func"))
         self.target_dist = _distribution(target_dist, "target_dist")
         self.initial_dist = None if initial_dist is None else _distribution(
             initial_dist, "initial_dist", len(self.target_dist))

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from feedline.core.dataset import Dataset
-from feedline.core.functions import annotate_error, function_name
+from feedline.core.functions import annotate_error, bind_free_variables, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import (
@@ -107,7 +107,8 @@ class ScanDataset(UnaryDataset):
                  scan_func: Callable[[Any, Any], tuple[Any, Any]],
                  name: str | None = None) -> None:
         super().__init__(input_dataset)
-        self.scan_func = require_callable(scan_func, "scan()", "scan_func")
+        self.scan_func = bind_free_variables(
+            require_callable(scan_func, "scan()", "scan_func"))
         self.initial_state = as_initial_state(initial_state)
         self.name = name or f"scan({function_name(scan_func)})"
 

@@ -7,7 +7,12 @@ from typing import Any
 
 from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
-from feedline.core.functions import annotate_error, call_with_element, function_name
+from feedline.core.functions import (
+    annotate_error,
+    bind_free_variables,
+    call_with_element,
+    function_name,
+)
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.unary import UnaryDataset, UnaryIterator, require_callable
 from feedline.transforms.filter import predicate_result
@@ -25,7 +30,8 @@ class TakeWhileDataset(UnaryDataset):
     def __init__(self, input_dataset: Dataset, predicate: Callable[..., Any],
                  name: str | None = None) -> None:
         super().__init__(input_dataset)
-        self.predicate = require_callable(predicate, "take_while()", "predicate")
+        self.predicate = bind_free_variables(
+            require_callable(predicate, "take_while()", "predicate"))
         self.name = name or f"take_while({function_name(predicate)})"
 
     def cardinality(self) -> int:
