@@ -54,9 +54,10 @@ The rules, at each look:
   leave cores, and the GIL, to the stages that limit the pipeline; on a few cores this is
   what beats "one thread per core" (benchmarks/profiling.py). Threads of calls that wait
   cost nothing while idle, and too few cost the rate whenever the consumer speeds up
-  again: past its CPU workers, a stage is sized for the most its tasks kept busy over the
-  last :data:`PEAK_TICKS` looks (200 threads above: 156, for 120 busy), and is not
-  explored down. A trim that leaves the consumer waiting and the rate lower is undone.
+  again: past its CPU workers, a stage is sized for :data:`WAIT_HEADROOM` times the most
+  its tasks kept busy over the last :data:`PEAK_TICKS` looks (the 200 threads above, read
+  at 10,000 elements/s: 40 busy, 80 kept), and is not explored down. A trim that leaves
+  the consumer waiting and the rate lower is undone.
 * **Explore** (its workers are busy and its consumer rarely waits for it, or its input
   takes more than :data:`INPUT_BOUND` of the time): an eighth fewer workers (one below
   16), kept unless the rate falls by more than :data:`GAIN` (busy workers may be busy
@@ -181,6 +182,12 @@ whose effect on the rate stands out of its noise, whatever the workers."""
 ASCENT_TRIAL_TICKS = 3
 """Looks after a step of an ascent before it is judged (half a second on the rate since
 the look after it): it is expected to raise the rate by half or more, far above the noise."""
+
+WAIT_HEADROOM = 2.0
+"""Workers kept per worker its tasks kept busy at most lately, past its CPU workers, for
+calls that wait: a call's wall time grows with the machine's load and the GIL's hand-offs
+(a 4 ms sleep took 4.8 ms on a loaded machine, more while the consumer held the GIL), and
+a thread that waits for work costs nothing."""
 
 PEAK_TICKS = 40
 """Looks over which a stage of calls that wait is sized for the most workers its tasks
@@ -596,7 +603,7 @@ class Tuner:
         figures["busy"] = busy
         if waiting:
             figures["peak"] = max(control.peaks)
-            needed = max(stage.cpu_workers, math.ceil(max(control.peaks) * HEADROOM))
+            needed = max(stage.cpu_workers, math.ceil(max(control.peaks) * WAIT_HEADROOM))
         else:
             needed = max(1, math.ceil(occupied * HEADROOM))
         # Its input, pulled on its consumer's thread, is what the consumer waits for: more

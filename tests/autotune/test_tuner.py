@@ -230,10 +230,11 @@ def _run(tuner: Tuner, clock: list[float], stage: FakeStage, calls: Calls,
 
 
 def test_calls_that_wait_grow_past_the_cores_settle_within_three_seconds_and_stay():
-    # 4 ms calls on a CPU 1% of their time, a consumer that takes 30,000 elements/s: 120
+    # 4 ms calls on a CPU 1% of their time, a consumer that takes 10,000 elements/s: 40
     # workers keep up with it. From the 4 the stage starts at (its executor choice's
     # measurement): doubling, then steps four and eight times as large while the rate
-    # scales with them, then trimmed to the most its tasks keep busy, with headroom.
+    # scales with them (up to 200: their CPU time would fill 2 cores), then trimmed to
+    # twice the most its tasks keep busy (threads of calls that wait cost nothing idle).
     stage = FakeStage(workers=4, threads=256, cores=2)
     tuner = Tuner(period=3600)
     try:
@@ -241,12 +242,13 @@ def test_calls_that_wait_grow_past_the_cores_settle_within_three_seconds_and_sta
         now = [100.0]
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(tuner_module.time, "perf_counter", lambda: now[0])
-            settings = _run(tuner, now, stage, Calls(), looks=13)  # 3.25 seconds
+            calls = Calls(demand=10000)
+            settings = _run(tuner, now, stage, calls, looks=13)  # 3.25 seconds
             assert [(d.old, d.new) for d in tuner.decisions()] == \
-                [(4, 8), (8, 32), (32, 200), (200, 156)]
-            assert settings[-1] == 156  # ceil(120 busy workers * 1.3)
+                [(4, 8), (8, 32), (32, 200), (200, 80)]
+            assert settings[-1] == 80  # 40 busy workers, twice
             # A steady pipeline: nothing changes for a minute.
-            assert set(_run(tuner, now, stage, Calls(), looks=240)) == {156}
+            assert set(_run(tuner, now, stage, calls, looks=240)) == {80}
             assert len(tuner.decisions()) == 4
     finally:
         tuner.stop()
@@ -256,9 +258,22 @@ def test_calls_that_wait_grow_past_the_cores_settle_within_three_seconds_and_sta
     # The rate each step was taken at: linear in the workers (4 ms calls).
     assert [d.figures["rate"] for d in (first, second, last)] == \
         pytest.approx([1000, 2000, 8000])
-    assert trim.figures["peak"] == pytest.approx(120)
+    assert trim.figures["peak"] == pytest.approx(40)
     assert "its calls on a CPU 1.0% of their time: 200 threads' CPU fills its cores" in \
         last.reason
+
+
+def test_calls_that_wait_keep_their_threads_while_the_rate_rises_with_them(clock,
+                                                                        tuner_with):
+    # A consumer that takes 30,000 elements/s: 200 workers (their bound) are kept, those
+    # 120 busy need twice as many; no change for a minute after.
+    stage = FakeStage(workers=4, threads=256, cores=2)
+    tuner = tuner_with(stage)
+    settings = _run(tuner, clock, stage, Calls(demand=30000), looks=4 * 60)
+    assert settings[12:] == [200] * (len(settings) - 12)
+    assert [(d.old, d.new) for d in tuner.decisions()] == [(4, 8), (8, 32), (32, 200)]
+    assert "its calls on a CPU 1.0% of their time: 200 threads' CPU fills its cores" in \
+        tuner.decisions()[-1].reason
 
 
 def test_calls_that_hold_the_gil_do_not_keep_threads_that_do_not_help(clock, tuner_with):
