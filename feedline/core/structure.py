@@ -120,6 +120,33 @@ def map_structure(fn: Callable[..., Any], *elements: Element) -> Element:
     return pack_as(first, [fn(*leaves) for leaves in zip(*columns)])
 
 
+def detached(element: Element) -> Element:
+    """A copy of ``element`` that shares nothing mutable with it: new containers, copied
+    arrays (``bytes`` and NumPy scalars are immutable and shared).
+
+    tf.data's elements are immutable tensors, so ported code updates its inputs in place
+    (``features["image"] *= 2``) and is right to. A stage that keeps an element to hand out
+    again (a memory cache, ``from_tensors`` under ``repeat``) hands out and keeps detached
+    copies, so such an update never reaches another element, epoch or iterator.
+
+    Example:
+        >>> kept = {"x": np.zeros(2)}
+        >>> given = detached(kept)
+        >>> given["x"] += 1
+        >>> kept["x"].tolist(), given is kept
+        ([0.0, 0.0], False)
+    """
+    if type(element) is np.ndarray:
+        return element.copy()
+    if not is_nest(element):
+        return element
+    return map_structure(_detached_leaf, element)
+
+
+def _detached_leaf(leaf: Any) -> Any:
+    return leaf.copy() if isinstance(leaf, np.ndarray) else leaf
+
+
 def same_structure(a: Element, b: Element) -> bool:
     """Whether ``a`` and ``b`` have the same nesting (leaf values are not compared)."""
     if isinstance(a, tuple):

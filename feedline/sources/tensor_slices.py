@@ -46,6 +46,13 @@ def as_leaf_arrays(structure: Element) -> tuple[Element, list[np.ndarray | None]
     return structure, leaves
 
 
+
+def _row(leaf: np.ndarray, index: int) -> Any:
+    """Row ``index`` of ``leaf``: a scalar, or a copy of a row (a view would let an in-place
+    update of the element change the source, and so later epochs; tf.data's are immutable)."""
+    row = leaf[index]
+    return row.copy() if type(row) is np.ndarray else row
+
 class TensorSlicesDataset(Dataset):
     """The node of ``Dataset.from_tensor_slices``."""
 
@@ -161,8 +168,8 @@ class TensorSlicesReader(RandomAccessReader):
 
     def get(self, index: int) -> Any:
         if self._single:
-            return self._leaves[0][index]
-        return pack_as(self._structure, [leaf[index] for leaf in self._leaves])
+            return _row(self._leaves[0], index)
+        return pack_as(self._structure, [_row(leaf, index) for leaf in self._leaves])
 
     def get_many(self, indices: Sequence[int]) -> list[Any]:
         rows = np.asarray(indices, dtype=np.intp)
@@ -189,8 +196,8 @@ class TensorSlicesIterator(DatasetIterator):
             raise StopIteration
         self._position = i + 1
         if self._single:
-            return self._leaves[0][i]
-        return pack_as(self._structure, [leaf[i] for leaf in self._leaves])
+            return _row(self._leaves[0], i)
+        return pack_as(self._structure, [_row(leaf, i) for leaf in self._leaves])
 
     def _get_state(self) -> State:
         return {"position": self._position}

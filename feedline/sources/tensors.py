@@ -6,7 +6,7 @@ from typing import Any
 
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
-from feedline.core.structure import Element, pack_as, spec_of
+from feedline.core.structure import Element, detached, pack_as, spec_of
 from feedline.sources.tensor_slices import as_leaf_arrays, check_dataset_leaves
 
 
@@ -63,7 +63,9 @@ class TensorsIterator(DatasetIterator):
         if self._done:
             raise StopIteration
         self._done = True
-        return self._element
+        # A copy: the same element is handed out again by the next iterator (repeat), and
+        # the user's function may update it in place (tf.data's tensors are immutable).
+        return detached(self._element)
 
     def _get_state(self) -> State:
         return {"done": self._done}

@@ -40,7 +40,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError, DataLossError
 from feedline.core.fingerprint import DeclaredTypes, PipelineFingerprint, declared_types
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
-from feedline.core.structure import Element
+from feedline.core.structure import Element, detached
 from feedline.core.unary import UnaryDataset
 from feedline.snapshot.store import (
     MANIFEST,
@@ -113,7 +113,7 @@ class _MemoryReader(_Reader):
         if self.position >= len(self._elements):
             raise StopIteration
         self.position += 1
-        return self._elements[self.position - 1]
+        return detached(self._elements[self.position - 1])
 
 
 class _MemoryWriter(_Writer):
@@ -122,7 +122,8 @@ class _MemoryWriter(_Writer):
         self._elements: list[Element] = []
 
     def append(self, element: Element) -> None:
-        self._elements.append(element)
+        # Kept apart from the element handed downstream, which a map may update in place.
+        self._elements.append(detached(element))
 
     def commit(self) -> None:
         self._store.publish(self._elements)
