@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from feedline.formats.example.sparse import SparseValues
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import StructureError
@@ -71,6 +72,13 @@ def stack_leaves(values: Sequence[Any], path: str = "<element>") -> Any:
                 raise StructureError(f"cannot batch: leaf {path} of batch element {i} is "
                                      f"{type(value).__name__}, but element 0 has None there")
         return None
+    if isinstance(first, SparseValues):  # tf.data batches SparseTensors of any lengths
+        if not all(isinstance(value, SparseValues) for value in values):
+            raise StructureError(f"cannot batch leaf {path}: element 0 is sparse, not all are")
+        try:
+            return SparseValues.stack(list(values))
+        except ValueError as error:
+            raise StructureError(f"cannot batch leaf {path}: {error}") from None
     if isinstance(first, Dataset):
         out = np.empty(len(values), dtype=object)
         for i, value in enumerate(values):  # one by one: NumPy would read a dataset's items

@@ -1,15 +1,26 @@
-"""``unbatch``: split every element into the rows of its leading dimension."""
+"""``unbatch``: split every element into the rows of its leading dimension.
+
+Random access, as in tf.data: when the input has random access and its element spec gives
+every leaf the same, statically known leading dimension ``b`` (``batch(b,
+drop_remainder=True)``, ``from_tensor_slices`` of a 2-D array), element ``i`` is row
+``i % b`` of input element ``i // b``. Without a static batch size there is none (tf.data:
+"unknown cardinality"): where element ``i`` lies would take reading every batch before it.
+An input element whose actual size differs from its spec's is a ``StructureError``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from feedline.formats.example.sparse import SparseRows, SparseValues
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import StructureError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.random_access import DerivedReader, RandomAccessReader
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import (
     DatasetSpec,
@@ -66,7 +77,9 @@ def split_leaves(element: Element, stage: str,
         if leaf is None:
             leaves.append(None)
             continue
-        if not isinstance(leaf, np.ndarray) or leaf.ndim == 0:
+        if isinstance(leaf, SparseValues) and leaf.ndim:
+            leaf = SparseRows(leaf)  # tf.data unbatches a SparseTensor row by row
+        elif not isinstance(leaf, np.ndarray) or leaf.ndim == 0:
             what = ("one dataset (Slicing dataset elements is not supported for rank 0)"
                     if isinstance(leaf, Dataset) else f"a scalar ({type(leaf).__name__})")
             raise StructureError(
@@ -126,6 +139,86 @@ class UnbatchDataset(UnaryDataset):
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return UnbatchIterator(ctx, self._make_input_iterator(ctx), self.name)
+
+    _RANDOM_ACCESS_FROM_INPUT = True
+
+    def _offers_random_access(self) -> bool:
+        return (self._inputs[0]._offers_random_access()
+                and static_batch_size(self._inputs[0]._element_spec()) is not None)
+
+    def _no_random_access_reason(self) -> str | None:
+        """Why this unbatch has no random access while its input has (for error messages)."""
+        if not self._inputs[0]._offers_random_access():
+            return None
+        return ("its input's batch size is not known statically (its element spec has no "
+                "common, fixed leading dimension: batch with drop_remainder=True), so where "
+                "element i lies would take reading every batch before it")
+
+    def _random_reader(self, ctx: IteratorContext) -> RandomAccessReader:
+        batch = static_batch_size(self._inputs[0]._element_spec())
+        assert batch is not None  # _offers_random_access said so
+        return UnbatchReader(self._inputs[0]._random_reader(ctx), batch, self.name)
+
+
+def row_of(element: Element, leaves: list[np.ndarray | None], row: int) -> Element:
+    """Row ``row`` of a batched element whose leaves :func:`split_leaves` gave.
+
+    Example:
+        >>> element = {"a": np.arange(3), "b": None}
+        >>> leaves, _ = split_leaves(element, "unbatch", 0)
+        >>> row_of(element, leaves, 2)
+        {'a': np.int64(2), 'b': None}
+    """
+    if not isinstance(element, tuple | dict):
+        return leaves[0][row]  # type: ignore[index]
+    return pack_as(element, [None if leaf is None else leaf[row] for leaf in leaves])
+
+
+class UnbatchReader(DerivedReader):
+    """Element ``i`` is row ``i % batch`` of input element ``i // batch``.
+
+    Example:
+        >>> import feedline as fl
+        >>> from feedline.core.random_access import open_reader
+        >>> batches = fl.Dataset.range(10).batch(4, drop_remainder=True)
+        >>> reader = UnbatchReader(open_reader(batches), 4, "unbatch")
+        >>> len(reader), int(reader.get(5)), [int(x) for x in reader.get_many([7, 0, 6])]
+        (8, 5, [7, 0, 6])
+    """
+
+    def __init__(self, input_reader: RandomAccessReader, batch: int, name: str) -> None:
+        super().__init__(input_reader)
+        self._batch, self._name = batch, name
+        self._length = len(input_reader) * batch
+
+    def __len__(self) -> int:
+        return self._length
+
+    def _rows(self, element: Element, index: int) -> list[np.ndarray | None]:
+        leaves, rows = split_leaves(element, self._name, index)
+        if rows != self._batch:
+            raise StructureError(
+                f"{self._name}: input element {index} has {rows} rows, but its element spec "
+                f"says every element has {self._batch} (random access relies on it)")
+        return leaves
+
+    def get(self, index: int) -> Any:
+        position, row = divmod(index, self._batch)
+        element = self.input.get(position)
+        return row_of(element, self._rows(element, position), row)
+
+    def get_many(self, indices: Sequence[int]) -> list[Any]:
+        batch = self._batch
+        wanted = sorted({int(i) // batch for i in indices})
+        held = {}
+        for position, element in zip(wanted, self.input.get_many(wanted)):
+            held[position] = (element, self._rows(element, position))
+        out = []
+        for i in indices:
+            position, row = divmod(int(i), batch)
+            element, leaves = held[position]
+            out.append(row_of(element, leaves, row))
+        return out
 
 
 class UnbatchIterator(UnaryIterator):

@@ -64,6 +64,67 @@ class SparseValues:
     def dtype(self) -> np.dtype:
         return self.values.dtype
 
+    @property
+    def ndim(self) -> int:
+        return len(self.dense_shape)
+
+    def rows(self, key: int | slice) -> SparseValues:
+        """Row ``key`` (one dimension less) or rows ``key`` (a slice) of the leading dimension,
+        as ``unbatch`` of a batched ``tf.SparseTensor`` gives them.
+
+        (Not ``__getitem__``: NumPy would take a sparse array for a sequence of its rows.)
+
+        Example:
+            >>> batch = SparseValues([[0, 0], [0, 2], [1, 1]], np.array([1, 2, 3]), [2, 3])
+            >>> batch.rows(1), batch.rows(slice(0, 1)).shape
+            (SparseValues(indices=[[1]], values=[3], dense_shape=[3]), (1, 3))
+        """
+        if not self.ndim:
+            raise TypeError("rows of a 0-d SparseValues")
+        rows = int(self.dense_shape[0])
+        first = self.indices[:, 0]
+        if isinstance(key, slice):
+            start, stop, step = key.indices(rows)
+            if step != 1:
+                raise ValueError("SparseValues rows: only contiguous slices (step 1)")
+            keep = (first >= start) & (first < max(start, stop))
+            indices = self.indices[keep].copy()
+            indices[:, 0] -= start
+            return SparseValues(indices, self.values[keep],
+                                [max(0, stop - start), *self.dense_shape[1:]])
+        row = int(key) + rows if int(key) < 0 else int(key)
+        if not 0 <= row < rows:
+            raise IndexError(f"SparseValues row {key} out of {rows}")
+        keep = first == row
+        return SparseValues(self.indices[keep, 1:], self.values[keep], self.dense_shape[1:])
+
+    @classmethod
+    def stack(cls, values: list[SparseValues]) -> SparseValues:
+        """A batch of sparse arrays of one rank (``batch`` of ``tf.SparseTensor``s): indices
+        prefixed with the element's place, a dense shape of the largest of each dimension.
+
+        Raises:
+            ValueError: The ranks differ.
+
+        Example:
+            >>> a = SparseValues([[0], [2]], np.array([1, 2]), [3])
+            >>> b = SparseValues([[0]], np.array([4]), [1])
+            >>> SparseValues.stack([a, b])
+            SparseValues(indices=[[0, 0], [0, 2], [1, 0]], values=[1, 2, 4], dense_shape=[2, 3])
+        """
+        rank = values[0].ndim
+        for i, value in enumerate(values):
+            if value.ndim != rank:
+                raise ValueError(f"cannot batch sparse values of rank {value.ndim} (element "
+                                 f"{i}) with rank {rank} (element 0)")
+        shape = np.max([v.dense_shape for v in values], axis=0) if rank else \
+            np.zeros(0, np.int64)
+        indices = np.concatenate([
+            np.concatenate([np.full((len(v.values), 1), i, np.int64), v.indices], axis=1)
+            for i, v in enumerate(values)]) if values else np.zeros((0, rank + 1), np.int64)
+        return cls(indices, np.concatenate([v.values for v in values]),
+                   [len(values), *shape.tolist()])
+
     def to_dense(self, default_value: Any = None) -> np.ndarray:
         """The dense array (``tf.sparse.to_dense``): ``default_value`` where no value is.
 
@@ -104,9 +165,38 @@ class SparseValues:
         return cls(decode(value["indices"]), decode(value["values"]), decode(value["dense_shape"]))
 
 
+class SparseRows:
+    """A batched :class:`SparseValues` seen as rows (``rows[i]``, ``rows[i:]``, ``shape``),
+    for the stages that split a batch (``unbatch``), never handed to NumPy.
+
+    Example:
+        >>> rows = SparseRows(SparseValues([[0, 1], [1, 0]], np.array([7, 8]), [2, 2]))
+        >>> rows.shape[0], rows[1].values.tolist()
+        (2, [8])
+    """
+
+    __slots__ = ("sparse",)
+
+    def __init__(self, sparse: SparseValues) -> None:
+        self.sparse = sparse
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.sparse.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.sparse.ndim
+
+    def __getitem__(self, key: int | slice) -> SparseValues:
+        return self.sparse.rows(key)
+
+
 # Named by the package it is imported from, as RaggedValues is (states and fingerprints).
 SparseValues.__module__ = "feedline.formats.example"
 register_state_type(SparseValues)
 register_leaf_type(SparseValues)  # parse_example's results hold it, inside map functions too
 
-__test__ = {"SparseValues.to_dense": SparseValues.to_dense}
+__test__ = {"SparseValues.to_dense": SparseValues.to_dense,
+            "SparseValues.rows": SparseValues.rows,
+            "SparseValues.stack": SparseValues.stack}
