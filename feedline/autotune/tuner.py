@@ -236,6 +236,12 @@ class Bound:
     limit: str
 
     def figures(self) -> dict[str, float]:
+        """Its numbers, as a :class:`TuningDecision` keeps them.
+
+        Example:
+            >>> Bound(8, 0.25, 8, 100, "cpu").figures()
+            {'bound': 8.0, 'by_cpu': 8.0, 'by_ram': 100.0, 'cpu_share': 0.25}
+        """
         numbers = {"bound": float(self.workers), "by_cpu": float(self.by_cpu),
                    "by_ram": float(self.by_ram)}
         if self.share is not None:
