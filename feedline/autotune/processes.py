@@ -92,10 +92,10 @@ def wrap_for_processes(dataset: Dataset, options: Options) -> Dataset:
     last = dataset
     while isinstance(last, OptionsDataset):  # with_options() at the end changes no data
         last = last.input_dataset
-    tuning = options.autotune
-    if (tuning.enabled and tuning.processes is not False and not in_worker_process()
-            and isinstance(last, PrefetchDataset) and last.buffer_size == AUTOTUNE
-            and options.autotune_parallelism() >= 2):
+    # Wrapped even where it will stay on threads (one CPU, processes=False): a state saved
+    # where it ran in processes must restore here too, to the exact continuation.
+    if (options.autotune.enabled and not in_worker_process()
+            and isinstance(last, PrefetchDataset) and last.buffer_size == AUTOTUNE):
         return AutoProcessesDataset(dataset)
     return dataset
 
@@ -149,6 +149,12 @@ class AutoProcessesIterator(DatasetIterator):
         options = self._ctx.options
         budget = options.autotune_parallelism()
         forced = options.autotune.processes is True
+        if options.autotune.processes is False:
+            self._stay(budget, None, "AutotuneOptions(processes=False)")
+            return
+        if budget < 2:
+            self._stay(budget, None, "one CPU to run on")
+            return
         plan = plan_sharding(self._node.input_dataset, budget)
         if plan.policy == "output":
             self._stay(budget, None, "no stage boundary to shard the input at")
@@ -237,7 +243,9 @@ class AutoProcessesIterator(DatasetIterator):
         return self._inner.state_dict()
 
     def load_state_dict(self, state: State) -> None:
-        """Continue in the mode ``state`` was saved in."""
+        """Continue in the mode ``state`` was saved in: a state saved in processes goes on in
+        processes even where this run would have stayed on threads (one CPU,
+        ``processes=False``), so that it continues exactly."""
         from feedline.transforms.multiprocess import MultiprocessDataset, MultiprocessIterator
 
         self._held.clear()

@@ -48,11 +48,18 @@ def trial(monkeypatch):
 
 
 def test_only_a_pipeline_ending_with_prefetch_autotune_is_considered():
-    for ds in (fl.Dataset.range(8).prefetch(2), fl.Dataset.range(8).batch(2),
-               _pipeline(options=NEVER),
-               _pipeline(options=fl.Options(autotune=fl.AutotuneOptions(cpu_budget=1)))):
+    for ds in (fl.Dataset.range(8).prefetch(2), fl.Dataset.range(8).batch(2)):
         with iter(ds) as it:
             assert not isinstance(it._root, AutoProcessesIterator)
+    # With processes off or one CPU it is considered, and stays on threads without a trial
+    # (a state saved in processes elsewhere still restores there: see the last test).
+    for options, reason in ((NEVER, "AutotuneOptions(processes=False)"),
+                            (fl.Options(autotune=fl.AutotuneOptions(cpu_budget=1)),
+                             "one CPU to run on")):
+        with iter(_pipeline(options=options)) as it:
+            assert [b.tolist() for b in it] == _expected()
+            decision = _root(it).decision
+            assert (decision.mode, decision.reason, decision.cores_busy) == ("threads", reason, None)
 
 
 def test_gil_bound_trial_moves_to_processes_and_keeps_every_element_in_order(trial):
@@ -196,3 +203,32 @@ def test_a_saved_dataset_read_back_stays_on_threads(trial, tmp_path):
     with iter(ds.with_options(AUTO)) as it:
         assert [b.tolist() for b in it] == _expected()
         assert _root(it).decision.mode == "threads"
+
+
+ONE_CPU_ALLOWING_TWO = fl.Options(autotune=fl.AutotuneOptions(cpu_budget=1),
+                                  threading=fl.ThreadingOptions(max_parallelism=2))
+
+
+@pytest.mark.parametrize("restoring", [NEVER, ONE_CPU_ALLOWING_TWO])
+def test_a_state_saved_in_processes_restores_where_the_run_stays_on_threads(restoring):
+    # The README's promise: the CPU count (or the choice) may change between save and
+    # restore. A state saved in processes continues in processes, exactly.
+    ds = fl.Dataset.range(40).map(lambda x: x * 3).prefetch(fl.AUTOTUNE)
+    expected = [3 * i for i in range(40)]
+    saving = ds.with_options(fl.Options(autotune=fl.AutotuneOptions(processes=True,
+                                                                     cpu_budget=2)))
+    with iter(saving) as it:
+        head = [int(next(it)) for _ in range(7)]
+        assert it.process_decision.mode == "processes"
+        state = it.state_dict()
+    with iter(ds.with_options(restoring)) as again:
+        again.load_state_dict(state)
+        assert head + [int(x) for x in again] == expected
+        assert again.process_decision.reason == "restored from a state saved in processes"
+    with iter(ds.with_options(restoring)) as fresh:
+        assert [int(x) for x in fresh] == expected
+        assert fresh.process_decision.mode == "threads"
+    # Without allowing as many processes as the state asks for, a clear error says how.
+    with iter(ds.with_options(fl.Options(autotune=fl.AutotuneOptions(cpu_budget=1)))) as it:
+        with pytest.raises(fl.CheckpointError, match="max_parallelism=2"):
+            it.load_state_dict(state)
