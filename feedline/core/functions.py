@@ -8,7 +8,6 @@ from typing import Any, TypeVar
 
 from feedline.core.errors import StopIterationError
 
-
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 _LATE = "__feedline_late_bound__"

@@ -1,5 +1,7 @@
 """Functions are bound when the pipeline is built, as tf.data traces them at map() time."""
 
+# ruff: noqa: B023 - closures over loop variables are what these tests are about
+
 from __future__ import annotations
 
 import numpy as np

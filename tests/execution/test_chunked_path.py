@@ -4,6 +4,7 @@ elements, errors and checkpoints exactly those of the element-by-element path.""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -92,7 +93,7 @@ PIPELINES = {
 
 @pytest.mark.parametrize("name", PIPELINES)
 def test_chunks_give_the_elements_one_by_one_does(files, name):
-    build = lambda: PIPELINES[name](files)  # noqa: E731
+    build = lambda: PIPELINES[name](files)
     with no_leaked_threads():
         expected = _one_by_one(build())
         assert len(expected) > 70
@@ -101,7 +102,7 @@ def test_chunks_give_the_elements_one_by_one_does(files, name):
 
 @pytest.mark.parametrize("name", PIPELINES)
 def test_a_state_taken_after_a_chunk_restores_the_exact_continuation(files, name):
-    build = lambda: PIPELINES[name](files)  # noqa: E731
+    build = lambda: PIPELINES[name](files)
     with no_leaked_threads():
         expected = _one_by_one(build())
         assert _same(_in_chunks(build, seed=2, restore_every=0.3), expected)
@@ -125,10 +126,10 @@ def test_a_damaged_record_comes_in_its_place_after_the_records_before_it(tmp_pat
     with fl.TFRecordWriter(path) as writer:
         for i in range(50):
             writer.write(b"record %03d" % i)
-    data = bytearray(open(path, "rb").read())
+    data = bytearray(Path(path).read_bytes())
     record = 16 + len(b"record 000")
     data[20 * record + 12 + 3] ^= 0xFF  # record 20's data: its checksum no longer matches
-    open(path, "wb").write(bytes(data))
+    Path(path).write_bytes(bytes(data))
     it = fl.TFRecordDataset(path)._make_iterator(IteratorContext())
     try:
         records = []
@@ -148,7 +149,7 @@ def test_an_error_before_a_shuffle_is_raised_in_its_turn(files):
             raise ValueError("element 300")
         return x
 
-    build = lambda: fl.Dataset.range(1000).map(fail_at_300).shuffle(64, seed=3)  # noqa: E731
+    build = lambda: fl.Dataset.range(1000).map(fail_at_300).shuffle(64, seed=3)
     expected = _one_by_one(build())
     assert ("error", "ValueError") in expected
     assert _same(_in_chunks(build, seed=3), expected)
