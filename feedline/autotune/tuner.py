@@ -295,6 +295,28 @@ class CallMeasurement:
     rate: float = 0.0
 
 
+def runs_serially(measured: CallMeasurement, workers: int) -> bool:
+    """Whether calls measured so run one at a time on ``workers`` threads: they hold the GIL
+    at least :data:`SERIAL_GIL_SHARE` of their time (the GIL share of their CPU time, times
+    their share of time on a CPU alone), measured with enough of them running at once
+    (:data:`RELIABLE_CONCURRENCY` per worker). Such a stage settles at one worker, and a
+    tuned ``map`` then calls its function inline on its consumer's thread: one worker
+    thread would only add a hand-off per task (issue 25: the tokenizer, 40 µs of Python a
+    line, ran 2.5x slower on AUTOTUNE's threads than inline).
+
+    Example:
+        >>> runs_serially(CallMeasurement(gil_share=0.95, busy_together=0.5,
+        ...                               concurrency=2.0, busy_alone=1.0), workers=2)
+        True
+        >>> runs_serially(CallMeasurement(gil_share=0.95, busy_together=0.5,
+        ...                               concurrency=1.2, busy_alone=1.0), workers=2)
+        False
+    """
+    if workers < 2 or measured.concurrency < RELIABLE_CONCURRENCY * workers:
+        return False
+    return measured.gil_share * measured.busy_alone >= SERIAL_GIL_SHARE
+
+
 class TuningCounters:
     """What a stage counts for the tuner, shared by its iterators (each epoch of a
     ``repeat`` builds one) so that the tuner sees one stage whatever the epochs' length.
@@ -732,7 +754,7 @@ class Tuner:
         # whatever share of its few CPU microseconds the measurement gave the GIL (a 4 ms
         # sleep measured 80-100%, and ran one at a time instead of 64).
         holding = share * measured.busy_alone
-        if holding >= SERIAL_GIL_SHARE and workers > 1:
+        if runs_serially(measured, workers):
             # Judged on the rate measured with ``workers``: a machine busy with other work,
             # or the first calls' set-up, can make calls that run in parallel look serial.
             control.trial = ("serial", workers, measured.rate, self._ticks + TRIAL_TICKS)

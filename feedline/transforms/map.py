@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from feedline.autotune.tuner import CallMeasurement, TuningCounters
+from feedline.autotune.tuner import CallMeasurement, TuningCounters, runs_serially
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.functions import (
@@ -353,6 +353,17 @@ class ParallelMapIterator(DatasetIterator):
     threads and may move its later tasks to worker processes, once, from what its first
     tasks measured (:mod:`feedline.execution.executor_choice`); positions, order and errors
     do not depend on where a task ran. :attr:`executor_decision` tells what was chosen.
+
+    Tuned and chosen (an ``AUTOTUNE`` map on threads), a stage whose calls the measurement
+    finds serialized by the GIL (:func:`~feedline.autotune.tuner.runs_serially`) calls its
+    function inline on the consumer's thread from then on (:attr:`runs_inline`): its tasks
+    in flight are handed out first, in order, then each element is pulled and mapped in
+    ``next()``, as :class:`MapIterator` does, without a task, a future or a wake-up per
+    chunk. Errors come out in their places with the same notes, and the state keeps the
+    layout of every map iterator, so a checkpoint restores across the switch. Settling
+    inline is final for the iterator (and for the stage's later iterators, which start
+    inline: the choice is made once per pipeline run): the tuner stops tuning it, as it
+    does a stage moved to processes.
     """
 
     OPERATION = "map"
@@ -402,6 +413,9 @@ class ParallelMapIterator(DatasetIterator):
                 choose_executor = False
                 executor_kind = self._decided.kind
         self._executor_kind = executor_kind
+        # Calls made on the consumer's thread (set once the measurement finds them
+        # serialized by the GIL, see the class doc).
+        self._inline = False
         self._fn = map_func
         self._runner = _ChunkRunner(map_func, executor_kind == "process")
         threading_options = ctx.options.threading
@@ -436,6 +450,9 @@ class ParallelMapIterator(DatasetIterator):
         if self._tuner is not None:
             self._counters = self._tuner.register(
                 self, stage_key if stage_key is not None else name)
+        self._call = _caller(map_func)
+        if self._decided is not None:
+            self._maybe_go_inline(record=False)  # recorded by the iterator that measured
 
     @property
     def replay_exact(self) -> bool:
@@ -501,8 +518,37 @@ class ParallelMapIterator(DatasetIterator):
 
     @property
     def tuning_done(self) -> bool:
-        """Closed, or moved to processes (the tuner sets threads only)."""
-        return self._closed or self._executor_kind == "process"
+        """Closed, moved to processes (the tuner sets threads only), or inline."""
+        return self._closed or self._executor_kind == "process" or self._inline
+
+    @property
+    def runs_inline(self) -> bool:
+        """Whether its function is called on the consumer's thread (calls the GIL
+        serializes, on a tuned stage: see the class doc)."""
+        return self._inline
+
+    def _maybe_go_inline(self, record: bool = True) -> bool:
+        """Settle inline if tuned and its executor choice measured serialized calls."""
+        if self._inline or self._tuner is None:
+            return self._inline
+        measured = self.measured_calls
+        workers = self.tuned_workers
+        if measured is None or not runs_serially(measured, workers):
+            return False
+        self._inline = True
+        # Its threads are no longer needed: they end as the gate lets fewer work.
+        self.tuned_workers = 1
+        if not record:
+            return True
+        self._tuner.record(
+            self._name, "inline", 0, 1,
+            f"its calls hold the GIL {measured.gil_share:.0%} of their time: they run one "
+            "at a time however many workers it has, and a worker thread only adds a "
+            "hand-off per task: called on its consumer's thread",
+            {"gil_share": measured.gil_share, "busy_together": measured.busy_together,
+             "busy_alone": measured.busy_alone, "concurrency": measured.concurrency,
+             "rate": measured.rate, "workers": float(workers)})
+        return True
 
     @property
     def tuning_paused(self) -> bool:
@@ -554,7 +600,7 @@ class ParallelMapIterator(DatasetIterator):
             tracker.add_snapshot((positions.pulled, self._upstream.state_dict()))
         choice = self._choice
         clock = time.perf_counter
-        while not self._exhausted and window.has_room():
+        while not self._exhausted and not self._inline and window.has_room():
             if choice is not None and not choice.may_submit(len(window)):
                 break  # measuring: one task at a time alone, then whole tasks only
             items: list[int] = []
@@ -605,6 +651,8 @@ class ParallelMapIterator(DatasetIterator):
     def __next__(self) -> Any:
         counters = self._counters
         counters.calls += 1
+        if self._inline and not self._ready and not len(self._window):
+            return self._next_inline()
         if not self._ready:
             self._fill()
             if not len(self._window):
@@ -630,7 +678,8 @@ class ParallelMapIterator(DatasetIterator):
             if choice is not None and choice.measuring:
                 if choice.record(probe) == "process":
                     self._switch_to_processes()
-                elif choice.decision is not None and self._tuner is not None:
+                elif choice.decision is not None and self._tuner is not None \
+                        and not self._maybe_go_inline():
                     self._tuner.wake()  # it starts the stage from the measurement
             self._adapt_chunk_size(len(tag), seconds)
             self._ready.extend((item, ok, value) for item, (ok, value) in zip(tag, outcomes))
@@ -641,7 +690,40 @@ class ParallelMapIterator(DatasetIterator):
             return value
         raise annotate_error(value, self._name, item)
 
+    def _next_inline(self) -> Any:
+        """The next element, its function called here (every earlier one handed out)."""
+        positions = self._positions
+        if positions.replaying or positions.errors:
+            # Re-reading after a restore (or an input error's record pending): the reader
+            # skips what went out before the checkpoint and raises restored errors.
+            item, is_error, value, snapshot = positions.pull()
+            self._tracker.add_snapshot(snapshot)
+        else:
+            # Nothing in flight: the input's own state is this stage's position (taken in
+            # ``_get_state``), so no snapshot is needed.
+            item = positions.pulled
+            try:
+                value, is_error = next(self._upstream), False
+            except StopIteration:
+                raise
+            except Exception as error:  # noqa: BLE001 - the input's error, in its place
+                value, is_error = error, True
+            positions.pulled = item + 1
+        self._handed_out(item)
+        self._counters.elements += 1
+        if is_error:
+            raise value  # already annotated by the stage that raised it
+        try:
+            # Inside the try: a result that is no element is this stage's error.
+            return normalize_output(self._call(self._fn, value))
+        except Exception as error:  # noqa: BLE001 - re-raised with the stage named
+            raise annotate_error(error, self._name, item)
+
     def _get_state(self) -> State:
+        if self._inline and not self._ready and not len(self._window) \
+                and not self._positions.replaying and not self._positions.errors:
+            # Everything pulled was handed out: the position is exact.
+            return initial_position(self._upstream.state_dict(), self._positions.pulled)
         if not self._tracker.has_snapshot:  # nothing pulled yet: the upstream is here
             return initial_position(self._upstream.state_dict(), self._positions.pulled)
         return self._tracker.state(self._positions.pending_errors(self._tracker))
