@@ -1,0 +1,164 @@
+"""An AUTOTUNE map whose calls the GIL serializes settles inline (issue 25).
+
+The executor choice's measurements are injected (``gil_measurements``): the calls measure
+as serialized by the GIL whatever the machine's load, and they stay on threads (the
+function is taken not to pickle). The stage then hands out its tasks in flight and calls
+its function on its consumer's thread: these tests check that nothing of the output, the
+errors or the checkpoints depends on where the switch happens.
+"""
+
+from __future__ import annotations
+
+import pytest
+from gil_measurements import measure_as, serialized_by_the_gil, waiting
+
+import feedline as fl
+from feedline.core.validation import schedulable_cpus
+from feedline.execution import executor_choice
+from feedline.execution.executor_choice import ExecutorChoice
+from feedline.testing import check_checkpointing
+from feedline.testing.failures import Failed, fail_at
+from feedline.testing.threads import no_leaked_threads
+from feedline.transforms import map as map_module
+from feedline.transforms.map import ParallelMapIterator
+
+pytestmark = [
+    pytest.mark.skipif(schedulable_cpus() < 2, reason="the executor choice measures nothing "
+                                                      "on one CPU"),
+    pytest.mark.timeout(60),
+]
+
+_RECORD = ExecutorChoice.record  # unpatched, for a test that injects other measurements
+
+THREADS = fl.Options(autotune=fl.AutotuneOptions(processes=False),
+                     profiling=fl.ProfilingOptions(statistics=True))
+
+
+@pytest.fixture(autouse=True)
+def _serialized_on_threads(monkeypatch):
+    """Calls measured serialized by the GIL, kept on threads; one element per task and a
+    short measurement (one task alone, then ten together, as many as it takes the
+    injected probes to count two calls at once: decided at the 12th ``next()``), so every
+    iterator switches at the same element."""
+    measure_as(monkeypatch, serialized_by_the_gil)
+    monkeypatch.setattr(ExecutorChoice, "_pickles", lambda self: False)
+    monkeypatch.setattr(executor_choice, "SOLO_TASKS", 1)
+    monkeypatch.setattr(executor_choice, "CONCURRENT_TASKS", 10)
+    monkeypatch.setattr(executor_choice, "CONCURRENT_SECONDS", 0.0)
+    monkeypatch.setattr(map_module, "MAX_CHUNK", 1)
+
+
+def _triple(x):
+    return int(x) * 3
+
+
+def _failing(x):
+    if int(x) in (1, 13, 20):
+        raise ValueError(f"bad element {int(x)}")
+    return int(x) * 3
+
+
+def _auto(ds: fl.Dataset, fn) -> fl.Dataset:
+    return ds.map(fn, num_parallel_calls=fl.AUTOTUNE).with_options(THREADS)
+
+
+def _outcomes(it) -> list:
+    out = []
+    while True:
+        try:
+            out.append(int(next(it)))
+        except StopIteration:
+            return out
+        except Exception as error:  # noqa: BLE001 - compared below
+            out.append((type(error).__name__, str(error), getattr(error, "__notes__", [])))
+
+
+def test_settles_inline_with_the_exact_output():
+    with no_leaked_threads(), iter(_auto(fl.Dataset.range(50), _triple)) as it:
+        stage = it._root
+        assert isinstance(stage, ParallelMapIterator)
+        head = [int(next(it)) for _ in range(20)]
+        assert stage.runs_inline
+        assert head + [int(x) for x in it] == [3 * i for i in range(50)]
+        inline = [d for d in it.statistics().tuning if d.setting == "inline"]
+        assert [(d.old, d.new) for d in inline] == [(0, 1)]
+        assert inline[0].figures["gil_share"] == pytest.approx(1.0)
+        assert stage.tuning_done
+
+
+def test_errors_come_out_in_place_as_an_inline_map_raises_them():
+    # Elements 1 (measured on threads) and 13, 20 (inline) fail: each in its place, with the
+    # stage and element named as the inline map names them, and the run goes on.
+    with no_leaked_threads(), iter(_auto(fl.Dataset.range(24), _failing)) as it:
+        got = _outcomes(it)
+        assert it._root.runs_inline
+    with iter(fl.Dataset.range(24).map(_failing)) as it:
+        expected = _outcomes(it)
+    assert got == expected
+    assert [o[1] for o in got if isinstance(o, tuple)] == [
+        "bad element 1", "bad element 13", "bad element 20"]
+
+
+def test_an_input_error_keeps_its_place_inline():
+    ds = fail_at(fl.Dataset.range(20), [2, 15])
+    with no_leaked_threads(), iter(_auto(ds, _triple)) as it:
+        got = _outcomes(it)
+        assert it._root.runs_inline
+    expected = [0, 3, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 42, 48, 51, 54, 57]
+    assert [o for o in got if not isinstance(o, tuple)] == expected
+    assert [i for i, o in enumerate(got) if isinstance(o, tuple)] == [2, 15]
+    assert {o[0] for o in got if isinstance(o, tuple)} == {"InjectedError"}
+
+
+def test_checkpoints_restore_across_the_inline_switch():
+    # States taken on threads (steps 2, 5, 9) and inline (17, 24) restore into a new AUTOTUNE
+    # iterator (which measures afresh and switches during or after its re-read), into the
+    # same one, into an inline map and into a threaded one; errors included.
+    with no_leaked_threads():
+        outcomes = check_checkpointing(
+            _auto(fl.Dataset.range(24), _failing), epochs=1, steps=[0, 2, 5, 9, 12, 17, 24],
+            variants=[fl.Dataset.range(24).map(_failing),
+                      fl.Dataset.range(24).map(_failing, num_parallel_calls=2)])
+    assert [o for o in outcomes if not isinstance(o, Failed)] == [
+        3 * i for i in range(24) if i not in (1, 13, 20)]
+    assert [i for i, o in enumerate(outcomes) if isinstance(o, Failed)] == [1, 13, 20]
+
+
+def test_an_inline_state_restores_into_a_threaded_map_and_back():
+    with iter(_auto(fl.Dataset.range(30), _triple)) as it:
+        head = [int(next(it)) for _ in range(18)]
+        assert it._root.runs_inline
+        state = it.state_dict()
+    threaded = fl.Dataset.range(30).map(_triple, num_parallel_calls=2)
+    with no_leaked_threads(), iter(threaded) as other:
+        other.load_state_dict(state)
+        assert head + [int(next(other)) for _ in range(5)] == [3 * i for i in range(23)]
+        back = other.state_dict()
+    with no_leaked_threads(), iter(_auto(fl.Dataset.range(30), _triple)) as it:
+        it.load_state_dict(back)
+        assert [int(x) for x in it] == [3 * i for i in range(23, 30)]
+
+
+def test_later_epochs_start_inline():
+    ds = fl.Dataset.range(40).map(_triple, num_parallel_calls=fl.AUTOTUNE).repeat(3)
+    with no_leaked_threads(), iter(ds.with_options(THREADS)) as it:
+        assert [int(x) for x in it] == [3 * i for i in range(40)] * 3
+        # Recorded once, by the iterator that measured.
+        assert [d.setting for d in it.statistics().tuning].count("inline") == 1
+
+
+def test_calls_that_wait_stay_on_threads(monkeypatch):
+    monkeypatch.setattr(ExecutorChoice, "record", _RECORD)
+    measure_as(monkeypatch, waiting)
+    with no_leaked_threads(), iter(_auto(fl.Dataset.range(30), _triple)) as it:
+        assert [int(x) for x in it] == [3 * i for i in range(30)]
+        assert not it._root.runs_inline
+        assert it._root.executor_decision.kind == "thread"
+
+
+def test_an_untuned_map_stays_on_its_threads():
+    options = fl.Options(autotune=fl.AutotuneOptions(processes=False, tune=False))
+    ds = fl.Dataset.range(30).map(_triple, num_parallel_calls=fl.AUTOTUNE)
+    with no_leaked_threads(), iter(ds.with_options(options)) as it:
+        assert [int(x) for x in it] == [3 * i for i in range(30)]
+        assert not it._root.runs_inline
