@@ -295,25 +295,25 @@ class CallMeasurement:
     rate: float = 0.0
 
 
-def runs_serially(measured: CallMeasurement, workers: int) -> bool:
-    """Whether calls measured so run one at a time on ``workers`` threads: they hold the GIL
-    at least :data:`SERIAL_GIL_SHARE` of their time (the GIL share of their CPU time, times
-    their share of time on a CPU alone), measured with enough of them running at once
-    (:data:`RELIABLE_CONCURRENCY` per worker). Such a stage settles at one worker, and a
-    tuned ``map`` then calls its function inline on its consumer's thread: one worker
-    thread would only add a hand-off per task (issue 25: the tokenizer, 40 µs of Python a
-    line, ran 2.5x slower on AUTOTUNE's threads than inline).
+def holds_the_gil(measured: CallMeasurement) -> bool:
+    """Whether calls measured so hold the GIL at least :data:`SERIAL_GIL_SHARE` of their
+    time (the GIL share of their CPU time, times their share of time on a CPU alone): they
+    run one at a time however many threads run them. Once the tuner has such a stage at
+    one worker (from the measurement, or trimmed there), a tuned ``map`` calls its function
+    inline on its consumer's thread: one worker thread would only add a hand-off per task
+    (issue 25: the tokenizer, 40 µs of Python a line, ran 2.5x slower on AUTOTUNE's
+    threads than inline). Should the tuner set it more workers again (the measurement
+    misled: one worker was slower than the threads measured), the map goes back to its
+    threads.
 
     Example:
-        >>> runs_serially(CallMeasurement(gil_share=0.95, busy_together=0.5,
-        ...                               concurrency=2.0, busy_alone=1.0), workers=2)
+        >>> holds_the_gil(CallMeasurement(gil_share=0.95, busy_together=0.5,
+        ...                               concurrency=2.0, busy_alone=1.0))
         True
-        >>> runs_serially(CallMeasurement(gil_share=0.95, busy_together=0.5,
-        ...                               concurrency=1.2, busy_alone=1.0), workers=2)
+        >>> holds_the_gil(CallMeasurement(gil_share=0.95, busy_together=0.5,
+        ...                               concurrency=2.0, busy_alone=0.1))
         False
     """
-    if workers < 2 or measured.concurrency < RELIABLE_CONCURRENCY * workers:
-        return False
     return measured.gil_share * measured.busy_alone >= SERIAL_GIL_SHARE
 
 
@@ -331,13 +331,17 @@ class TuningCounters:
             thread).
         cpu: CPU seconds of its tasks' threads while they ran (``cpu / busy``: the share
             of its calls' time on a CPU; small for calls that wait).
+        inline: Whether the stage calls its function on its consumer's thread (a ``map``
+            of calls that hold the GIL, at one worker): its calls then never wait for a
+            worker, and its busy time is its calls' time.
     """
 
-    __slots__ = ("busy", "calls", "cpu", "elements", "input", "waits")
+    __slots__ = ("busy", "calls", "cpu", "elements", "inline", "input", "waits")
 
     def __init__(self) -> None:
         self.elements = self.calls = self.waits = 0
         self.busy = self.input = self.cpu = 0.0
+        self.inline = False
 
 
 class TunableStage(Protocol):
@@ -754,7 +758,7 @@ class Tuner:
         # whatever share of its few CPU microseconds the measurement gave the GIL (a 4 ms
         # sleep measured 80-100%, and ran one at a time instead of 64).
         holding = share * measured.busy_alone
-        if runs_serially(measured, workers):
+        if holding >= SERIAL_GIL_SHARE and workers > 1:
             # Judged on the rate measured with ``workers``: a machine busy with other work,
             # or the first calls' set-up, can make calls that run in parallel look serial.
             control.trial = ("serial", workers, measured.rate, self._ticks + TRIAL_TICKS)

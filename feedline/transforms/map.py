@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from feedline.autotune.tuner import CallMeasurement, TuningCounters, runs_serially
+from feedline.autotune.tuner import CallMeasurement, TuningCounters, holds_the_gil
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.functions import (
@@ -355,15 +355,17 @@ class ParallelMapIterator(DatasetIterator):
     do not depend on where a task ran. :attr:`executor_decision` tells what was chosen.
 
     Tuned and chosen (an ``AUTOTUNE`` map on threads), a stage whose calls the measurement
-    finds serialized by the GIL (:func:`~feedline.autotune.tuner.runs_serially`) calls its
-    function inline on the consumer's thread from then on (:attr:`runs_inline`): its tasks
-    in flight are handed out first, in order, then each element is pulled and mapped in
-    ``next()``, as :class:`MapIterator` does, without a task, a future or a wake-up per
-    chunk. Errors come out in their places with the same notes, and the state keeps the
-    layout of every map iterator, so a checkpoint restores across the switch. Settling
-    inline is final for the iterator (and for the stage's later iterators, which start
-    inline: the choice is made once per pipeline run): the tuner stops tuning it, as it
-    does a stage moved to processes.
+    finds held by the GIL (:func:`~feedline.autotune.tuner.holds_the_gil`) and that the
+    tuner has at one worker calls its function inline on the consumer's thread
+    (:attr:`runs_inline`): its tasks in flight are handed out first, in order, then each
+    element is pulled and mapped in ``next()``, as :class:`MapIterator` does, without a
+    task, a future or a wake-up. Errors come out in their places with the same notes, and
+    the state keeps the layout of every map iterator, so a checkpoint restores across the
+    switch. The tuner goes on reading its counters (its calls' time as busy time, and no
+    waits: the consumer never waits for a worker); should it set more workers (its trial
+    of one worker ran slower than the threads measured: the measurement misled), the
+    stage goes back to its threads. The stage's later iterators (a ``repeat``'s epochs)
+    start from the tuner's setting, inline.
     """
 
     OPERATION = "map"
@@ -413,9 +415,9 @@ class ParallelMapIterator(DatasetIterator):
                 choose_executor = False
                 executor_kind = self._decided.kind
         self._executor_kind = executor_kind
-        # Calls made on the consumer's thread (set once the measurement finds them
-        # serialized by the GIL, see the class doc).
-        self._inline = False
+        # Calls made on the consumer's thread (calls that hold the GIL, at one worker: see
+        # the class doc), and whether the measurement found them so (tuned stages only).
+        self._inline = self._serial = False
         self._fn = map_func
         self._runner = _ChunkRunner(map_func, executor_kind == "process")
         threading_options = ctx.options.threading
@@ -451,8 +453,8 @@ class ParallelMapIterator(DatasetIterator):
             self._counters = self._tuner.register(
                 self, stage_key if stage_key is not None else name)
         self._call = _caller(map_func)
-        if self._decided is not None:
-            self._maybe_go_inline(record=False)  # recorded by the iterator that measured
+        if self._tuner is not None and (measured := self.measured_calls) is not None:
+            self._serial = holds_the_gil(measured)  # measured by an earlier epoch
 
     @property
     def replay_exact(self) -> bool:
@@ -518,37 +520,40 @@ class ParallelMapIterator(DatasetIterator):
 
     @property
     def tuning_done(self) -> bool:
-        """Closed, moved to processes (the tuner sets threads only), or inline."""
-        return self._closed or self._executor_kind == "process" or self._inline
+        """Closed, or moved to processes (the tuner sets threads only)."""
+        return self._closed or self._executor_kind == "process"
 
     @property
     def runs_inline(self) -> bool:
-        """Whether its function is called on the consumer's thread (calls the GIL
-        serializes, on a tuned stage: see the class doc)."""
+        """Whether its function is called on the consumer's thread (calls that hold the
+        GIL, at one worker: see the class doc)."""
         return self._inline
 
-    def _maybe_go_inline(self, record: bool = True) -> bool:
-        """Settle inline if tuned and its executor choice measured serialized calls."""
-        if self._inline or self._tuner is None:
-            return self._inline
-        measured = self.measured_calls
-        workers = self.tuned_workers
-        if measured is None or not runs_serially(measured, workers):
-            return False
-        self._inline = True
-        # Its threads are no longer needed: they end as the gate lets fewer work.
-        self.tuned_workers = 1
-        if not record:
-            return True
-        self._tuner.record(
-            self._name, "inline", 0, 1,
-            f"its calls hold the GIL {measured.gil_share:.0%} of their time: they run one "
-            "at a time however many workers it has, and a worker thread only adds a "
-            "hand-off per task: called on its consumer's thread",
-            {"gil_share": measured.gil_share, "busy_together": measured.busy_together,
-             "busy_alone": measured.busy_alone, "concurrency": measured.concurrency,
-             "rate": measured.rate, "workers": float(workers)})
-        return True
+    def _check_inline(self) -> None:
+        """Follow the tuner's setting: inline at one worker for calls that hold the GIL,
+        back on threads when it sets more (on the consumer's thread, between elements)."""
+        wanted = self._gate.limit == 1
+        if wanted == self._inline:
+            return
+        if not wanted:
+            # Back to the window: its snapshots start where the inline calls left off.
+            self._tracker.add_snapshot((self._positions.pulled, self._upstream.state_dict()))
+        self._inline = wanted
+        counters = self._counters
+        if counters.inline == wanted:
+            return  # the stage's earlier iterator (epoch) recorded it
+        counters.inline = wanted
+        if self._tuner is not None:
+            measured = self.measured_calls
+            figures = {} if measured is None else {
+                "gil_share": measured.gil_share, "busy_alone": measured.busy_alone,
+                "busy_together": measured.busy_together,
+                "concurrency": measured.concurrency, "rate": measured.rate}
+            self._tuner.record(
+                self._name, "inline", int(not wanted), int(wanted),
+                "its calls hold the GIL and it runs one worker: a worker thread would only "
+                "add a hand-off per element, so they run on its consumer's thread" if wanted
+                else "the tuner set it more workers: back on its threads", figures)
 
     @property
     def tuning_paused(self) -> bool:
@@ -651,8 +656,10 @@ class ParallelMapIterator(DatasetIterator):
     def __next__(self) -> Any:
         counters = self._counters
         counters.calls += 1
-        if self._inline and not self._ready and not len(self._window):
-            return self._next_inline()
+        if self._serial:
+            self._check_inline()
+            if self._inline and not self._ready and not len(self._window):
+                return self._next_inline()
         if not self._ready:
             self._fill()
             if not len(self._window):
@@ -678,8 +685,9 @@ class ParallelMapIterator(DatasetIterator):
             if choice is not None and choice.measuring:
                 if choice.record(probe) == "process":
                     self._switch_to_processes()
-                elif choice.decision is not None and self._tuner is not None \
-                        and not self._maybe_go_inline():
+                elif choice.decision is not None and self._tuner is not None:
+                    measured = self.measured_calls
+                    self._serial = measured is not None and holds_the_gil(measured)
                     self._tuner.wake()  # it starts the stage from the measurement
             self._adapt_chunk_size(len(tag), seconds)
             self._ready.extend((item, ok, value) for item, (ok, value) in zip(tag, outcomes))
@@ -710,14 +718,22 @@ class ParallelMapIterator(DatasetIterator):
                 value, is_error = error, True
             positions.pulled = item + 1
         self._handed_out(item)
-        self._counters.elements += 1
+        counters = self._counters
+        counters.elements += 1
         if is_error:
             raise value  # already annotated by the stage that raised it
+        started = time.perf_counter()
         try:
             # Inside the try: a result that is no element is this stage's error.
             return normalize_output(self._call(self._fn, value))
         except Exception as error:  # noqa: BLE001 - re-raised with the stage named
             raise annotate_error(error, self._name, item)
+        finally:
+            # The tuner's busy time; on a CPU all along (calls that hold the GIL).
+            seconds = time.perf_counter() - started
+            counters.busy += seconds
+            counters.cpu += seconds
+            self.busy_seconds += seconds
 
     def _get_state(self) -> State:
         if self._inline and not self._ready and not len(self._window) \

@@ -9,6 +9,8 @@ errors or the checkpoints depends on where the switch happens.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from gil_measurements import measure_as, serialized_by_the_gil, waiting
 
@@ -58,55 +60,76 @@ def _failing(x):
     return int(x) * 3
 
 
+def _failing40(x):
+    if int(x) in (1, 13, 36, 39):
+        raise ValueError(f"bad element {int(x)}")
+    return int(x) * 3
+
+
 def _auto(ds: fl.Dataset, fn) -> fl.Dataset:
     return ds.map(fn, num_parallel_calls=fl.AUTOTUNE).with_options(THREADS)
 
 
-def _outcomes(it) -> list:
-    out = []
-    while True:
+def _until_inline(it, stage=None) -> list:
+    """Outcomes read until the map runs inline: once its executor choice has decided, the
+    tuner's thread (woken by it) sets one worker, which the next ``next()`` follows."""
+    stage = it._root if stage is None else stage
+    out: list = []
+    deadline = time.monotonic() + 30
+    while not stage.runs_inline:
+        while stage.executor_decision is not None and stage.tuned_workers != 1:
+            assert time.monotonic() < deadline, "the tuner did not set one worker"
+            time.sleep(0.005)
+        out.extend(_outcomes(it, 1))
+    return out
+
+
+def _outcomes(it, limit: int | None = None) -> list:
+    out: list = []
+    while limit is None or len(out) < limit:
         try:
             out.append(int(next(it)))
         except StopIteration:
             return out
         except Exception as error:  # noqa: BLE001 - compared below
             out.append((type(error).__name__, str(error), getattr(error, "__notes__", [])))
+    return out
 
 
 def test_settles_inline_with_the_exact_output():
     with no_leaked_threads(), iter(_auto(fl.Dataset.range(50), _triple)) as it:
         stage = it._root
         assert isinstance(stage, ParallelMapIterator)
-        head = [int(next(it)) for _ in range(20)]
-        assert stage.runs_inline
+        head = _until_inline(it)
+        # Decided at the 12th element at the earliest; the tasks in flight go out first.
+        assert len(head) >= 12
         assert head + [int(x) for x in it] == [3 * i for i in range(50)]
         inline = [d for d in it.statistics().tuning if d.setting == "inline"]
         assert [(d.old, d.new) for d in inline] == [(0, 1)]
         assert inline[0].figures["gil_share"] == pytest.approx(1.0)
-        assert stage.tuning_done
+        assert stage.tuned_workers == 1
 
 
 def test_errors_come_out_in_place_as_an_inline_map_raises_them():
-    # Elements 1 (measured on threads) and 13, 20 (inline) fail: each in its place, with the
+    # Elements 1 and 13 (on threads, measured) and 36, 39 (inline: the switch is at the 12th
+    # element at the earliest, and the window holds at most 4 tasks of one) fail: each in its place, with the
     # stage and element named as the inline map names them, and the run goes on.
-    with no_leaked_threads(), iter(_auto(fl.Dataset.range(24), _failing)) as it:
-        got = _outcomes(it)
-        assert it._root.runs_inline
-    with iter(fl.Dataset.range(24).map(_failing)) as it:
+    with no_leaked_threads(), iter(_auto(fl.Dataset.range(40), _failing40)) as it:
+        got = _until_inline(it) + _outcomes(it)
+    with iter(fl.Dataset.range(40).map(_failing40)) as it:
         expected = _outcomes(it)
     assert got == expected
     assert [o[1] for o in got if isinstance(o, tuple)] == [
-        "bad element 1", "bad element 13", "bad element 20"]
+        "bad element 1", "bad element 13", "bad element 36", "bad element 39"]
 
 
 def test_an_input_error_keeps_its_place_inline():
-    ds = fail_at(fl.Dataset.range(20), [2, 15])
+    ds = fail_at(fl.Dataset.range(40), [2, 35])
     with no_leaked_threads(), iter(_auto(ds, _triple)) as it:
-        got = _outcomes(it)
-        assert it._root.runs_inline
-    expected = [0, 3, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 42, 48, 51, 54, 57]
+        got = _until_inline(it) + _outcomes(it)
+    expected = [3 * i for i in range(40) if i not in (2, 35)]
     assert [o for o in got if not isinstance(o, tuple)] == expected
-    assert [i for i, o in enumerate(got) if isinstance(o, tuple)] == [2, 15]
+    assert [i for i, o in enumerate(got) if isinstance(o, tuple)] == [2, 35]
     assert {o[0] for o in got if isinstance(o, tuple)} == {"InjectedError"}
 
 
@@ -125,24 +148,33 @@ def test_checkpoints_restore_across_the_inline_switch():
 
 
 def test_an_inline_state_restores_into_a_threaded_map_and_back():
-    with iter(_auto(fl.Dataset.range(30), _triple)) as it:
-        head = [int(next(it)) for _ in range(18)]
-        assert it._root.runs_inline
+    with iter(_auto(fl.Dataset.range(40), _triple)) as it:
+        head = _until_inline(it)
         state = it.state_dict()
-    threaded = fl.Dataset.range(30).map(_triple, num_parallel_calls=2)
+    n = len(head)
+    threaded = fl.Dataset.range(40).map(_triple, num_parallel_calls=2)
     with no_leaked_threads(), iter(threaded) as other:
         other.load_state_dict(state)
-        assert head + [int(next(other)) for _ in range(5)] == [3 * i for i in range(23)]
-        back = other.state_dict()
-    with no_leaked_threads(), iter(_auto(fl.Dataset.range(30), _triple)) as it:
+        assert head + [int(next(other)) for _ in range(5)] == [3 * i for i in range(n + 5)]
+        back = other.state_dict()  # tasks in flight: a position to re-read from
+    with no_leaked_threads(), iter(_auto(fl.Dataset.range(40), _triple)) as it:
+        # Inline first, then the threaded state: its re-read runs inline.
+        _until_inline(it)
         it.load_state_dict(back)
-        assert [int(x) for x in it] == [3 * i for i in range(23, 30)]
+        assert [int(x) for x in it] == [3 * i for i in range(n + 5, 40)]
+        assert it._root.runs_inline
 
 
 def test_later_epochs_start_inline():
     ds = fl.Dataset.range(40).map(_triple, num_parallel_calls=fl.AUTOTUNE).repeat(3)
     with no_leaked_threads(), iter(ds.with_options(THREADS)) as it:
-        assert [int(x) for x in it] == [3 * i for i in range(40)] * 3
+        first = it._root._inputs[0]
+        got = _until_inline(it, first)
+        got += _outcomes(it, 40 - len(got) + 1)  # the rest of the epoch, one of the next
+        second = it._root._inputs[0]
+        assert second is not first and second.runs_inline
+        got += _outcomes(it)
+        assert got == [3 * i for i in range(40)] * 3
         # Recorded once, by the iterator that measured.
         assert [d.setting for d in it.statistics().tuning].count("inline") == 1
 
