@@ -66,7 +66,7 @@ def _start_and_wait_for_the_c_call(tmp_path: Path, kind: str
                                stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
                                start_new_session=True)
     entered = first = None
-    timer = threading.Timer(60.0, process.kill)  # a script that never gets there
+    timer = threading.Timer(100.0, process.kill)  # a script that never gets there
     timer.start()
     try:
         assert process.stdout is not None
@@ -86,7 +86,7 @@ def _start_and_wait_for_the_c_call(tmp_path: Path, kind: str
     return process, workers, entered
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 @pytest.mark.parametrize("kind", ["multiprocess", "process_executor"])
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_workers_end_when_the_parent_dies_while_one_holds_the_gil_in_c(tmp_path, kind, sig):
