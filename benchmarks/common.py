@@ -352,3 +352,14 @@ def encode_chess_example(d: bytes, s: int) -> bytes:
 def read_json(path: str | Path) -> Any:
     with open(path) as f:
         return json.load(f)
+
+
+def emit(results: dict[str, Any], markdown: str, json_path: str | None) -> int:
+    """An extra benchmark's ending: its table printed, its results (with the table) written
+    as JSON where ``./dev bench`` asked (``--json``); the exit status."""
+    results["markdown"] = markdown
+    print(markdown)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0

@@ -7,13 +7,14 @@ Measures elements per second with ``map`` inline and with ``num_parallel_calls=A
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from typing import Any
 
 import numpy as np
+
+from benchmarks.common import emit
 
 
 def small_numpy_function(x: Any) -> np.ndarray:
@@ -80,12 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {"n": n, "function_us": function_cost() * 1e6,
                "inline": measure(n, False, args.repeats),
                "autotune": measure(n, True, args.repeats)}
-    results["markdown"] = markdown(results)
-    print(results["markdown"])
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
-    return 0
+    return emit(results, markdown(results), args.json)
 
 
 if __name__ == "__main__":

@@ -205,3 +205,12 @@ def describe(workload: str, sizes: Sizes, seed: int, cache: Path = CACHE) -> dic
                 "buffer": sizes.shuffle_buffer_mib,
                 "element_bytes": common.SHUFFLE_ELEMENT_BYTES}
     raise ValueError(f"unknown workload {workload!r}")
+
+
+def chess_meta(folder: str | None, small: bool) -> dict[str, Any]:
+    """The chess data an extra benchmark runs on: ``folder``'s (``--chess-data``, as
+    ``./dev bench`` passes it), else generated into the cache at the chosen size."""
+    if folder:
+        return json.loads((Path(folder) / "meta.json").read_text())
+    sizes = Sizes.small() if small else Sizes()
+    return chess(sizes.chess_records, sizes.chess_files, 1234)

@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks import data as data_mod
-from benchmarks.data import Sizes
+from benchmarks.common import emit
 
 BATCH = 512
 
@@ -148,19 +146,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="records timed with the (slow) per-record parse")
     parser.add_argument("--json", help="write the results here as JSON")
     args = parser.parse_args(argv)
-    if args.chess_data:
-        meta = json.loads((Path(args.chess_data) / "meta.json").read_text())
-    else:
-        sizes = Sizes.small() if args.small else Sizes()
-        meta = data_mod.chess(sizes.chess_records, sizes.chess_files, 1234)
+    meta = data_mod.chess_meta(args.chess_data, args.small)
     d = np.load(meta["d"])
     results = measure(meta["files"], d, args.repeats, args.per_record_limit)
-    results["markdown"] = markdown(results)
-    print(results["markdown"])
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
-    return 0
+    return emit(results, markdown(results), args.json)
 
 
 if __name__ == "__main__":

@@ -23,16 +23,14 @@ lent.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks import data as data_mod
-from benchmarks.data import Sizes
+from benchmarks.common import emit
 
 CORES = (2, 4, 8, 16, 64)
 BATCH = 512
@@ -124,9 +122,9 @@ def predict(parts: dict[str, float], cores: int) -> float:
     time is shared by all parts.
 
     Example:
-        >>> predict({"feeder": 1e-6, "map": 3e-6, "transport": 0.0, "consumer": 1e-7}, 2)
+        >>> predict({"feeder": 1e-6, "map": 2.9e-6, "transport": 0.0, "consumer": 1e-7}, 2)
         500000.0
-        >>> predict({"feeder": 1e-6, "map": 3e-6, "transport": 0.0, "consumer": 1e-7}, 64)
+        >>> predict({"feeder": 1e-6, "map": 2.9e-6, "transport": 0.0, "consumer": 1e-7}, 64)
         1000000.0
     """
     total = sum(parts.values())
@@ -167,19 +165,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="examples the feeder's cost is measured over")
     parser.add_argument("--json", help="write the results here as JSON")
     args = parser.parse_args(argv)
-    if args.chess_data:
-        meta = json.loads((Path(args.chess_data) / "meta.json").read_text())
-    else:
-        sizes = Sizes.small() if args.small else Sizes()
-        meta = data_mod.chess(sizes.chess_records, sizes.chess_files, 1234)
+    meta = data_mod.chess_meta(args.chess_data, args.small)
     results = measure(meta["files"], args.examples)
     results["ok"] = True
-    results["markdown"] = markdown(results)
-    print(results["markdown"])
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
-    return 0
+    return emit(results, markdown(results), args.json)
 
 
 if __name__ == "__main__":
