@@ -8,6 +8,7 @@ import functools
 import pickle
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -376,6 +377,12 @@ class ParallelMapIterator(DatasetIterator):
     of one worker ran slower than the threads measured: the measurement misled), the
     stage goes back to its threads. The stage's later iterators (a ``repeat``'s epochs)
     start from the tuner's setting, inline.
+
+    When ``AUTOTUNE`` moves the stage to processes, the consumer maps the elements inline
+    while the worker processes start (seconds on a loaded machine: an interpreter, its
+    imports, the function), instead of waiting for their first results; tasks go to the
+    workers once each has run an empty one. Not for ``executor="process"``, whose function
+    may be one that must not run in the consumer's process.
     """
 
     OPERATION = "map"
@@ -428,6 +435,14 @@ class ParallelMapIterator(DatasetIterator):
         # Calls made on the consumer's thread (calls that hold the GIL, at one worker: see
         # the class doc), and whether the measurement found them so (tuned stages only).
         self._inline = self._serial = False
+        # Worker processes starting (a call each with no element: done once a worker has
+        # started and loaded the function); meanwhile the consumer maps the elements
+        # itself. ``None``: not started; ``[]``: started. Only where AUTOTUNE chose
+        # processes: its first calls ran on the consumer's process already, whereas a
+        # function given ``executor="process"`` may be one that must not (it may exit,
+        # crash, or set up process-wide state).
+        self._warming: list[Any] | None = None if (
+            self._decided is not None or choice is not None) else []
         self._fn = map_func
         self._runner = _ChunkRunner(map_func, executor_kind == "process")
         threading_options = ctx.options.threading
@@ -539,6 +554,22 @@ class ParallelMapIterator(DatasetIterator):
         GIL, at one worker: see the class doc)."""
         return self._inline
 
+    def _workers_starting(self) -> bool:
+        """Whether its worker processes are still starting (see :meth:`_next_inline`):
+        starts them on the first call. A worker takes seconds to start on a loaded machine
+        (its interpreter, imports, the function), during which the consumer would wait,
+        idle, for the first tasks; it maps the elements inline meanwhile instead."""
+        warming = self._warming
+        if warming is None:
+            executor = self._window._executor_or_start()
+            self._warming = warming = [executor.submit(self._runner, [])
+                                       for _ in range(self._parallelism)]
+        if warming and all(future.done() for future in warming):
+            self._warming = warming = []
+            # Back to the window: its snapshots start where the inline calls left off.
+            self._tracker.add_snapshot((self._positions.pulled, self._upstream.state_dict()))
+        return bool(warming)
+
     def _check_inline(self) -> None:
         """Follow the tuner's setting: inline at one worker for calls that hold the GIL,
         back on threads when it sets more (on the consumer's thread, between elements)."""
@@ -615,6 +646,8 @@ class ParallelMapIterator(DatasetIterator):
             tracker.add_snapshot((positions.pulled, self._upstream.state_dict()))
         choice = self._choice
         clock = time.perf_counter
+        if self._warming != [] and self._executor_kind == "process":
+            return  # its workers are starting: the consumer maps the elements meanwhile
         while not self._exhausted and not self._inline and window.has_room():
             if choice is not None and not choice.may_submit(len(window)):
                 break  # measuring: one task at a time alone, then whole tasks only
@@ -672,6 +705,9 @@ class ParallelMapIterator(DatasetIterator):
             self._check_inline()
             if self._inline and not self._ready and not len(self._window):
                 return self._next_inline()
+        if self._warming != [] and self._executor_kind == "process" \
+                and self._workers_starting() and not self._ready and not len(self._window):
+            return self._next_inline()
         if not self._ready:
             self._fill()
             if not len(self._window):
@@ -746,9 +782,11 @@ class ParallelMapIterator(DatasetIterator):
             counters.busy += seconds
             counters.cpu += seconds
             self.busy_seconds += seconds
+            if self._warming:
+                self._adapt_chunk_size(1, seconds)  # the first tasks' size, when they start
 
     def _get_state(self) -> State:
-        if self._inline and not self._ready and not len(self._window) \
+        if (self._inline or self._warming) and not self._ready and not len(self._window) \
                 and not self._positions.replaying and not self._positions.errors:
             # Everything pulled was handed out: the position is exact.
             return initial_position(self._upstream.state_dict(), self._positions.pulled)
@@ -769,6 +807,14 @@ class ParallelMapIterator(DatasetIterator):
 
     def _release(self) -> None:
         self._ready.clear()
+        if self._warming and not all(future.done() for future in self._warming):
+            # Closed while its workers start: ending them mid-start is expected, not a
+            # call that failed to stop (the executor warns of those).
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", category=RuntimeWarning,
+                                        message=r"feedline: .* did not stop within")
+                self._window.shutdown()
+            return
         self._window.shutdown()
 
 
