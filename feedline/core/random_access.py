@@ -2,10 +2,15 @@
 
 Some pipelines can compute any element from its index: ``range``, ``from_tensor_slices``,
 TFRecord files through an index of record offsets, and ``map``, ``batch``, ``take``,
-``skip``, ``shard``, ``prefetch``, ``with_options`` and ``global_shuffle`` over those. For
-them ``len(ds)`` and ``ds[i]`` work, ``global_shuffle`` can permute the indices instead of
+``skip``, ``shard``, ``prefetch``, ``with_options``, ``global_shuffle``, a finite
+``repeat`` and an ``unbatch`` of batches of a statically known size over those. For them
+``len(ds)`` and ``ds[i]`` work, ``global_shuffle`` can permute the indices instead of
 filling a buffer, and a data-parallel replica reads only its own elements
 (:mod:`feedline.distribute.index_shard`), so a checkpoint is an index, not a buffer.
+
+Two ways to read one element: ``ds[i]`` indexes like a Python sequence (``ds[-1]`` is the
+last element), and :func:`at` is tf.data's ``tf.data.experimental.at`` (a negative index
+is out of range, an ``OutOfRangeError``).
 
 A node offers random access through two methods of :class:`~feedline.core.dataset.Dataset`:
 ``_offers_random_access()`` (decided from the graph alone, opening nothing) and
@@ -20,6 +25,7 @@ import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Self
 
+from feedline.core.errors import OutOfRangeError
 from feedline.core.iterator import IteratorContext
 
 if TYPE_CHECKING:
@@ -29,7 +35,8 @@ State = dict[str, Any]
 
 RANDOM_ACCESS_STAGES = ("range", "from_tensor_slices", ("TFRecordDataset (uncompressed, a list "
                         "of file names)"), "map", "batch", "take", "skip", "shard", "prefetch",
-                        "with_options", "global_shuffle")
+                        "with_options", "global_shuffle", "repeat (a finite count)",
+                        "unbatch (of batches of a static size)")
 """The stages that can offer random access, for error messages."""
 
 
@@ -167,6 +174,30 @@ class StrideReader(DerivedReader):
         return self.input.get_many([offset + int(i) * stride for i in indices])
 
 
+def reads_vary_by_epoch(dataset: Dataset) -> bool:
+    """Whether the elements a reader of ``dataset`` gives depend on the epoch it is opened in
+    (a ``global_shuffle`` that reshuffles each iteration), so that one reader cannot stand
+    for several epochs (``repeat``).
+
+    Example:
+        >>> import feedline as fl
+        >>> reads_vary_by_epoch(fl.Dataset.range(4).global_shuffle(seed=1).map(abs))
+        True
+        >>> reads_vary_by_epoch(fl.Dataset.range(4).global_shuffle(1, False))
+        False
+    """
+    stack, seen = [dataset], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if getattr(node, "_reads_vary_by_epoch", False):
+            return True
+        stack.extend(node._inputs)
+    return False
+
+
 def supports_random_access(dataset: Dataset) -> bool:
     """Whether ``ds[i]`` works for ``dataset`` (decided from the graph, nothing is opened).
 
@@ -217,11 +248,15 @@ def require_random_access(dataset: Dataset, operation: str) -> None:
     blocker = random_access_blocker(dataset)
     if blocker is None:
         return
+    explain = getattr(blocker, "_no_random_access_reason", None)
+    reason = explain() if callable(explain) else None
     raise TypeError(
         f"{operation} needs random access to its input, but stage {describe_stage(blocker)!r} "
-        f"({type(blocker).__name__}) does not offer it: it cannot compute element i without "
-        f"the elements before it (or has no known length). Random access comes from "
-        f"{', '.join(RANDOM_ACCESS_STAGES)} over a random-access input")
+        f"({type(blocker).__name__}) does not offer it: "
+        + (reason or "it cannot compute element i without the elements before it (or has "
+                     "no known length)")
+        + f". Random access comes from {', '.join(RANDOM_ACCESS_STAGES)} over a "
+        "random-access input")
 
 
 def open_reader(dataset: Dataset, ctx: IteratorContext | None = None,
@@ -238,25 +273,62 @@ def open_reader(dataset: Dataset, ctx: IteratorContext | None = None,
     return dataset._random_reader(ctx or IteratorContext(options=dataset.options()))
 
 
+def _as_index(index: Any) -> int:
+    if isinstance(index, (bool, slice)):
+        raise TypeError(f"dataset indices must be integers, not {type(index).__name__}")
+    try:
+        return operator.index(index)
+    except TypeError:
+        raise TypeError(
+            f"dataset indices must be integers, not {type(index).__name__}") from None
+
+
 def element_at(dataset: Dataset, index: Any) -> Any:
     """``dataset[index]``: negative indices count from the end, as for a list.
+
+    Raises:
+        OutOfRangeError: (an ``IndexError``) The index is outside the dataset.
+        TypeError: The index is not an integer, or ``dataset`` has no random access.
 
     Example:
         >>> import feedline as fl
         >>> int(element_at(fl.Dataset.range(10).map(lambda x: x * x), -2))
         64
     """
-    if isinstance(index, (bool, slice)):
-        raise TypeError(f"dataset indices must be integers, not {type(index).__name__}")
-    try:
-        position = operator.index(index)
-    except TypeError:
-        raise TypeError(
-            f"dataset indices must be integers, not {type(index).__name__}") from None
+    position = _as_index(index)
     with open_reader(dataset, operation="ds[i]") as reader:
         length = len(reader)
         if position < 0:
             position += length
         if not 0 <= position < length:
-            raise IndexError(f"dataset index {index} out of range for {length} elements")
+            raise OutOfRangeError(f"dataset index {index} out of range for {length} elements")
+        return reader.get(position)
+
+
+def at(dataset: Dataset, index: Any) -> Any:
+    """Element ``index`` of ``dataset``, as tf.data's ``tf.data.experimental.at``.
+
+    Unlike ``dataset[index]``, a negative index does not count from the end: like any index
+    outside ``[0, len(dataset))`` it is out of range, as in tf.data.
+
+    Raises:
+        OutOfRangeError: (an ``IndexError``) ``index`` is negative or not below the length.
+        TypeError: ``index`` is not an integer, or ``dataset`` has no random access (an
+            infinite ``repeat``, a ``filter``, ...; tf.data's ``FailedPreconditionError``).
+
+    Example:
+        >>> import feedline as fl
+        >>> ds = fl.Dataset.range(3).repeat(2)
+        >>> int(at(ds, 4)), int(ds[-1])
+        (1, 2)
+        >>> at(ds, -1)
+        Traceback (most recent call last):
+        ...
+        feedline.core.errors.OutOfRangeError: index -1 is out of range [0, 6)
+    """
+    position = _as_index(index)
+    with open_reader(dataset, operation="at()") as reader:
+        length = len(reader)
+        if not 0 <= position < length:
+            raise OutOfRangeError(f"index {index} is out of range [0, {length})")
         return reader.get(position)

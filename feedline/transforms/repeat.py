@@ -1,12 +1,21 @@
-"""``repeat``: run the input again and again."""
+"""``repeat``: run the input again and again.
+
+A finite ``repeat(count)`` of a random-access input has random access too (as in tf.data):
+element ``i`` is input element ``i % n``. An infinite one has none (no length; tf.data's
+``at`` refuses it too), except over an empty input, whose repetition is empty. Neither
+has it over an input whose elements change from epoch to epoch (a ``global_shuffle`` that
+reshuffles each iteration): each epoch is another order, which one reader cannot give.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.random_access import DerivedReader, RandomAccessReader, reads_vary_by_epoch
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_count
 
@@ -29,17 +38,68 @@ class RepeatDataset(UnaryDataset):
         self.name = name or "repeat"
 
     def cardinality(self) -> int:
+        # tf.data's rule: forever over an input of unknown size is INFINITE, although the
+        # iterator ends if that input turns out to be empty.
         n = self._inputs[0].cardinality()
         if self.count == 0 or n == 0:
             return 0
         if self.count == -1:
-            return INFINITE if n != UNKNOWN else UNKNOWN
+            return INFINITE
         if n in (INFINITE, UNKNOWN):
             return n
         return n * self.count
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return RepeatIterator(ctx, self._inputs[0], self.count)
+
+    _RANDOM_ACCESS_FROM_INPUT = True
+
+    def _offers_random_access(self) -> bool:
+        source = self._inputs[0]
+        if not source._offers_random_access() or reads_vary_by_epoch(source):
+            return False
+        return self.count != -1 or source.cardinality() == 0
+
+    def _no_random_access_reason(self) -> str | None:
+        """Why this repeat has no random access while its input has (for error messages)."""
+        source = self._inputs[0]
+        if not source._offers_random_access():
+            return None
+        if reads_vary_by_epoch(source):
+            return ("its input reshuffles each epoch (a global_shuffle with "
+                    "reshuffle_each_iteration), so its epochs differ; put global_shuffle "
+                    "after repeat, or pass reshuffle_each_iteration=False")
+        return "it repeats forever: there is no length to index (tf.data's at() refuses it too)"
+
+    def _random_reader(self, ctx: IteratorContext) -> RandomAccessReader:
+        return RepeatReader(self._inputs[0]._random_reader(ctx), max(self.count, 0))
+
+
+class RepeatReader(DerivedReader):
+    """Element ``i`` is input element ``i % n``, for ``count`` epochs.
+
+    Example:
+        >>> import feedline as fl
+        >>> from feedline.core.random_access import open_reader
+        >>> reader = RepeatReader(open_reader(fl.Dataset.range(3)), 2)
+        >>> len(reader), [int(x) for x in reader.get_many([0, 4, 5])]
+        (6, [0, 1, 2])
+    """
+
+    def __init__(self, input_reader: RandomAccessReader, count: int) -> None:
+        super().__init__(input_reader)
+        self._n = len(input_reader)
+        self._length = self._n * count
+
+    def __len__(self) -> int:
+        return self._length
+
+    def get(self, index: int) -> Any:
+        return self.input.get(index % self._n)
+
+    def get_many(self, indices: Sequence[int]) -> list[Any]:
+        n = self._n
+        return self.input.get_many([int(i) % n for i in indices])
 
 
 class RepeatIterator(UnaryIterator):

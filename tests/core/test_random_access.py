@@ -7,6 +7,7 @@ import pytest
 
 import feedline as fl
 from feedline.core.random_access import (
+    at,
     open_reader,
     random_access_blocker,
     supports_random_access,
@@ -33,6 +34,14 @@ RANDOM_ACCESS_PIPELINES = {
     "shard": lambda: fl.Dataset.range(17).shard(4, 3),
     "prefetch_options": lambda: fl.Dataset.range(6).prefetch(2).with_options(fl.Options(seed=1)),
     "global_shuffle": lambda: fl.Dataset.range(12).global_shuffle(seed=3).map(lambda x: x + 1),
+    "repeat": lambda: fl.Dataset.range(5).map(lambda x: x * 3).repeat(3),
+    "repeat_repeat": lambda: fl.Dataset.range(3).repeat(2).repeat(2).batch(5),
+    "repeat_zero": lambda: fl.Dataset.range(4).repeat(0),
+    "repeat_forever_empty": lambda: fl.Dataset.range(0).repeat(),
+    "global_shuffle_of_repeat": lambda: fl.Dataset.range(7).repeat(3).global_shuffle(seed=2),
+    "unbatch": lambda: fl.Dataset.range(10).batch(4, drop_remainder=True).unbatch(),
+    "unbatch_slices_dict": lambda: fl.Dataset.from_tensor_slices(
+        {"a": np.arange(12).reshape(4, 3), "b": np.ones((4, 3, 2))}).unbatch().take(10),
 }
 
 
@@ -64,7 +73,9 @@ def test_indexing_errors():
 @pytest.mark.parametrize("make, stage", [
     (lambda: fl.Dataset.range(5).filter(lambda x: x > 1).map(abs), "filter"),
     (lambda: fl.Dataset.range(5).shuffle(3).batch(2), "shuffle"),
-    (lambda: fl.Dataset.range(5).repeat(2), "repeat"),
+    (lambda: fl.Dataset.range(5).repeat(), "repeat"),
+    (lambda: fl.Dataset.range(5).global_shuffle(seed=1).repeat(2), "repeat"),
+    (lambda: fl.Dataset.range(5).batch(2).unbatch(), "unbatch"),
     (lambda: fl.Dataset.range(5).interleave(lambda x: fl.Dataset.range(x)), "interleave"),
 ])
 def test_a_stage_without_random_access_is_named(make, stage):
@@ -73,6 +84,26 @@ def test_a_stage_without_random_access_is_named(make, stage):
     assert stage in random_access_blocker(ds).name
     with pytest.raises(TypeError, match=rf"ds\[i\] needs random access .* stage '{stage}"):
         ds[0]
+
+
+def test_at_is_tf_data_at_and_indexing_is_python_indexing():
+    # tf.data.experimental.at: any index outside [0, len) is OutOfRange, -1 included;
+    # ds[i] counts a negative index from the end, as a Python sequence.
+    ds = fl.Dataset.range(10, 13)
+    assert int(at(ds, 0)) == 10 and int(at(ds, 2)) == 12 and int(at(ds, np.int64(1))) == 11
+    assert int(ds[-1]) == 12
+    for index in (-1, -3, 3, 100):
+        with pytest.raises(fl.OutOfRangeError, match=rf"index {index} is out of range \[0, 3\)"):
+            at(ds, index)
+    with pytest.raises(IndexError):  # OutOfRangeError is an IndexError
+        at(ds, -1)
+    with pytest.raises(fl.OutOfRangeError):
+        at(fl.Dataset.range(0), 0)
+    for bad in (1.0, "1", slice(0, 2), True):
+        with pytest.raises(TypeError, match="dataset indices must be integers"):
+            at(ds, bad)
+    with pytest.raises(TypeError, match=r"at\(\) needs random access .* stage 'filter"):
+        at(ds.filter(lambda x: x > 10), 0)
 
 
 def test_function_errors_name_the_stage_and_index():

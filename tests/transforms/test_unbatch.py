@@ -59,3 +59,41 @@ def test_unbatch_checkpointing():
 
 def test_checkpointing_restores_failing_elements_in_place():
     check_checkpointing(fail_at(fl.Dataset.range(10).batch(3), [1]).unbatch())
+
+
+def test_unbatch_random_access_with_a_static_batch_size():
+    # tf.data reads element i of range(10).batch(4, drop_remainder=True).unbatch(), and
+    # OutOfRange past the end (TF's UnbatchRandomAccessTest).
+    from feedline.core.random_access import at, supports_random_access
+
+    ds = fl.Dataset.range(10).batch(4, drop_remainder=True).unbatch()
+    assert supports_random_access(ds) and len(ds) == 8
+    assert [int(at(ds, i)) for i in range(8)] == list(range(8))
+    for index in (-1, 8, 100):
+        with pytest.raises(fl.OutOfRangeError):
+            at(ds, index)
+    rows = fl.Dataset.from_tensor_slices(
+        {"a": np.arange(12).reshape(4, 3), "b": np.arange(24.0).reshape(4, 3, 2)}).unbatch()
+    assert_elements_equal([rows[i] for i in range(len(rows))], list(rows))
+    with_none = fl.Dataset.from_tensor_slices((np.arange(6).reshape(2, 3), None)).unbatch()
+    assert_elements_equal([with_none[i] for i in range(6)], list(with_none))
+    shuffled = ds.global_shuffle(seed=3)
+    assert sorted(int(x) for x in shuffled) == list(range(8))
+
+
+def test_unbatch_without_a_static_batch_size_has_no_random_access():
+    from feedline.core.random_access import at, supports_random_access
+
+    ds = fl.Dataset.range(10).batch(4).unbatch()  # the last batch is smaller: not static
+    assert not supports_random_access(ds)
+    with pytest.raises(TypeError, match="batch size is not known statically"):
+        at(ds, 0)
+
+
+def test_unbatch_reader_refuses_a_batch_of_another_size():
+    from feedline.core.random_access import open_reader
+    from feedline.transforms.unbatch import UnbatchReader
+
+    reader = UnbatchReader(open_reader(fl.Dataset.range(10).batch(3)), 4, "unbatch")
+    with pytest.raises(fl.StructureError, match="input element 0 has 3 rows"):
+        reader.get(0)
