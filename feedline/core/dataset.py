@@ -121,7 +121,17 @@ class Dataset(abc.ABC):
         return merged
 
     def __iter__(self) -> PipelineIterator:
-        return PipelineIterator(self)
+        """Run the pipeline. Each new iterator of this dataset object is a new epoch for the
+        seeded stages that reshuffle each iteration, as in tf.data
+        (:mod:`feedline.core.seed_epochs`); ``PipelineIterator(ds, epoch=e)`` pins the epoch.
+
+        Example:
+            >>> import feedline as fl
+            >>> ds = fl.Dataset.range(5).shuffle(5, seed=3)
+            >>> [int(x) for x in ds] != [int(x) for x in ds]
+            True
+        """
+        return PipelineIterator(self, continue_epochs=True)
 
     def __len__(self) -> int:
         n = self.cardinality()
@@ -139,9 +149,12 @@ class Dataset(abc.ABC):
         """Element ``index`` (negative: from the end) of a random-access pipeline.
 
         ``range``, ``from_tensor_slices`` and uncompressed TFRecord files, and ``map``,
-        ``batch``, ``take``, ``skip``, ``shard``, ``prefetch`` and ``global_shuffle`` over
-        them compute any element from its index (:mod:`feedline.core.random_access`); other
-        stages raise a ``TypeError`` naming the stage.
+        ``batch``, ``take``, ``skip``, ``shard``, ``prefetch``, ``global_shuffle``, a finite
+        ``repeat`` and ``unbatch`` (of a static batch size) over them compute any element
+        from its index (:mod:`feedline.core.random_access`); other stages raise a
+        ``TypeError`` naming the stage. This is Python indexing; tf.data's
+        ``tf.data.experimental.at``, where a negative index is out of range, is
+        :func:`feedline.core.random_access.at`.
 
         Example:
             >>> import feedline as fl
@@ -164,11 +177,11 @@ class Dataset(abc.ABC):
             >>> list(fl.Dataset.from_tensor_slices([1, 2]).as_numpy_iterator())
             [np.int64(1), np.int64(2)]
         """
-        return PipelineIterator(self)
+        return PipelineIterator(self, continue_epochs=True)
 
     # ----------------------------------------------------------------- sources
     @staticmethod
-    def range(*args: int, dtype: Any = None) -> Dataset:
+    def range(*args: int, dtype: Any = None, name: str | None = None) -> Dataset:
         """``range(stop)``, ``range(start, stop)`` or ``range(start, stop, step)`` as int64 scalars.
 
         Example:
@@ -176,10 +189,10 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.range(1, 8, 3)]
             [1, 4, 7]
         """
-        return _sources.range.RangeDataset(*args, dtype=dtype)
+        return _sources.range.RangeDataset(*args, dtype=dtype, name=name)
 
     @staticmethod
-    def from_tensor_slices(structure: Element) -> Dataset:
+    def from_tensor_slices(structure: Element, name: str | None = None) -> Dataset:
         """One element per row of the leading dimension of every leaf.
 
         Example:
@@ -187,10 +200,10 @@ class Dataset(abc.ABC):
             >>> [(int(a), b) for a, b in fl.Dataset.from_tensor_slices(([1, 2], [b"x", b"y"]))]
             [(1, b'x'), (2, b'y')]
         """
-        return _sources.tensor_slices.TensorSlicesDataset(structure)
+        return _sources.tensor_slices.TensorSlicesDataset(structure, name)
 
     @staticmethod
-    def from_tensors(structure: Element) -> Dataset:
+    def from_tensors(structure: Element, name: str | None = None) -> Dataset:
         """A dataset of exactly one element, ``structure``.
 
         Example:
@@ -198,7 +211,7 @@ class Dataset(abc.ABC):
             >>> [x.tolist() for x in fl.Dataset.from_tensors([1, 2])]
             [[1, 2]]
         """
-        return _sources.tensors.TensorsDataset(structure)
+        return _sources.tensors.TensorsDataset(structure, name)
 
     @staticmethod
     def from_generator(generator: Callable[..., Iterable[Any]], output_signature: Element = None,
@@ -218,7 +231,7 @@ class Dataset(abc.ABC):
 
     @staticmethod
     def list_files(file_pattern: str | Sequence[str], shuffle: bool | None = None,
-                   seed: int | None = None) -> Dataset:
+                   seed: int | None = None, name: str | None = None) -> Dataset:
         """File names matching glob pattern(s), local or fsspec URLs; shuffled by default.
 
         Example:
@@ -227,10 +240,11 @@ class Dataset(abc.ABC):
             >>> sorted(fl.Dataset.list_files("memory:///lf/*.txt").as_numpy_iterator())
             [b'memory:///lf/a.txt', b'memory:///lf/b.txt']
         """
-        return _sources.list_files.list_files(file_pattern, shuffle=shuffle, seed=seed)
+        return _sources.list_files.list_files(file_pattern, shuffle=shuffle, seed=seed,
+                                              name=name)
 
     @staticmethod
-    def zip(*datasets: Dataset | Element) -> Dataset:
+    def zip(*datasets: Dataset | Element, name: str | None = None) -> Dataset:
         """Tuples (or the given nest) of one element from each dataset; ends with the shortest.
 
         Example:
@@ -240,7 +254,7 @@ class Dataset(abc.ABC):
         """
         # As tf.data: one argument (a dataset or a nest of them) is the structure itself.
         structure = datasets[0] if len(datasets) == 1 else tuple(datasets)
-        return _sources.zip.ZipDataset(structure)
+        return _sources.zip.ZipDataset(structure, name)
 
     @staticmethod
     def sample_from_datasets(datasets: Sequence[Dataset],
@@ -300,8 +314,13 @@ class Dataset(abc.ABC):
         return load(path, element_spec, compression, reader_func)
 
     @staticmethod
-    def random(seed: int | None = None) -> Dataset:
+    def random(seed: int | None = None, rerandomize_each_iteration: bool | None = None,
+               name: str | None = None) -> Dataset:
         """An infinite dataset of pseudo-random int64 scalars (reproducible with ``seed``).
+
+        ``rerandomize_each_iteration=True`` draws a new sequence for each iteration (each
+        epoch of a ``repeat``, each new ``iter(ds)``), reproducibly for a given seed;
+        ``None``/``False`` (tf.data's default) repeats the same one.
 
         Example:
             >>> import feedline as fl
@@ -309,10 +328,11 @@ class Dataset(abc.ABC):
             >>> a == [int(x) for x in fl.Dataset.random(seed=7).take(3)]
             True
         """
-        return _sources.random.RandomDataset(seed)
+        return _sources.random.RandomDataset(seed, rerandomize_each_iteration, name)
 
     @staticmethod
-    def counter(start: Any = 0, step: Any = 1, dtype: Any = "int64") -> Dataset:
+    def counter(start: Any = 0, step: Any = 1, dtype: Any = "int64",
+                name: str | None = None) -> Dataset:
         """An endless count ``start, start + step, ...`` of ``dtype`` scalars (tf.data's
         ``counter``: integers wrap around at the dtype's bounds, floats accumulate).
 
@@ -321,7 +341,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.counter(start=3, step=-2).take(4)]
             [3, 1, -1, -3]
         """
-        return _sources.counter.CounterDataset(start, step, dtype)
+        return _sources.counter.CounterDataset(start, step, dtype, name)
 
     # ----------------------------------------------------------------- transformations
     def map(self, map_func: Callable[..., Any], num_parallel_calls: int | None = None,
@@ -657,8 +677,9 @@ class Dataset(abc.ABC):
         """
         return _transforms.unique.UniqueDataset(self, name)
 
-    def prefetch(self, buffer_size: int, name: str | None = None) -> Dataset:
-        """Produce up to ``buffer_size`` elements ahead on a background thread (``AUTOTUNE`` ok).
+    def prefetch(self, buffer_size: int | None, name: str | None = None) -> Dataset:
+        """Produce up to ``buffer_size`` elements ahead on a background thread (``AUTOTUNE``
+        or ``None``, as tf.data: tuned).
 
         Example:
             >>> import feedline as fl
@@ -800,7 +821,7 @@ class Dataset(abc.ABC):
             10
         """
         state = initial_state
-        with PipelineIterator(self) as iterator:
+        with PipelineIterator(self, continue_epochs=True) as iterator:
             for element in iterator:
                 state = reduce_func(state, element)
         return state

@@ -47,6 +47,10 @@ class IteratorContext:
         first_epoch: The epoch every node's first iterator counts as (a training loop that
             builds one pipeline iterator per epoch passes the epoch, so a reshuffling stage
             gives each epoch its own order).
+        continue_epochs: Set for a run started by ``iter(dataset)``: a seeded stage that
+            reshuffles each iteration continues after the epochs of the earlier iterators of
+            its dataset object, as tf.data's seed generators do
+            (:mod:`feedline.core.seed_epochs`).
         statistics: The pipeline's statistics collector
             (:class:`feedline.profiling.collect.Collector`) when statistics are on, else
             ``None``: every stage iterator is then built through it (see
@@ -64,6 +68,7 @@ class IteratorContext:
     kept: dict[Any, Any] = field(default_factory=dict, repr=False)
     closing: bool = False
     first_epoch: int = 0
+    continue_epochs: bool = False
     statistics: Any = field(default=None, repr=False)
     tuner: Any = field(default=None, repr=False)
     remembered: dict[Any, Any] = field(default_factory=dict, repr=False)
@@ -295,7 +300,8 @@ class PipelineIterator:
         [2, 3, 4]
     """
 
-    def __init__(self, dataset: Dataset, epoch: int = 0) -> None:
+    def __init__(self, dataset: Dataset, epoch: int = 0, *,
+                 continue_epochs: bool = False) -> None:
         """Build the pipeline's iterators.
 
         Args:
@@ -303,6 +309,9 @@ class PipelineIterator:
             epoch: The epoch this iteration counts as (``iter(dataset)``: 0). Stages that
                 reshuffle each iteration (``shuffle``, ``global_shuffle``) draw this epoch's
                 order: a loop that builds one iterator per epoch passes its epoch number.
+            continue_epochs: Whether those stages continue after the epochs that earlier
+                iterators of the same dataset object used (what ``iter(dataset)`` does, as
+                tf.data: each new iterator reshuffles) rather than start at ``epoch``.
         """
         from feedline.optimize import optimize
 
@@ -312,7 +321,8 @@ class PipelineIterator:
         self._declared_types: DeclaredTypes | None = None
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ValueError(f"PipelineIterator(epoch) must be an int >= 0, got {epoch!r}")
-        self._ctx = IteratorContext(options=options, first_epoch=epoch)
+        self._ctx = IteratorContext(options=options, first_epoch=epoch,
+                                    continue_epochs=continue_epochs)
         self._collector: Any = None
         if options.profiling.statistics or options.profiling.trace:
             from feedline.profiling.collect import collector_for

@@ -17,6 +17,7 @@ from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.seed_epochs import EpochCounter, restored_epoch, start_epoch
 from feedline.core.seeds import (
     fallback_seed,
     make_rng,
@@ -56,8 +57,8 @@ def _merged_spec(datasets: Sequence[Dataset], what: str) -> Element | None:
     return spec
 
 
-def _check_weights(weights: Any, n: int, what: str) -> np.ndarray:
-    """Constant weights as a float64 vector: ``n`` finite non-negative values, not all zero."""
+def _weights_vector(weights: Any, n: int, what: str) -> np.ndarray:
+    """Weights as a float64 vector: ``n`` finite non-negative values."""
     try:
         vector = np.asarray(weights, dtype=np.float64)
     except (TypeError, ValueError) as error:
@@ -67,8 +68,47 @@ def _check_weights(weights: Any, n: int, what: str) -> np.ndarray:
                          f"got shape {vector.shape}")
     if not np.all(np.isfinite(vector)) or np.any(vector < 0):
         raise ValueError(f"{what}: weights must be finite and >= 0, got {vector.tolist()}")
+    return vector
+
+
+def _check_weights(weights: Any, n: int, what: str) -> np.ndarray:
+    """One element of a weights dataset as a float64 vector: ``n`` finite non-negative
+    floats, not all zero (there would be nothing to draw from)."""
+    vector = _weights_vector(weights, n, what)
+    if np.asarray(weights).dtype.kind != "f":
+        raise TypeError(f"{what}: weights must be floats (float32 or float64, as tf.data), "
+                        f"got {np.asarray(weights).dtype} {vector.tolist()}")
     if not vector.sum() > 0:
         raise ValueError(f"{what}: at least one weight must be positive, got {vector.tolist()}")
+    return vector
+
+
+def constant_weights(weights: Any, n: int, what: str) -> np.ndarray:
+    """Constant weights as tf.data reads them, as a float64 vector.
+
+    A dataset of weight 0 is never drawn; when every weight is 0 nothing is, and the
+    result is empty (tf.data: ``datasets[0].take(0)``). The positive weights must be floats,
+    as tf.data requires (``[1, 1]``: ``TypeError``); tf.data checks only those, so
+    ``[0, 0.5]`` passes and ``[1, 0.0]`` does not.
+
+    Example:
+        >>> constant_weights([0.25, 0.75], 2, "sample").tolist()
+        [0.25, 0.75]
+        >>> constant_weights([0, 0], 2, "sample").tolist()  # nothing to draw: empty
+        [0.0, 0.0]
+        >>> constant_weights([1, 1], 2, "sample")
+        Traceback (most recent call last):
+        ...
+        TypeError: sample: weights must be floats (float32 or float64, as tf.data), got int64 [1, 1]
+    """
+    vector = _weights_vector(weights, n, what)
+    items = list(weights)
+    kept = [item for item, value in zip(items, vector.tolist()) if value > 0]
+    if kept:
+        dtype = np.asarray(kept).dtype
+        if dtype not in (np.float32, np.float64):
+            raise TypeError(f"{what}: weights must be floats (float32 or float64, as tf.data), "
+                            f"got {dtype} {np.asarray(kept).tolist()}")
     return vector
 
 
@@ -141,11 +181,15 @@ class SampleFromDatasetsDataset(Dataset):
     drawn when the dataset is built). With ``rerandomize_each_iteration`` false (the default,
     as in tf.data) every iterator of one dataset makes the same draws, so every epoch of a
     ``repeat()`` picks the inputs in the same order. With it true, iteration ``e`` of this
-    dataset within one pipeline run (its ``e``-th epoch under ``repeat``) draws from a
-    generator seeded with the seed and ``e``: a new sequence every epoch, the same sequences
-    on every run with the same seed. The sequence differs from TensorFlow's, the
-    distribution does not. The state saves the generator's state, the epoch and every
-    input's state.
+    dataset object (its ``e``-th epoch under ``repeat``, or in a later ``iter(ds)``: see
+    :mod:`feedline.core.seed_epochs`) draws from a generator seeded with the seed and ``e``:
+    a new sequence every epoch, the same sequences on every run with the same seed. The
+    sequence differs from TensorFlow's, the distribution does not. The state saves the
+    generator's state, the epoch and every input's state.
+
+    Constant weights are read as tf.data reads them: a dataset of weight 0 is never drawn,
+    all weights 0 give an empty dataset, and the positive weights must be floats (``[1,
+    1]`` is a ``TypeError``, as in tf.data); a weights dataset must give float vectors.
 
     Example:
         >>> import feedline as fl
@@ -161,8 +205,9 @@ class SampleFromDatasetsDataset(Dataset):
         True
     """
 
-    # Drawn anew for every dataset object; a checkpoint holds the generator itself.
-    _NOT_FINGERPRINTED = frozenset({"_fallback"})
+    # Drawn anew for every dataset object; a checkpoint holds the generator itself. The
+    # epoch counter is where this object's iterators are, not what the pipeline is.
+    _NOT_FINGERPRINTED = frozenset({"_fallback", "_epochs"})
 
     def __init__(self, datasets: Sequence[Dataset],
                  weights: Sequence[float] | Dataset | None = None, seed: int | None = None,
@@ -172,11 +217,16 @@ class SampleFromDatasetsDataset(Dataset):
         datasets = _check_datasets(datasets, what)
         self.weights_dataset = weights if isinstance(weights, Dataset) else None
         if self.weights_dataset is not None:
+            spec = self.weights_dataset._element_spec()
+            if isinstance(spec, TensorSpec) and np.dtype(spec.dtype).kind != "f":
+                # tf.data takes their logarithm: a TypeError for integers, as here.
+                raise TypeError(f"{what}: the weights dataset must give float vectors "
+                                f"(float32 or float64, as tf.data), its elements are {spec}")
             self.weights: np.ndarray | None = None
         elif weights is None:
             self.weights = np.full(len(datasets), 1.0 / len(datasets))
         else:
-            self.weights = _check_weights(weights, len(datasets), what)
+            self.weights = constant_weights(weights, len(datasets), what)
         extra = [self.weights_dataset] if self.weights_dataset is not None else []
         super().__init__([*datasets, *extra])
         self.num_datasets = len(datasets)
@@ -185,6 +235,7 @@ class SampleFromDatasetsDataset(Dataset):
         self.stop_on_empty_dataset = bool(stop_on_empty_dataset)
         # tf.data treats None as False: the same draws every epoch.
         self.rerandomize_each_iteration = bool(rerandomize_each_iteration)
+        self._epochs = EpochCounter()
 
     def _datasets(self) -> tuple[Dataset, ...]:
         return self._inputs[:self.num_datasets]
@@ -196,6 +247,8 @@ class SampleFromDatasetsDataset(Dataset):
         cards = [d.cardinality() for d in self._datasets()]
         if self.weights is not None:
             cards = [n for n, w in zip(cards, self.weights) if w > 0]
+            if not cards:
+                return 0  # every weight is 0: nothing is drawn
         elif self._inputs[-1].cardinality() != INFINITE:
             return UNKNOWN  # the weights dataset may end first
         if all(n == INFINITE for n in cards):
@@ -214,9 +267,9 @@ class SampleFromDatasetsDataset(Dataset):
         seed_words = resolve_seed(self, self.seed, self._fallback, ctx, _OPTIONS_TAG)
         epoch = None
         if self.rerandomize_each_iteration:
-            # Counted per pipeline run, as shuffle's epochs: each iterator of this node draws
-            # anew, and a rerun with the same seed repeats the same epochs.
-            epoch = ctx.start_iteration(self)
+            # Counted as shuffle's epochs: each iterator of this node draws anew, and a rerun
+            # with the same seed repeats the same epochs.
+            epoch = start_epoch(self, self._epochs, ctx)
             seed_words = [*seed_words, _EPOCH_TAG, epoch]
         return SampleIterator(ctx, self._datasets(), self.weights, weights_iterator,
                               make_rng(*seed_words), self.stop_on_empty_dataset, self, epoch)
@@ -292,9 +345,8 @@ class SampleIterator(_SelectIterator):
                 "sample_from_datasets(): the state was saved with rerandomize_each_iteration="
                 f"{epoch is not None}, this pipeline has {self._epoch is not None}")
         if epoch is not None and self._node is not None:
-            self._epoch = epoch
             # The next iterator of this node (the next epoch under repeat) continues from here.
-            self._ctx.set_iterations(self._node, epoch + 1)
+            self._epoch = restored_epoch(self._node, self._node._epochs, self._ctx, epoch)
 
 
 class ChooseFromDatasetsDataset(Dataset):

@@ -10,7 +10,13 @@ whatever the dataset's size -- and element ``i`` of the shuffled dataset is
 
 The input must have random access (:mod:`feedline.core.random_access`): put
 ``global_shuffle`` right after the source (and maps over it) and before any ``filter``,
-``shuffle`` or ``interleave``.
+``shuffle`` or ``interleave``. It must not be empty either: tf.data refuses an empty input
+(``range(0)``, ``take(0)``, ``skip(-1)``, ``repeat(0)``), and so does this stage, with an
+``InvalidArgumentError`` (a ``ValueError``).
+
+With ``reshuffle_each_iteration`` each epoch has its own permutation: the epochs of a
+``repeat`` and, as in tf.data, each new ``iter(ds)`` of the same dataset object
+(:mod:`feedline.core.seed_epochs`).
 """
 
 from __future__ import annotations
@@ -22,14 +28,16 @@ from typing import Any
 
 import numpy as np
 
+from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
-from feedline.core.errors import CheckpointError
+from feedline.core.errors import CheckpointError, InvalidArgumentError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import (
     DerivedReader,
     RandomAccessReader,
     require_random_access,
 )
+from feedline.core.seed_epochs import EpochCounter, restored_epoch, start_epoch
 from feedline.core.unary import UnaryDataset
 from feedline.core.validation import validate_seed
 
@@ -108,20 +116,26 @@ class GlobalShuffleDataset(UnaryDataset):
         input_dataset: A dataset with random access.
         seed: Makes the order reproducible; ``None`` falls back to ``Options.seed``, then to
             fresh randomness (kept in checkpoints, so restoring is still exact).
-        reshuffle_each_iteration: Whether each epoch (each iteration in a run, each epoch
-            of a ``repeat``) gets a different permutation.
+        reshuffle_each_iteration: Whether each epoch (each epoch of a ``repeat``, each new
+            ``iter(ds)``) gets a different permutation.
         name: Shown in errors and profiles.
+
+    ``ds[i]`` reads epoch 0's permutation (a ``PipelineIterator(ds, epoch=e)`` reads
+    epoch ``e``'s).
 
     Example:
         >>> import feedline as fl
         >>> ds = GlobalShuffleDataset(fl.Dataset.range(8), seed=3)
         >>> first, second = [[int(x) for x in ds] for _ in range(2)]
-        >>> sorted(first) == list(range(8)), first == [int(ds[i]) for i in range(8)]
+        >>> sorted(first) == sorted(second) == list(range(8)), first != second
         (True, True)
+        >>> first == [int(ds[i]) for i in range(8)]
+        True
     """
 
-    # Drawn anew for every dataset object; a checkpoint holds the keys themselves.
-    _NOT_FINGERPRINTED = frozenset({"_unseeded_fixed_seed"})
+    # Drawn anew for every dataset object; a checkpoint holds the keys themselves. The
+    # epoch counter is where this object's iterators are, not what the pipeline is.
+    _NOT_FINGERPRINTED = frozenset({"_unseeded_fixed_seed", "_epochs"})
     # Its input is read by index: graph rewrites (map fusion, vectorization) must leave it
     # as written, or it could lose its random access.
     _REWRITES_STOP_HERE = True
@@ -131,10 +145,18 @@ class GlobalShuffleDataset(UnaryDataset):
                  reshuffle_each_iteration: bool | None = True, name: str | None = None) -> None:
         super().__init__(input_dataset)
         require_random_access(input_dataset, "global_shuffle")
+        if input_dataset.cardinality() == 0:
+            raise _empty_input_error(0)
         self.seed = validate_seed(seed, "global_shuffle(seed)")
         self.reshuffle_each_iteration = reshuffle_each_iteration is not False
         self._unseeded_fixed_seed = secrets.randbits(64)
+        self._epochs = EpochCounter()
         self.name = name or "global_shuffle"
+
+    @property
+    def _reads_vary_by_epoch(self) -> bool:
+        """Each epoch has its own permutation (see :func:`reads_vary_by_epoch`)."""
+        return self.reshuffle_each_iteration
 
     def cardinality(self) -> int:
         return self._inputs[0].cardinality()
@@ -143,7 +165,11 @@ class GlobalShuffleDataset(UnaryDataset):
         return True
 
     def _random_reader(self, ctx: IteratorContext) -> GlobalShuffleReader:
-        return GlobalShuffleReader(self._inputs[0]._random_reader(ctx), self, ctx)
+        reader = self._inputs[0]._random_reader(ctx)
+        if self._inputs[0].cardinality() == UNKNOWN and len(reader) == 0:
+            reader.close()  # an empty TFRecord file, say: known only once opened
+            raise _empty_input_error(0)
+        return GlobalShuffleReader(reader, self, ctx)
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return RandomAccessIterator(ctx, self._random_reader(ctx))
@@ -168,6 +194,12 @@ class GlobalShuffleDataset(UnaryDataset):
         return [int(word) for word in words]
 
 
+def _empty_input_error(n: int) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"global_shuffle needs a non-empty input, as tf.data's; this one has {n} elements "
+        "(take(0), skip past the end or skip(-1), repeat(0), an empty source)")
+
+
 class GlobalShuffleReader(DerivedReader):
     """Element ``i`` is input element ``permutation(i)`` of this reader's epoch."""
 
@@ -175,7 +207,7 @@ class GlobalShuffleReader(DerivedReader):
                  ctx: IteratorContext) -> None:
         super().__init__(input_reader)
         self._node, self._ctx = node, ctx
-        self._epoch = ctx.start_iteration(node)
+        self._epoch = start_epoch(node, node._epochs, ctx)
         # Only an unseeded permutation needs its randomness in checkpoints: a seeded one is
         # recomputed from the seed and the epoch.
         self._drawn = secrets.randbits(64) if node.draws_seed(ctx) else None
@@ -220,10 +252,10 @@ class GlobalShuffleReader(DerivedReader):
             raise CheckpointError(
                 "global_shuffle: the state was taken with another seeding (a seed given or "
                 "not, in the stage or in Options)")
-        self._epoch = int(state["epoch"])
         self._drawn = None if drawn is None else int(drawn)
         # The next iterator of this node (the next epoch under repeat) continues from here.
-        self._ctx.set_iterations(self._node, self._epoch + 1)
+        self._epoch = restored_epoch(self._node, self._node._epochs, self._ctx,
+                                     int(state["epoch"]))
         self._set_permutation()
 
 

@@ -74,6 +74,7 @@ from feedline.core.error_records import mark_fatal
 from feedline.core.errors import CheckpointError, WorkerProcessError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.options import Options
+from feedline.core.seed_epochs import EpochCounter, restored_epoch, start_epoch
 from feedline.core.unary import UnaryDataset
 from feedline.core.validation import validate_int
 from feedline.distribute.autoshard import ShardPlan, plan_sharding
@@ -92,8 +93,9 @@ class MultiprocessDataset(UnaryDataset):
     """The node of ``Dataset.multiprocess``."""
 
     # How far workers read ahead changes no element: checkpoints ignore it (the number of
-    # workers does change the order, and stays in the fingerprint).
-    _NOT_FINGERPRINTED = frozenset({"buffer_size"})
+    # workers does change the order, and stays in the fingerprint). The epoch counter is
+    # where this object's iterators are (core/seed_epochs.py), not what the pipeline is.
+    _NOT_FINGERPRINTED = frozenset({"buffer_size", "_epochs"})
 
     def __init__(self, input_dataset: Dataset, num_workers: int = AUTOTUNE,
                  deterministic: bool | None = None, buffer_size: int = 2,
@@ -104,6 +106,9 @@ class MultiprocessDataset(UnaryDataset):
         self.buffer_size = validate_int(buffer_size, "multiprocess(buffer_size)", minimum=1)
         self.deterministic = deterministic
         self.name = name or "multiprocess"
+        # Each iter() of this dataset is the workers' next epoch, as it is for the seeded
+        # stages they run when they run in this process.
+        self._epochs = EpochCounter()
 
     def sharding(self, num_workers: int | None = None) -> ShardPlan:
         """How the input splits among ``num_workers`` (default: this stage's) processes.
@@ -123,7 +128,7 @@ class MultiprocessDataset(UnaryDataset):
             raise RuntimeError(
                 f"{self.name}: multiprocess() inside a pipeline that already runs in worker "
                 "processes; keep one multiprocess() stage, at the end of the pipeline")
-        return MultiprocessIterator(ctx, self, ctx.start_iteration(self))
+        return MultiprocessIterator(ctx, self, start_epoch(self, self._epochs, ctx))
 
 
 class MultiprocessIterator(DatasetIterator):
@@ -442,8 +447,8 @@ class MultiprocessIterator(DatasetIterator):
             assert self._pool is not None
             self._stop_workers(self._pool)
         self._reset_merge(saved)
-        self._epoch = int(state["epoch"])
-        self._ctx.set_iterations(self._node, self._epoch + 1)
+        self._epoch = restored_epoch(self._node, self._node._epochs, self._ctx,
+                                     int(state["epoch"]))
         self._ended = ended
         self._next_worker = int(state["next_worker"]) % saved
         self._positions = workers

@@ -12,13 +12,16 @@ pipeline gives the same sequence of epochs. Without any seed, each iterator draw
 entropy (a new order every epoch and every run) unless ``reshuffle_each_iteration=False``,
 which fixes one random seed per dataset object, as tf.data does.
 
-The epoch is the number of iterators this dataset object has built in the pipeline run
-(``IteratorContext.start_iteration``); a checkpoint stores it, so restored runs reshuffle
-like the original. One limit: a single shuffled dataset object returned by a
-``flat_map``/``interleave`` function for several input elements gets a new epoch per
-element, and a checkpoint only records the epochs of the iterators open at that moment, so
-later elements may shuffle differently after a restore. Build the shuffle inside the
-function (``lambda f: read(f).shuffle(...)``) to get one fixed stream per element instead.
+The epoch counts the iterators this dataset object has built: those of the pipeline run
+(``repeat`` builds one per epoch), and, as tf.data's seed generators do, those of earlier
+runs started by ``iter(ds)``, so each new ``iter(ds)`` of a seeded shuffle is a new epoch
+with a new order (:mod:`feedline.core.seed_epochs`; the program run again repeats them). A
+checkpoint stores the epoch, so restored runs reshuffle like the original. One limit: a
+single shuffled dataset object returned by a ``flat_map``/``interleave`` function for
+several input elements gets a new epoch per element, and a checkpoint only records the
+epochs of the iterators open at that moment, so later elements may shuffle differently
+after a restore. Build the shuffle inside the function (``lambda f: read(f).shuffle(...)``)
+to get one fixed stream per element instead.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import numpy as np
 
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State, chunk_reader
+from feedline.core.seed_epochs import EpochCounter, restored_epoch, start_epoch
 from feedline.core.seeds import pcg64_state_to_json, rng_from_json
 from feedline.core.state_codec import decode, encode
 from feedline.core.unary import UnaryDataset, UnaryIterator
@@ -76,8 +80,9 @@ class ShuffleDataset(UnaryDataset):
         True
     """
 
-    # Drawn anew for every dataset object; a checkpoint holds the generator itself.
-    _NOT_FINGERPRINTED = frozenset({"_unseeded_fixed_seed"})
+    # Drawn anew for every dataset object; a checkpoint holds the generator itself. The
+    # epoch counter is where this object's iterators are, not what the pipeline is.
+    _NOT_FINGERPRINTED = frozenset({"_unseeded_fixed_seed", "_epochs"})
 
     def __init__(self, input_dataset: Dataset, buffer_size: int, seed: int | None = None,
                  reshuffle_each_iteration: bool | None = True, name: str | None = None) -> None:
@@ -90,6 +95,7 @@ class ShuffleDataset(UnaryDataset):
         # Without any seed and without reshuffling, every epoch and every run of this dataset
         # object repeats one random order: fix its seed now.
         self._unseeded_fixed_seed = secrets.randbits(64)
+        self._epochs = EpochCounter()
         self.name = name or "shuffle"
 
     def _seed_entropy(self, ctx: IteratorContext, epoch: int) -> list[int] | None:
@@ -105,7 +111,7 @@ class ShuffleDataset(UnaryDataset):
         return None
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        epoch = ctx.start_iteration(self)
+        epoch = start_epoch(self, self._epochs, ctx)
         entropy = self._seed_entropy(ctx, epoch)
         generator = np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))
         return ShuffleIterator(ctx, self._make_input_iterator(ctx), self, generator, epoch)
@@ -233,9 +239,8 @@ class ShuffleIterator(UnaryIterator):
 
     def _set_state(self, state: State) -> None:
         self._load_input_state(state)
-        self._epoch = state["epoch"]
         # The next iterator of this node (the next epoch under repeat) continues from here.
-        self._ctx.set_iterations(self._node, self._epoch + 1)
+        self._epoch = restored_epoch(self._node, self._node._epochs, self._ctx, state["epoch"])
         self._exhausted = state["exhausted"]
         self._buffer = [decode(e) for e in state["buffer"]]
         self._start_block(rng_from_json(state["rng"]), state["used"])

@@ -23,7 +23,7 @@ def _forge(iterator: fl.PipelineIterator, root: object) -> dict:
 
 
 def _saved(ds: fl.Dataset, steps: int) -> dict:
-    it = iter(ds)
+    it = fl.PipelineIterator(ds)  # epoch 0, leaving the dataset's next iter() at epoch 0
     for _ in range(steps):
         next(it)
     state = json.loads(json.dumps(it.state_dict()))

@@ -51,7 +51,9 @@ the layout old checkpoints have)."""
 
 
 def _root_after(ds: fl.Dataset, steps: int) -> dict:
-    with iter(ds) as it:
+    # Pinned at epoch 0 each time, as when the golden states were written (iter() would go
+    # on to the shuffle's next epoch).
+    with fl.PipelineIterator(ds) as it:
         for _ in range(steps):
             next(it)
         return it.state_dict()["root"]

@@ -41,9 +41,11 @@ def test_data_on_random_access_reads_by_index_in_equal_shares():
 
 def test_global_shuffle_then_batch_shards_whole_batches():
     ds = fl.Dataset.range(20).global_shuffle(seed=3).batch(4)
-    per_pipeline = [[b.tolist() for b in ds.distribute(fl.InputContext(2, i, 2))]
-                    for i in range(2)]
-    everything = [b.tolist() for b in ds]
+    # Each pipeline at its first epoch, as in a process of its own (in this one, iter() of
+    # the shared global_shuffle would go on to its next epochs).
+    per_pipeline = [[b.tolist() for b in fl.PipelineIterator(
+        ds.distribute(fl.InputContext(2, i, 2)))] for i in range(2)]
+    everything = [b.tolist() for b in fl.PipelineIterator(ds)]
     assert per_pipeline == [everything[0::2][:2], everything[1::2][:2]]
 
 
@@ -158,7 +160,8 @@ def test_file_caches_are_refused():
 
 def test_every_share_of_a_global_shuffle_resumes_elastically():
     ds = fl.Dataset.range(60).global_shuffle(seed=9).map(lambda x: x + 100).batch(3)
-    iterators = [iter(ds.distribute(fl.InputContext(4, i, 4))) for i in range(4)]
+    # Each pipeline at its first epoch, as in a process of its own.
+    iterators = [fl.PipelineIterator(ds.distribute(fl.InputContext(4, i, 4))) for i in range(4)]
     seen = [int(v) for it in iterators for _ in range(2) for v in next(it)]
     state = iterators[0].state_dict()
     for it in iterators:

@@ -12,7 +12,10 @@ from feedline.testing.threads import no_leaked_threads
 
 
 def ints(ds):
-    return [int(x) for x in ds]
+    # A dataset is read at its first epoch, as by a replica in a process of its own: in this
+    # one process the shares use one global_shuffle object, whose iter() would go on to its
+    # next epochs (as tf.data's seed generators do).
+    return [int(x) for x in (fl.PipelineIterator(ds) if isinstance(ds, fl.Dataset) else ds)]
 
 
 def shuffled(n=103, seed=5):
@@ -44,7 +47,8 @@ def take_each(iterators, count):
 @pytest.mark.parametrize("before, after", [(4, 3), (2, 5), (3, 3), (5, 1)])
 def test_elastic_resume_yields_each_element_once(before, after):
     source = shuffled()
-    iterators = [iter(IndexShardDataset(source, before, j)) for j in range(before)]
+    iterators = [fl.PipelineIterator(IndexShardDataset(source, before, j))
+                 for j in range(before)]
     seen = take_each(iterators, 7)
     states = [json.loads(json.dumps(it.state_dict())) for it in iterators]
     for it in iterators:
@@ -69,7 +73,7 @@ def test_elastic_resume_on_tfrecord_files(tmp_path):
         fl.write_tfrecord(fl.Dataset.from_tensor_slices([f"{f}-{i}".encode() for i in range(10)]),
                           paths[-1])
     source = fl.TFRecordDataset(paths).global_shuffle(seed=1)
-    iterators = [iter(IndexShardDataset(source, 2, j)) for j in range(2)]
+    iterators = [fl.PipelineIterator(IndexShardDataset(source, 2, j)) for j in range(2)]
     seen = [next(it) for it in iterators for _ in range(4)]
     state = iterators[1].state_dict()
     for it in iterators:

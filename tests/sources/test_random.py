@@ -96,3 +96,38 @@ def test_corrupt_offset_is_a_checkpoint_error():
     restored = iter(fl.Dataset.random(seed=3))
     with pytest.raises(fl.CheckpointError, match="offset"):
         restored.load_state_dict(pipeline_state.seal(state["root"], restored._fingerprint()))
+
+
+@pytest.mark.parametrize("rerandomize", [None, False])
+def test_without_rerandomizing_every_iteration_repeats_the_sequence(rerandomize):
+    ds = fl.Dataset.random(seed=42, rerandomize_each_iteration=rerandomize).take(5)
+    first = take(ds, 5)
+    assert first == take(ds, 5) == take(fl.Dataset.random(seed=42), 5)
+    assert take(ds.repeat(2), 10) == first + first
+    assert fl.Dataset.random(seed=3, rerandomize_each_iteration=rerandomize
+                             ).rerandomize_each_iteration is False
+
+
+def test_rerandomize_each_iteration_draws_a_new_sequence_per_epoch_reproducibly():
+    # tf.data: each epoch of a repeat and each new iter(ds) of the object draw anew.
+    def make():
+        return fl.Dataset.random(seed=42, rerandomize_each_iteration=True, name="noise").take(5)
+
+    epochs = take(make().repeat(3), 15)
+    assert len({tuple(epochs[i:i + 5]) for i in (0, 5, 10)}) == 3
+    assert epochs[:5] != take(fl.Dataset.random(seed=42), 5)  # as tf.data: another stream
+    ds = make()
+    assert take(ds, 5) + take(ds, 5) + take(ds, 5) == epochs
+    assert take(make().repeat(3), 15) == epochs  # another object starts over
+
+
+def test_rerandomize_each_iteration_checkpoints_and_refuses_the_other_kind_of_state():
+    ds = fl.Dataset.random(seed=7, rerandomize_each_iteration=True).take(6)
+    check_checkpointing(ds.repeat(3), epochs=2)
+    it = iter(ds)
+    next(it)
+    state = it.state_dict()
+    assert state["root"]["input"]["epoch"] == 0
+    plain = fl.Dataset.random(seed=7).take(6)
+    with iter(plain) as other, pytest.raises(fl.CheckpointError):
+        other.load_state_dict(state)

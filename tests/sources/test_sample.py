@@ -37,7 +37,8 @@ def test_weighted_distribution():
 
 def test_weights_are_normalized_and_default_is_uniform():
     n = 12_000
-    ds = fl.Dataset.sample_from_datasets([constant(i) for i in range(3)], [2, 2, 4], seed=5)
+    ds = fl.Dataset.sample_from_datasets([constant(i) for i in range(3)], [2.0, 2.0, 4.0],
+                                         seed=5)
     assert_binomial_counts(collections.Counter(ints(ds.take(n))), [0.25, 0.25, 0.5], n)
     uniform = fl.Dataset.sample_from_datasets([constant(i) for i in range(4)], seed=6)
     assert_binomial_counts(collections.Counter(ints(uniform.take(n))), [0.25] * 4, n)
@@ -121,13 +122,43 @@ def test_bad_weights_element_is_an_error():
 @pytest.mark.parametrize("weights, error, message", [
     ([1.0], ValueError, r"shape \(2,\)"),
     ([1.0, -0.5], ValueError, ">= 0"),
-    ([0.0, 0.0], ValueError, "positive"),
     ([1.0, float("nan")], ValueError, "finite"),
     (["a", "b"], TypeError, "numbers"),
+    # tf.data: weights must be float32 or float64 (checked on the positive ones).
+    ([1, 1], TypeError, "must be floats"),
+    (np.array([1, 2]), TypeError, "got int64"),
+    ([1, 0.0], TypeError, "must be floats"),
+    ([True, True], TypeError, "got bool"),
 ])
 def test_weight_validation(weights, error, message):
     with pytest.raises(error, match=message):
         fl.Dataset.sample_from_datasets([constant(0), constant(1)], weights)
+
+
+def test_float_weights_and_integer_zeros_are_accepted():
+    # tf.data checks the type of the positive weights only.
+    ds = fl.Dataset.sample_from_datasets([constant(0), constant(1)], [0, 0.5], seed=1)
+    assert set(ints(ds.take(50))) == {1}
+    ds = fl.Dataset.sample_from_datasets([constant(0), constant(1)],
+                                         np.array([1, 3], np.float32), seed=1)
+    assert set(ints(ds.take(200))) == {0, 1}
+
+
+@pytest.mark.parametrize("weights", [[0.0, 0.0], [0, 0], np.zeros(2)])
+def test_all_zero_weights_give_an_empty_dataset(weights):
+    # tf.data (stop_on_empty_dataset=False): datasets[0].take(0), nothing is drawn.
+    ds = fl.Dataset.sample_from_datasets([constant(0), constant(1)], weights, seed=1)
+    assert ints(ds) == [] and ds.cardinality() == 0
+    check_checkpointing(ds)
+
+
+def test_integer_weights_dataset_is_a_type_error():
+    weights = fl.Dataset.from_tensor_slices(np.array([[1, 0], [0, 1]]))
+    with pytest.raises(TypeError, match="float vectors"):
+        fl.Dataset.sample_from_datasets([constant(0), constant(1)], weights)
+    late = fl.Dataset.from_tensor_slices(np.array([[1, 0]])).map(lambda w: w)  # spec unknown
+    with pytest.raises(TypeError, match="must be floats"):
+        list(fl.Dataset.sample_from_datasets([constant(0), constant(1)], late))
 
 
 def test_dataset_validation():
@@ -227,11 +258,22 @@ def test_rerandomize_each_iteration_draws_new_picks_each_epoch_reproducibly():
         # Within an input, elements keep their order: only the picks change.
         assert [x for x in epoch if x < 10] == [0, 1, 2, 3, 4, 5]
     assert len({tuple(e) for e in epochs}) == 4  # four different sequences of picks
-    # Deterministic for a given seed and epoch: another run, and another dataset object
-    # with the same seed, give the same four epochs; another seed does not.
-    assert _epochs(ds, 4, 12) == epochs
+    # Deterministic for a given seed and epoch: another dataset object with the same seed
+    # gives the same four epochs; another seed does not.
     assert _epochs(_two_inputs(seed=3, rerandomize_each_iteration=True), 4, 12) == epochs
     assert _epochs(_two_inputs(seed=4, rerandomize_each_iteration=True), 4, 12) != epochs
+    # The same object goes on with its next epochs (tf.data: each new iterator draws anew).
+    later = _epochs(_two_inputs(seed=3, rerandomize_each_iteration=True), 8, 12)
+    assert _epochs(ds, 4, 12) == later[4:]
+
+
+def test_each_new_iterator_of_one_dataset_draws_the_next_picks():
+    # TF's testSampleFromDatasetsRerandomizeEachIterationEpochs[rerandomize=True].
+    epochs = _epochs(_two_inputs(seed=9, rerandomize_each_iteration=True), 3, 12)
+    ds = _two_inputs(seed=9, rerandomize_each_iteration=True)
+    assert [ints(ds), ints(ds), ints(ds)] == epochs
+    same = _two_inputs(seed=9)  # rerandomize_each_iteration=None: the same picks each time
+    assert ints(same) == ints(same)
 
 
 def test_rerandomize_each_iteration_with_options_seed_and_without_seed():
@@ -251,15 +293,19 @@ def test_rerandomize_each_iteration_on_the_fluent_api_and_infinite_inputs():
                                          rerandomize_each_iteration=True)
     assert ds.rerandomize_each_iteration is True
     assert ds.cardinality() == fl.INFINITE
-    assert ints(ds.take(50)) == ints(ds.take(50))  # epoch 0 of each run: the same picks
+    fresh = fl.Dataset.sample_from_datasets([constant(0), constant(1)], seed=2,
+                                            rerandomize_each_iteration=True)
+    first = ints(ds.take(50))
+    assert first == ints(fresh.take(50))  # epoch 0 of another object: the same picks
+    assert first != ints(ds.take(50))  # the next iterator of this one: new picks
 
 
 def test_rerandomize_each_iteration_checkpoints_across_epochs():
     ds = _two_inputs(seed=6, rerandomize_each_iteration=True)
     check_checkpointing(ds, epochs=3)
     # A state saved in epoch 1 restores epoch 1's picks and then epoch 2's.
+    expected = ints(_two_inputs(seed=6, rerandomize_each_iteration=True).repeat(3))
     it = iter(ds.repeat(3))
-    expected = ints(ds.repeat(3))
     [next(it) for _ in range(17)]
     state = json.loads(json.dumps(it.state_dict()))
     again = iter(ds.repeat(3))

@@ -109,9 +109,43 @@ def test_state_of_a_global_shuffled_tfrecord_pipeline_is_under_one_kib(tmp_path)
 
 
 def test_map_fusion_below_keeps_random_access():
-    ds = (fl.Dataset.range(10).map(lambda x: x + 1).map(lambda x: x * 2)
-          .global_shuffle(seed=0).map(lambda x: x - 1).map(lambda x: -x))
+    def make():
+        return (fl.Dataset.range(10).map(lambda x: x + 1).map(lambda x: x * 2)
+                .global_shuffle(seed=0).map(lambda x: x - 1).map(lambda x: -x))
+
     expected = sorted(-((x + 1) * 2 - 1) for x in range(10))
-    assert sorted(ints(ds)) == expected
+    assert sorted(ints(make())) == expected
     off = fl.Options(optimization=fl.OptimizationOptions(map_fusion=False))
-    assert ints(ds) == ints(ds.with_options(off))
+    assert ints(make()) == ints(make().with_options(off))
+
+
+def test_each_new_iterator_of_one_dataset_is_the_next_epoch():
+    # As tf.data's seed generator: a new iter(ds) reshuffles, and continues the epochs.
+    epochs = ints(fl.Dataset.range(12).global_shuffle(seed=4).repeat(3))
+    ds = fl.Dataset.range(12).global_shuffle(seed=4)
+    assert ints(ds) + ints(ds) + ints(ds) == epochs
+    assert [int(ds[i]) for i in range(12)] == epochs[:12]  # ds[i]: epoch 0, always
+    fixed = fl.Dataset.range(12).global_shuffle(seed=4, reshuffle_each_iteration=False)
+    assert ints(fixed) == ints(fixed) == epochs[:12]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: fl.Dataset.range(0), lambda: fl.Dataset.range(10).take(0),
+    lambda: fl.Dataset.range(10).skip(10), lambda: fl.Dataset.range(10).skip(-1),
+    lambda: fl.Dataset.range(10).repeat(0), lambda: fl.Dataset.range(0).repeat(),
+])
+def test_an_empty_input_is_refused_as_tf_data_does(make):
+    # tf.data: InvalidArgument ("requires the input dataset to have a non-empty finite
+    # cardinality"), FailedPrecondition for skip(-1) and repeat(0).
+    with pytest.raises(fl.InvalidArgumentError, match="non-empty input"):
+        make().global_shuffle(seed=1)
+
+
+def test_an_empty_input_known_only_when_opened_is_refused(tmp_path):
+    path = str(tmp_path / "empty.tfrecord")
+    fl.TFRecordWriter(path).close()
+    ds = fl.TFRecordDataset([path])
+    assert ds.cardinality() == fl.UNKNOWN
+    shuffled = ds.global_shuffle(seed=1)
+    with pytest.raises(fl.InvalidArgumentError, match="non-empty input"):
+        list(shuffled)

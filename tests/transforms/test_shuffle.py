@@ -19,11 +19,59 @@ def chi_square(counts, expected):
 
 
 def test_seeded_order_is_reproducible_and_pinned():
-    ds = fl.Dataset.range(10).shuffle(4, seed=42)
-    first = ints(ds)
-    assert first == ints(ds) == ints(fl.Dataset.range(10).shuffle(4, seed=42))
+    first = ints(fl.Dataset.range(10).shuffle(4, seed=42))
+    assert first == ints(fl.Dataset.range(10).shuffle(4, seed=42))
     # Pinned: a change here breaks users' reproducible runs and saved checkpoints.
     assert first == [1, 2, 4, 0, 5, 3, 7, 8, 6, 9]
+
+
+def test_each_new_iterator_of_one_dataset_is_the_next_epoch():
+    # tf.data: the seed generator belongs to the dataset object, and every iterator made
+    # from it (a repeat's epoch, a new iter(ds)) draws the next order. (TF's
+    # testReshuffleIterationEpochs[reshuffle=True,seed=42].)
+    def make():
+        return fl.Dataset.range(10).shuffle(10, seed=42)
+
+    epochs = ints(make().repeat(5))
+    ds = make()
+    first, second = ints(ds), ints(ds)
+    assert first != second and sorted(first) == sorted(second) == list(range(10))
+    assert first + second == epochs[:20]
+    assert ints(ds.repeat(2)) == epochs[20:40]  # a repeat over it goes on from there
+    assert ints(ds) == epochs[40:]
+    # Without reshuffling, every iterator has the same order.
+    still = fl.Dataset.range(10).shuffle(10, seed=42, reshuffle_each_iteration=False)
+    assert ints(still) == ints(still) == ints(still.repeat(2))[10:]
+
+
+def test_a_pinned_epoch_and_looking_at_the_dataset_leave_its_epochs_alone():
+    def make():
+        return fl.Dataset.range(10).shuffle(10, seed=5).map(lambda x: x + 100)
+
+    epochs = ints(make().repeat(2))
+    ds = make()
+    assert ds.element_spec.dtype == np.int64  # read from a first element: epoch 0 pinned
+    assert ints(fl.PipelineIterator(ds)) == ints(fl.PipelineIterator(ds)) == epochs[:10]
+    assert ints(fl.PipelineIterator(ds, epoch=1)) == epochs[10:]
+    assert ints(ds) == epochs[:10] and ints(ds) == epochs[10:]
+
+
+def test_a_restored_state_sets_the_next_epoch_of_the_dataset():
+    def make():
+        return fl.Dataset.range(10).shuffle(10, seed=8)
+
+    epochs = ints(make().repeat(4))
+    ds = make()
+    it = iter(ds)  # epoch 0
+    head = [int(next(it)) for _ in range(4)]
+    state = json.loads(json.dumps(it.state_dict()))
+    it.close()
+    assert ints(ds) == epochs[10:20] and ints(ds) == epochs[20:30]
+    restored = iter(ds)
+    restored.load_state_dict(state)
+    assert head + ints(restored) == epochs[:10]
+    # As tf.data's restore sets the seed generator: the run continues after the saved epoch.
+    assert ints(ds) == epochs[10:20]
 
 
 def test_multiset_is_preserved():
@@ -93,20 +141,23 @@ def test_unseeded_reshuffle_differs_between_runs():
 
 
 def test_options_seed_is_the_default_seed():
-    ds = fl.Dataset.range(30).shuffle(30)
-    a = ints(ds.with_options(fl.Options(seed=5)))
-    assert a == ints(ds.with_options(fl.Options(seed=5)))
-    assert a != ints(ds.with_options(fl.Options(seed=6)))
+    def make(seed=None):
+        return fl.Dataset.range(30).shuffle(30, seed=seed)
+
+    a = ints(make().with_options(fl.Options(seed=5)))
+    assert a == ints(make().with_options(fl.Options(seed=5)))
+    assert a != ints(make().with_options(fl.Options(seed=6)))
     # The stage's own seed wins over the options seed.
-    own = fl.Dataset.range(30).shuffle(30, seed=1)
-    assert ints(own) == ints(own.with_options(fl.Options(seed=5)))
+    assert ints(make(1)) == ints(make(1).with_options(fl.Options(seed=5)))
 
 
 def test_stacked_shuffles_under_one_options_seed_are_reproducible():
-    ds = fl.Dataset.range(30).shuffle(30).map(lambda x: x).shuffle(7)
-    ds = ds.with_options(fl.Options(seed=5))
-    out = ints(ds)
-    assert out == ints(ds) and sorted(out) == list(range(30)) and out != list(range(30))
+    def make():
+        ds = fl.Dataset.range(30).shuffle(30).map(lambda x: x).shuffle(7)
+        return ds.with_options(fl.Options(seed=5))
+
+    out = ints(make())
+    assert out == ints(make()) and sorted(out) == list(range(30)) and out != list(range(30))
 
 
 @pytest.mark.parametrize("bad, error", [(0, ValueError), (-1, ValueError), (-5, ValueError),
@@ -150,7 +201,7 @@ def test_input_error_propagates_and_shuffle_continues():
 
 def test_state_is_json_and_restores_mid_stream():
     ds = fl.Dataset.range(100).shuffle(10, seed=7)
-    full = ints(ds)
+    full = ints(fl.Dataset.range(100).shuffle(10, seed=7))
     it = iter(ds)
     head = [int(next(it)) for _ in range(37)]
     state = json.loads(json.dumps(it.state_dict()))
@@ -183,7 +234,7 @@ def test_shuffle_checkpointing_structured_elements_and_options_seed():
 
 def test_checkpoint_restores_the_epoch_for_later_reshuffles():
     ds = fl.Dataset.range(10).shuffle(10, seed=1).repeat(4)
-    full = ints(ds)
+    full = ints(fl.Dataset.range(10).shuffle(10, seed=1).repeat(4))
     it = iter(ds)
     head = [int(next(it)) for _ in range(15)]  # in epoch 1
     state = json.loads(json.dumps(it.state_dict()))
