@@ -42,8 +42,10 @@ class CounterDataset(Dataset):
         [120, 125, -126, -121]
     """
 
-    def __init__(self, start: Any = 0, step: Any = 1, dtype: Any = np.int64) -> None:
+    def __init__(self, start: Any = 0, step: Any = 1, dtype: Any = np.int64,
+                 name: str | None = None) -> None:
         super().__init__()
+        self.name = name  # shown in errors and profiles; not part of the fingerprint
         try:
             self.dtype = np.dtype(dtype)
         except TypeError:

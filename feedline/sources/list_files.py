@@ -87,7 +87,8 @@ def _patterns(file_pattern: str | os.PathLike[str] | bytes | Sequence[str]) -> l
 
 
 def list_files(file_pattern: str | os.PathLike[str] | bytes | Sequence[str],
-               shuffle: bool | None = None, seed: int | None = None) -> Dataset:
+               shuffle: bool | None = None, seed: int | None = None,
+               name: str | None = None) -> Dataset:
     """A dataset of the file names (``bytes``) matching ``file_pattern``, like tf.data's.
 
     Patterns are globbed once, now, through fsspec: local paths (a relative pattern gives
@@ -102,6 +103,8 @@ def list_files(file_pattern: str | os.PathLike[str] | bytes | Sequence[str],
             supports it) or a list of them.
         shuffle: Shuffle the names (default: yes).
         seed: Seed of the shuffle (``None``: ``Options.seed``, else fresh randomness).
+        name: Shown in errors and profiles (the name of the shuffle, or of the source
+            when there is none).
 
     Raises:
         InvalidArgumentError: No file matched ("No files matched pattern: ...", tf.data's
@@ -121,8 +124,10 @@ def list_files(file_pattern: str | os.PathLike[str] | bytes | Sequence[str],
     if not names:
         raise InvalidArgumentError(f"No files matched pattern: {', '.join(patterns)}")
     names.sort()  # bytewise, as TensorFlow's MatchingFiles sorts them
-    dataset: Dataset = TensorSlicesDataset(np.array(names, dtype=object))
-    if shuffle is None or shuffle:
+    shuffled = shuffle is None or bool(shuffle)
+    dataset: Dataset = TensorSlicesDataset(np.array(names, dtype=object),
+                                           name=None if shuffled else name)
+    if shuffled:
         dataset = ShuffleDataset(dataset, len(names), seed, reshuffle_each_iteration=True,
-                                 name="list_files")
+                                 name=name or "list_files")
     return dataset

@@ -19,8 +19,9 @@ class RangeDataset(Dataset):
 
     _CHEAP_TO_REREAD = True  # in memory: every worker process may read all of it
 
-    def __init__(self, *args: int, dtype: Any = None) -> None:
+    def __init__(self, *args: int, dtype: Any = None, name: str | None = None) -> None:
         super().__init__()
+        self.name = name  # shown in errors and profiles; not part of the fingerprint
         if not 1 <= len(args) <= 3:
             raise TypeError(f"range() takes 1 to 3 positional arguments, got {len(args)}")
         names = ("stop",) if len(args) == 1 else ("start", "stop", "step")[:len(args)]

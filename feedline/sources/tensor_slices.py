@@ -58,8 +58,9 @@ class TensorSlicesDataset(Dataset):
 
     _CHEAP_TO_REREAD = True  # in memory: every worker process may read all of it
 
-    def __init__(self, structure: Element) -> None:
+    def __init__(self, structure: Element, name: str | None = None) -> None:
         super().__init__()
+        self.name = name  # shown in errors and profiles; not part of the fingerprint
         structure, leaves = as_leaf_arrays(structure)
         if all(leaf is None for leaf in leaves):
             raise StructureError("from_tensor_slices() needs at least one leaf that is not None")

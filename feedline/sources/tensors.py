@@ -38,8 +38,9 @@ class TensorsDataset(Dataset):
 
     _CHEAP_TO_REREAD = True  # in memory: every worker process may read all of it
 
-    def __init__(self, structure: Element) -> None:
+    def __init__(self, structure: Element, name: str | None = None) -> None:
         super().__init__()
+        self.name = name  # shown in errors and profiles; not part of the fingerprint
         self.element = as_element(structure)
         check_dataset_leaves(self.element, "from_tensors()")
 

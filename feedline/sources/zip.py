@@ -50,7 +50,8 @@ class ZipDataset(Dataset):
         2
     """
 
-    def __init__(self, structure: Element) -> None:
+    def __init__(self, structure: Element, name: str | None = None) -> None:
+        self.name = name  # shown in errors and profiles; not part of the fingerprint
         structure = _lists_to_tuples(structure)
         leaves = flatten_with_paths(structure)
         if not leaves:

@@ -32,15 +32,22 @@ Shape = tuple[int | None, ...] | None
 means 'any rank, every dimension to the longest'."""
 
 
-def flatten_up_to(structure: Element, value: Any, what: str, path: str = "") -> list[Any]:
+def flatten_up_to(structure: Element, value: Any, what: str, path: str = "",
+                  none_fills: bool = False) -> list[Any]:
     """The parts of ``value`` at the leaf positions of ``structure`` (``tf.nest.flatten_up_to``).
 
-    A leaf position takes whatever ``value`` holds there, whole (a shape list, say).
+    A leaf position takes whatever ``value`` holds there, whole (a shape list, say). With
+    ``none_fills``, ``None`` where ``structure`` has a tuple or dict stands for ``None`` at
+    each of its leaves (padding values: tf.data's default for that whole part).
 
     Example:
         >>> flatten_up_to((0, {"a": 0}), ([3], {"a": None}), "padded_shapes")
         [[3], None]
+        >>> flatten_up_to((0, {"a": 0, "b": 0}), (-1, None), "padding_values", none_fills=True)
+        [-1, None, None]
     """
+    if none_fills and value is None:
+        return [None] * len(flatten_with_paths(structure))
     where = path or "the top"
     if isinstance(structure, tuple):
         if not isinstance(value, tuple | list) or len(value) != len(structure):
@@ -48,7 +55,7 @@ def flatten_up_to(structure: Element, value: Any, what: str, path: str = "") -> 
                              f"at {where} expected {len(structure)} items, got {value!r}")
         out: list[Any] = []
         for i, (part, item) in enumerate(zip(structure, value)):
-            out.extend(flatten_up_to(part, item, what, f"{path}[{i}]"))
+            out.extend(flatten_up_to(part, item, what, f"{path}[{i}]", none_fills))
         return out
     if isinstance(structure, dict):
         if not isinstance(value, dict) or set(value) != set(structure):
@@ -58,7 +65,8 @@ def flatten_up_to(structure: Element, value: Any, what: str, path: str = "") -> 
                              f"got {found!r}")
         out = []
         for key in sorted(structure):
-            out.extend(flatten_up_to(structure[key], value[key], what, f"{path}[{key!r}]"))
+            out.extend(flatten_up_to(structure[key], value[key], what, f"{path}[{key!r}]",
+                                     none_fills))
         return out
     return [value]
 
@@ -189,7 +197,8 @@ def make_plan(template: Element, padded_shapes: Element, padding_values: Element
     elif isinstance(template, tuple | dict) and not isinstance(padding_values, tuple | dict | list):
         paddings = [padding_values] * len(paths)  # one value for every leaf, as tf.data
     else:
-        paddings = flatten_up_to(template, padding_values, "padding_values")
+        # None anywhere (a leaf or a whole part) is that part's default padding, as tf.data.
+        paddings = flatten_up_to(template, padding_values, "padding_values", none_fills=True)
     checked = [None if value is None else check_padding_value(value, dtype, path)
                for value, dtype, path in zip(paddings, dtypes, paths)]
     return [_LeafPlan(path, shape, padding)
@@ -308,7 +317,8 @@ class PaddedBatchDataset(UnaryDataset):
             ``None``/-1 dims pad to the longest and whose ints are exact sizes (an element
             larger than that is an error).
         padding_values: ``None`` (0, ``False``, ``b""`` or ``""`` per leaf), one scalar for every
-            leaf, or a structure matching the elements (``None`` entries use the default).
+            leaf, or a structure matching the elements (``None`` entries, for a leaf or a
+            whole tuple or dict, use the default, as tf.data).
         drop_remainder: Drop a last batch smaller than ``batch_size``.
         name: Shown in errors.
 

@@ -43,13 +43,23 @@ def element_bytes(element: Element) -> int:
 
 
 class PrefetchDataset(Dataset):
-    """The node of ``Dataset.prefetch``."""
+    """The node of ``Dataset.prefetch``: ``buffer_size`` ``AUTOTUNE`` or ``None`` (tf.data's
+    meaning: ``AUTOTUNE``) is tuned, 0 reads nothing ahead.
+
+    Example:
+        >>> import feedline as fl
+        >>> PrefetchDataset(fl.Dataset.range(3), None).buffer_size == fl.AUTOTUNE
+        True
+    """
 
     # Read-ahead changes when elements are made, never which: checkpoints ignore it.
     _FINGERPRINT_TRANSPARENT = True
 
-    def __init__(self, input_dataset: Dataset, buffer_size: int, name: str | None = None) -> None:
+    def __init__(self, input_dataset: Dataset, buffer_size: int | None,
+                 name: str | None = None) -> None:
         super().__init__([input_dataset])
+        if buffer_size is None:
+            buffer_size = AUTOTUNE  # tf.data's reading of None
         self.buffer_size = validate_int(buffer_size, "prefetch(buffer_size)", minimum=0,
                                         special=(AUTOTUNE,), hint="AUTOTUNE or >= 0")
         self.name = name or "prefetch"

@@ -86,3 +86,40 @@ def test_restore_across_epochs_and_after_end():
 
 def test_range_state_keeps_one_size():
     check_checkpointing(fl.Dataset.range(0, 200, 7), constant_state_size=True, max_state_bytes=2048)
+
+
+def _named_sources(tmp_path):
+    (tmp_path / "a.txt").write_bytes(b"")
+    pattern = str(tmp_path / "*.txt")
+    return {
+        "range": lambda name=None: fl.Dataset.range(5, name=name),
+        "from_tensor_slices": lambda name=None: fl.Dataset.from_tensor_slices([1, 2],
+                                                                              name=name),
+        "from_tensors": lambda name=None: fl.Dataset.from_tensors(42, name=name),
+        "random": lambda name=None: fl.Dataset.random(seed=1, name=name).take(3),
+        "counter": lambda name=None: fl.Dataset.counter(name=name).take(3),
+        "zip": lambda name=None: fl.Dataset.zip(fl.Dataset.range(2), fl.Dataset.range(2),
+                                                name=name),
+        "list_files": lambda name=None: fl.Dataset.list_files(pattern, shuffle=False,
+                                                              name=name),
+        "list_files_shuffled": lambda name=None: fl.Dataset.list_files(pattern, seed=1,
+                                                                       name=name),
+    }
+
+
+@pytest.mark.parametrize("source", ["range", "from_tensor_slices", "from_tensors", "random",
+                                    "counter", "zip", "list_files", "list_files_shuffled"])
+def test_every_source_takes_a_name_that_changes_nothing_but_its_label(tmp_path, source):
+    # tf.data's sources all accept name=; it labels the stage in errors and profiles and is
+    # no part of the fingerprint, so states move between named and unnamed pipelines.
+    from feedline.core.fingerprint import PipelineFingerprint
+    from feedline.core.random_access import describe_stage
+
+    make = _named_sources(tmp_path)[source]
+    named, plain = make("my_source"), make()
+    node = named
+    while node._inputs and getattr(node, "name", None) != "my_source":
+        node = node._inputs[0]
+    assert describe_stage(node) == "my_source"
+    assert [repr(x) for x in named] == [repr(x) for x in plain]
+    assert PipelineFingerprint.of(named).digest == PipelineFingerprint.of(plain).digest

@@ -37,6 +37,22 @@ def test_components_padded_independently():
                                  np.array([[10, 100], [11, 12]], np.int32))])
 
 
+def test_none_in_padding_values_is_the_default_for_that_part():
+    # tf.data (_padding_values_or_default): None for a leaf, or for a whole tuple or dict,
+    # pads that part with its dtype's default (0, b"").
+    ds = fl.Dataset.from_tensor_slices([1, 3]).map(
+        lambda n: (np.full(n, n, np.int32), b"x" * n, {"ids": np.arange(n), "w": np.ones(n)}))
+    out = list(ds.padded_batch(2, padding_values=(-1, None, None)))
+    assert_elements_equal(out, [(
+        np.array([[1, -1, -1], [3, 3, 3]], np.int32), np.array([b"x", b"xxx"], dtype=object),
+        {"ids": np.array([[0, 0, 0], [0, 1, 2]]), "w": np.array([[1.0, 0, 0], [1, 1, 1]])})])
+    inner = list(ds.padded_batch(2, padding_values=(None, b"", {"ids": -7, "w": None})))
+    assert inner[0][2]["ids"].tolist() == [[0, -7, -7], [0, 1, 2]]
+    assert inner[0][0].tolist() == [[1, 0, 0], [3, 3, 3]]
+    with pytest.raises(ValueError, match="padding_values must have the elements' structure"):
+        list(ds.padded_batch(2, padding_values=(-1, None, {"ids": 0})))
+
+
 def test_single_padding_value_for_every_component():
     a = fill_dataset()
     out = list(fl.Dataset.zip((a, a)).padded_batch(2, padding_values=-1))
