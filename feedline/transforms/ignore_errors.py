@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.error_records import is_fatal
 from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator, State
@@ -45,8 +46,8 @@ class IgnoreErrorsDataset(UnaryDataset):
         self.name = name or "ignore_errors"
 
     def cardinality(self) -> int:
-        # tf.data's choice: the input's, although dropped elements make it an upper bound.
-        return self._inputs[0].cardinality()
+        # tf.data's: UNKNOWN whatever the input, since an error may drop any element.
+        return UNKNOWN
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return IgnoreErrorsIterator(ctx, self._make_input_iterator(ctx), self.log_warning,
