@@ -37,3 +37,9 @@ def wait_gone(pids, deadline: float) -> list[int]:
         if not left or time.monotonic() > end:
             return left
         time.sleep(0.05)
+
+
+def feedline_mappings() -> list[str]:
+    """Shared-memory mappings of the transport still in this process (``memfd:feedline``)."""
+    with open("/proc/self/maps") as maps:
+        return [line for line in maps if "memfd:feedline" in line]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from process_helpers import alive, wait_gone
+from process_helpers import alive, feedline_mappings, wait_gone
 
 import feedline as fl
 from feedline.execution.spawn import start_worker
@@ -143,3 +143,4 @@ def test_a_pipeline_iterated_on_another_thread_after_its_first_thread_ended():
     assert first + [int(x) for x in it] == list(range(8))
     it.close()
     assert not wait_gone(pids, DEADLINE)
+    assert feedline_mappings() == []

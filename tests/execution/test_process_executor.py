@@ -12,7 +12,7 @@ from concurrent.futures.process import BrokenProcessPool
 import numpy as np
 import psutil
 import pytest
-from process_helpers import wait_gone, worker_processes
+from process_helpers import feedline_mappings, wait_gone, worker_processes
 
 import feedline as fl
 from feedline.core.error_records import is_fatal
@@ -54,12 +54,14 @@ def _outcomes(it) -> list:
 
 @pytest.fixture(autouse=True)
 def _workers_end():
-    """Every worker process must have exited once the pipeline is done or closed."""
+    """Every worker process must have exited once the pipeline is done or closed, and no
+    shared memory of the transport may stay mapped."""
     yield
     import gc
 
     gc.collect()
     assert worker_processes() == []
+    assert feedline_mappings() == []
 
 
 def test_process_map_results_in_order_and_workers_end():

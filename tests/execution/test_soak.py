@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
-from process_helpers import wait_gone
+from process_helpers import feedline_mappings, wait_gone
 from soak import soak
 
 SHORT_ALLOWED_GROWTH = 128 * 1024
@@ -16,5 +18,7 @@ bound within the warm-up; unbounded, it grew by about 100 kB a second per worker
 def test_worker_memory_is_flat_after_warm_up():
     report = soak(seconds=12.0, warmup=5.0, samples=24, interval=0.001)
     assert not wait_gone(report.pids, 20.0)  # the soak closed its pipeline: workers ended
+    gc.collect()
+    assert feedline_mappings() == []  # and the batches' shared memory is unmapped
     assert report.samples[-1].elements > 1000  # it did run (all but 1 in 997 are batches)
     assert report.flat(SHORT_ALLOWED_GROWTH), report.table()
