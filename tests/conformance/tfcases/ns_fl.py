@@ -104,7 +104,10 @@ class FeedlineNamespace:
 
     @staticmethod
     def at(dataset: fl.Dataset, index: int) -> Any:
-        return dataset[index]
+        """tf.data.experimental.at's twin (``dataset[index]`` is Python indexing)."""
+        from feedline.core.random_access import at
+
+        return at(dataset, index)
 
     @staticmethod
     def global_shuffle(dataset: fl.Dataset, seed: int | None = None,
@@ -333,12 +336,19 @@ def _roundtrip(state: Any) -> Any:
     return json.loads(json.dumps(state))
 
 
+def _fresh(dataset: fl.Dataset) -> fl.PipelineIterator:
+    """An iterator as that of a newly built copy of ``dataset``: TF's checkpoint tests build
+    the dataset anew (``ds_fn()``) for every iterator, so a seeded stage that reshuffles
+    starts at its first epoch each time, where ``iter(dataset)`` would go on to the next."""
+    return fl.PipelineIterator(dataset)
+
+
 def _checkpointed(dataset: fl.Dataset, variant: str) -> Iterator[Any]:
     if variant.startswith("save_then_run:"):
         # Read ``run`` elements, keeping the state saved after ``save`` of them; restore it and
         # read the rest (TF's gen_outputs with save_checkpoint_at_end=False).
         save, run = (int(v) for v in variant.split(":")[1].split(","))
-        with iter(dataset) as first:
+        with _fresh(dataset) as first:
             head = []
             for _ in range(run):
                 head.append(next(first))
@@ -347,14 +357,14 @@ def _checkpointed(dataset: fl.Dataset, variant: str) -> Iterator[Any]:
             if save == 0:
                 state = _roundtrip(first.state_dict())
         yield from head[:save]
-        with iter(dataset) as restored:
+        with _fresh(dataset) as restored:
             restored.load_state_dict(state)
             yield from restored
         return
     if variant.startswith("breaks:"):
         # Save and restore into a new iterator at each of these element counts.
         points = [int(v) for v in variant.split(":")[1].split(",")]
-        it = iter(dataset)
+        it = _fresh(dataset)
         try:
             produced = 0
             for point in points:
@@ -363,34 +373,34 @@ def _checkpointed(dataset: fl.Dataset, variant: str) -> Iterator[Any]:
                     produced += 1
                 state = _roundtrip(it.state_dict())
                 it.close()
-                it = iter(dataset)
+                it = _fresh(dataset)
                 it.load_state_dict(state)
             yield from it
         finally:
             it.close()
         return
     if variant == "reset_restored":
-        with iter(dataset) as first:
+        with _fresh(dataset) as first:
             full = list(first)
-        with iter(dataset) as it:
+        with _fresh(dataset) as it:
             for _ in range(len(full) // 2):
                 next(it)
             state = _roundtrip(it.state_dict())
-        with iter(dataset) as restored:
+        with _fresh(dataset) as restored:
             restored.load_state_dict(state)
         # Re-initializing after a restore starts over: a fresh iterator of the dataset.
-        with iter(dataset) as again:
+        with _fresh(dataset) as again:
             yield from again
         return
     if variant in ("unused", "exhausted"):
         breaks = [0] if variant == "unused" else [None]
     else:
-        with iter(dataset) as counting:
+        with _fresh(dataset) as counting:
             n = sum(1 for _ in counting)
         breaks = [n] if variant == "fully_used" else sorted(
             {int(b) for b in np.linspace(0, n, 10, dtype=int)})
     produced = 0
-    it = iter(dataset)
+    it = _fresh(dataset)
     try:
         for point in breaks:
             if point is None:  # exhausted: read to the end, then save and restore
@@ -403,7 +413,7 @@ def _checkpointed(dataset: fl.Dataset, variant: str) -> Iterator[Any]:
                     produced += 1
             state = _roundtrip(it.state_dict())
             it.close()
-            it = iter(dataset)
+            it = _fresh(dataset)
             it.load_state_dict(state)
         yield from it
     finally:
