@@ -333,7 +333,7 @@ class TuningCounters:
             of its calls' time on a CPU; small for calls that wait).
         inline: Whether the stage calls its function on its consumer's thread (a ``map``
             of calls that hold the GIL, at one worker): its calls then never wait for a
-            worker, and its busy time is its calls' time.
+            worker, and are judged on its rate alone (they are not timed).
     """
 
     __slots__ = ("busy", "calls", "cpu", "elements", "inline", "input", "waits")

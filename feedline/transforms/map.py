@@ -372,8 +372,8 @@ class ParallelMapIterator(DatasetIterator):
     element is pulled and mapped in ``next()``, as :class:`MapIterator` does, without a
     task, a future or a wake-up. Errors come out in their places with the same notes, and
     the state keeps the layout of every map iterator, so a checkpoint restores across the
-    switch. The tuner goes on reading its counters (its calls' time as busy time, and no
-    waits: the consumer never waits for a worker); should it set more workers (its trial
+    switch. The tuner goes on reading its counters (its rate; no waits, since the consumer
+    never waits for a worker, and the calls are not timed); should it set more workers (its trial
     of one worker ran slower than the threads measured: the measurement misled), the
     stage goes back to its threads. The stage's later iterators (a ``repeat``'s epochs)
     start from the tuner's setting, inline.
@@ -435,6 +435,9 @@ class ParallelMapIterator(DatasetIterator):
         # Calls made on the consumer's thread (calls that hold the GIL, at one worker: see
         # the class doc), and whether the measurement found them so (tuned stages only).
         self._inline = self._serial = False
+        # Inline with nothing in flight, re-read or pending: each ``next()`` pulls and maps
+        # one element and counts it, no more (see ``_next_fast``).
+        self._fast = False
         # Worker processes starting (a call each with no element: done once a worker has
         # started and loaded the function); meanwhile the consumer maps the elements
         # itself. ``None``: not started; ``[]``: started. Only where AUTOTUNE chose
@@ -566,9 +569,18 @@ class ParallelMapIterator(DatasetIterator):
                                        for _ in range(self._parallelism)]
         if warming and all(future.done() for future in warming):
             self._warming = warming = []
-            # Back to the window: its snapshots start where the inline calls left off.
-            self._tracker.add_snapshot((self._positions.pulled, self._upstream.state_dict()))
+            self._back_to_the_window()
         return bool(warming)
+
+    def _back_to_the_window(self) -> None:
+        """Tasks again after inline calls: the window's positions start where they left
+        off (on the fast path, which keeps no snapshots, every element pulled went out)."""
+        position = (self._positions.pulled, self._upstream.state_dict())
+        if self._fast:
+            self._fast = False
+            self._tracker.restore(initial_position(position[1], position[0]))
+        else:
+            self._tracker.add_snapshot(position)
 
     def _check_inline(self) -> None:
         """Follow the tuner's setting: inline at one worker for calls that hold the GIL,
@@ -577,8 +589,7 @@ class ParallelMapIterator(DatasetIterator):
         if wanted == self._inline:
             return
         if not wanted:
-            # Back to the window: its snapshots start where the inline calls left off.
-            self._tracker.add_snapshot((self._positions.pulled, self._upstream.state_dict()))
+            self._back_to_the_window()
         self._inline = wanted
         counters = self._counters
         if counters.inline == wanted:
@@ -701,6 +712,13 @@ class ParallelMapIterator(DatasetIterator):
     def __next__(self) -> Any:
         counters = self._counters
         counters.calls += 1
+        if self._fast:
+            if self._inline:
+                if self._gate.limit == 1:
+                    return self._next_fast()
+                self._check_inline()  # the tuner set more workers: back to the window
+            elif self._workers_starting():  # on the window once they have started
+                return self._next_fast()
         if self._serial:
             self._check_inline()
             if self._inline and not self._ready and not len(self._window):
@@ -746,25 +764,49 @@ class ParallelMapIterator(DatasetIterator):
             return value
         raise annotate_error(value, self._name, item)
 
+    def _next_fast(self) -> Any:
+        """:meth:`_next_inline` with nothing to re-read, in flight or pending: the input's
+        state is the stage's position (``_get_state``), so only the pulled count is kept."""
+        positions = self._positions
+        item = positions.pulled
+        counters = self._counters
+        try:
+            value = next(self._upstream)
+        except StopIteration:
+            raise
+        except Exception:
+            positions.pulled = item + 1
+            counters.elements += 1
+            raise  # the input's error, already annotated by the stage that raised it
+        positions.pulled = item + 1
+        counters.elements += 1
+        if self._warming:
+            started = time.perf_counter()
+            try:
+                return normalize_output(self._call(self._fn, value))
+            except Exception as error:  # noqa: BLE001 - re-raised with the stage named
+                raise annotate_error(error, self._name, item)
+            finally:
+                # The first tasks' size, when the workers have started.
+                self._adapt_chunk_size(1, time.perf_counter() - started)
+        # Untimed: the tuner judges an inline stage on its rate (its consumer never waits
+        # for a worker), and a clock read on each side costs what a cheap call does.
+        try:
+            # Inside the try: a result that is no element is this stage's error.
+            return normalize_output(self._call(self._fn, value))
+        except Exception as error:  # noqa: BLE001 - re-raised with the stage named
+            raise annotate_error(error, self._name, item)
+
     def _next_inline(self) -> Any:
         """The next element, its function called here (every earlier one handed out)."""
         positions = self._positions
-        if positions.replaying or positions.errors:
-            # Re-reading after a restore (or an input error's record pending): the reader
-            # skips what went out before the checkpoint and raises restored errors.
-            item, is_error, value, snapshot = positions.pull()
-            self._tracker.add_snapshot(snapshot)
-        else:
-            # Nothing in flight: the input's own state is this stage's position (taken in
-            # ``_get_state``), so no snapshot is needed.
-            item = positions.pulled
-            try:
-                value, is_error = next(self._upstream), False
-            except StopIteration:
-                raise
-            except Exception as error:  # noqa: BLE001 - the input's error, in its place
-                value, is_error = error, True
-            positions.pulled = item + 1
+        if not (positions.replaying or positions.errors):
+            self._fast = True
+            return self._next_fast()
+        # Re-reading after a restore (or an input error's record pending): the reader
+        # skips what went out before the checkpoint and raises restored errors.
+        item, is_error, value, snapshot = positions.pull()
+        self._tracker.add_snapshot(snapshot)
         self._handed_out(item)
         counters = self._counters
         counters.elements += 1
@@ -786,8 +828,9 @@ class ParallelMapIterator(DatasetIterator):
                 self._adapt_chunk_size(1, seconds)  # the first tasks' size, when they start
 
     def _get_state(self) -> State:
-        if (self._inline or self._warming) and not self._ready and not len(self._window) \
-                and not self._positions.replaying and not self._positions.errors:
+        if self._fast or (self._inline or self._warming) and not self._ready \
+                and not len(self._window) and not self._positions.replaying \
+                and not self._positions.errors:
             # Everything pulled was handed out: the position is exact.
             return initial_position(self._upstream.state_dict(), self._positions.pulled)
         if not self._tracker.has_snapshot:  # nothing pulled yet: the upstream is here
@@ -797,6 +840,7 @@ class ParallelMapIterator(DatasetIterator):
     def _set_state(self, state: State) -> None:
         # Tasks never touch the upstream: what they compute is simply no longer wanted.
         self._window.discard()
+        self._fast = False  # the restored position may have items to skip
         if self._choice is not None:
             self._choice.reset()  # its measured tasks in flight will never be recorded
         self._ready.clear()

@@ -111,9 +111,10 @@ def test_settles_inline_with_the_exact_output():
 
 
 def test_errors_come_out_in_place_as_an_inline_map_raises_them():
-    # Elements 1 and 13 (on threads, measured) and 36, 39 (inline: the switch is at the 12th
-    # element at the earliest, and the window holds at most 4 tasks of one) fail: each in its place, with the
-    # stage and element named as the inline map names them, and the run goes on.
+    # Elements 1 and 13 (on threads, measured) and 36, 39 (inline: the choice decides at the
+    # 12th element, the tuner's setting is waited for, the window holds 4 tasks of one) fail:
+    # each in its place, with the stage and element named as the inline map names them, and
+    # the run goes on.
     with no_leaked_threads(), iter(_auto(fl.Dataset.range(40), _failing40)) as it:
         got = _until_inline(it) + _outcomes(it)
     with iter(fl.Dataset.range(40).map(_failing40)) as it:
