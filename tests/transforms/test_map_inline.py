@@ -195,3 +195,29 @@ def test_an_untuned_map_stays_on_its_threads():
     with no_leaked_threads(), iter(ds.with_options(options)) as it:
         assert [int(x) for x in it] == [3 * i for i in range(30)]
         assert not it._root.runs_inline
+
+
+def test_back_on_threads_when_the_tuner_sets_more_workers():
+    # The tuner's serial trial found one worker slower than the threads measured (the
+    # measurement misled): it sets more, and the stage goes back to its threads, exactly.
+    with no_leaked_threads(), iter(_auto(fl.Dataset.range(60), _failing40)) as it:
+        stage = it._root
+        got = _until_inline(it)
+        got += _outcomes(it, 30 - len(got))
+        stage._tuner.stop()  # its thread would go on judging the setting set here
+        stage.tuned_workers = 2  # as the tuner's thread sets it
+        got += _outcomes(it, 1)
+        assert not stage.runs_inline
+        state = it.state_dict()
+        rest = _outcomes(it)
+        assert got + rest == _reference(60)
+        settings = [(d.old, d.new) for d in it.statistics().tuning if d.setting == "inline"]
+        assert settings[:2] == [(0, 1), (1, 0)]
+    with no_leaked_threads(), iter(fl.Dataset.range(60).map(_failing40)) as it:
+        it.load_state_dict(state)
+        assert _outcomes(it) == rest
+
+
+def _reference(n: int) -> list:
+    with iter(fl.Dataset.range(n).map(_failing40)) as it:
+        return _outcomes(it)
