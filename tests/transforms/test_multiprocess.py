@@ -176,8 +176,14 @@ def test_workers_persist_across_epochs_and_end_with_close():
 
 
 def test_reshuffling_per_epoch_matches_a_fresh_run():
-    ds = fl.Dataset.range(12).shuffle(12, seed=5).batch(3).multiprocess(2).repeat(2)
-    assert _values(ds) == _values(ds)
+    def make():
+        return fl.Dataset.range(12).shuffle(12, seed=5).batch(3).multiprocess(2).repeat(2)
+
+    ds = make()
+    first = _values(ds)
+    assert first == _values(make())
+    # The next iter() of the same object goes on to the next epochs, as in one process.
+    assert _values(ds) != first
 
 
 @pytest.mark.parametrize("deterministic", [True, False])
