@@ -314,7 +314,7 @@ def test_workers_ignore_sigint_so_the_parent_decides():
 
 
 def test_a_killed_worker_fails_only_the_call_it_ran_and_is_replaced():
-    executor = ProcessExecutor(2, "map(doomed)")
+    executor = ProcessExecutor(1, "map(doomed)")  # one worker: the calls after 3 need another
     try:
         futures = [executor.submit(_die_on_three, i) for i in range(8)]
         outcomes = []
@@ -327,7 +327,7 @@ def test_a_killed_worker_fails_only_the_call_it_ran_and_is_replaced():
                 outcomes.append("died")
         assert outcomes == [0, 1, 2, "died", 4, 5, 6, 7]
         assert executor.submit(_die_on_three, 0).result(timeout=60) == 0  # goes on
-        assert executor.statistics().workers_started == 3  # one replaced the dead
+        assert executor.statistics().workers_started == 2  # one replaced the dead
     finally:
         executor.shutdown()
 
