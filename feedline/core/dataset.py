@@ -215,19 +215,28 @@ class Dataset(abc.ABC):
 
     @staticmethod
     def from_generator(generator: Callable[..., Iterable[Any]], output_signature: Element = None,
-                       args: Sequence[Any] = (), *, restorable: bool = True) -> Dataset:
+                       args: Sequence[Any] = (), *, restorable: bool = True,
+                       output_types: Element = None, output_shapes: Element = None) -> Dataset:
         """Elements from ``generator(*args)``, called anew for every epoch.
 
         A restored iterator re-runs the generator and skips the elements already produced;
         pass ``restorable=False`` if the generator cannot be replayed, and restoring raises.
+        tf.data's older ``output_types`` (and ``output_shapes``) keywords are accepted in
+        place of ``output_signature``.
 
         Example:
             >>> import feedline as fl
             >>> [int(x) for x in fl.Dataset.from_generator(lambda n: range(n), args=(3,))]
             [0, 1, 2]
+            >>> ds = fl.Dataset.from_generator(lambda: iter([(1,), (2,)]),
+            ...                                output_types="int64", output_shapes=(1,))
+            >>> [x.tolist() for x in ds]
+            [[1], [2]]
         """
         return _sources.generator.GeneratorDataset(generator, output_signature, args,
-                                                    restorable=restorable)
+                                                    restorable=restorable,
+                                                    output_types=output_types,
+                                                    output_shapes=output_shapes)
 
     @staticmethod
     def list_files(file_pattern: str | Sequence[str], shuffle: bool | None = None,

@@ -18,8 +18,8 @@ from feedline.core.structure import (
     describe,
     flatten,
     flatten_with_paths,
+    is_nest,
     pack_as,
-    same_structure,
     to_leaf_array,
 )
 from feedline.core.unary import require_callable
@@ -100,22 +100,68 @@ def _conform_leaf(value: Any, spec: TensorSpec, index: int, path: str) -> Any:
     return array[()] if array.ndim == 0 else array
 
 
-def normalize_element(value: Any, signature: Element, index: int) -> Element:
-    """Turn a yielded value into an element, checked against ``signature`` when given."""
-    if signature is None:
+def normalize_element(value: Any, signature: Element, index: int,
+                      dtypes: Element = None) -> Element:
+    """Turn a yielded value into an element, checked against ``signature`` when given (or
+    converted to ``dtypes``, the older ``output_types`` without shapes)."""
+    if signature is None and dtypes is None:
         leaves = flatten(value)
         for path, leaf in flatten_with_paths(value):
             if leaf is None:
                 raise StructureError(f"from_generator(): element {index}, leaf {path} is None")
         return pack_as(value, [_as_leaf(leaf) for leaf in leaves])
-    if not same_structure(signature, value):
+    structure = signature if signature is not None else dtypes
+    # As tf.data: the value is taken apart down to the signature's leaves only, so a tuple
+    # or list where the signature has one spec is that spec's value ((1,) for shape (1,)).
+    parts = _flatten_up_to(structure, value)
+    if parts is None:
         raise StructureError(
             f"from_generator(): element {index} does not match output_signature: expected "
-            f"{describe(signature)}, got {describe(value)}")
-    specs = flatten(signature)
-    leaves = [_conform_leaf(leaf, spec, index, path)
-              for (path, leaf), spec in zip(flatten_with_paths(value), specs)]
-    return pack_as(signature, leaves)
+            f"{describe(structure)}, got {describe(value)}")
+    leaves = []
+    for (path, spec), leaf in zip(flatten_with_paths(structure), parts):
+        if signature is None:  # a dtype only: any shape
+            spec = TensorSpec(tuple(np.shape(leaf)), spec)
+        leaves.append(_conform_leaf(leaf, spec, index, path))
+    return pack_as(structure, leaves)
+
+
+def _flatten_up_to(structure: Element, value: Any) -> list[Any] | None:
+    """``value``'s parts at the leaves of ``structure`` (``None`` if the nests differ)."""
+    if not is_nest(structure):
+        return [value]
+    if isinstance(structure, dict):
+        if not isinstance(value, dict) or set(value) != set(structure):
+            return None
+        parts = [_flatten_up_to(structure[k], value[k]) for k in sorted(structure)]
+    else:
+        if not isinstance(value, tuple) or len(value) != len(structure):
+            return None  # a list is one tensor's value in tf.data, never a tuple's parts
+        parts = [_flatten_up_to(s, v) for s, v in zip(structure, value)]
+    if any(p is None for p in parts):
+        return None
+    return [leaf for part in parts for leaf in part]
+
+
+def signature_from_types(output_types: Element, output_shapes: Element) -> Element:
+    """The ``output_signature`` that tf.data's older ``output_types`` and ``output_shapes``
+    describe (shapes ``None``: the dtypes alone, returned as they are).
+
+    Example:
+        >>> signature_from_types((np.int64, "float32"), ((), (2,)))
+        (TensorSpec(shape=(), dtype=int64), TensorSpec(shape=(2,), dtype=float32))
+    """
+    if output_shapes is None:
+        return None
+    types = flatten(output_types)
+    shapes = _flatten_up_to(output_types, output_shapes) if is_nest(output_types) \
+        else [output_shapes]
+    if shapes is None or len(shapes) != len(types):
+        raise TypeError(f"from_generator(): output_shapes {output_shapes!r} does not match the "
+                        f"structure of output_types {output_types!r}")
+    return pack_as(output_types, [
+        TensorSpec(tuple(shape) if shape is not None else (), np.dtype(dtype))
+        for dtype, shape in zip(types, shapes)])
 
 
 def _convert_arg(arg: Any) -> Any:
@@ -161,8 +207,21 @@ class GeneratorDataset(Dataset):
     """
 
     def __init__(self, generator: Callable[..., Iterable[Any]], output_signature: Element = None,
-                 args: Sequence[Any] = (), restorable: bool = True) -> None:
+                 args: Sequence[Any] = (), restorable: bool = True,
+                 output_types: Element = None, output_shapes: Element = None) -> None:
         super().__init__()
+        if output_signature is not None and (output_types is not None
+                                             or output_shapes is not None):
+            raise TypeError("from_generator(): give output_signature, or the older "
+                            "output_types (with output_shapes), not both")
+        if output_shapes is not None and output_types is None:
+            raise TypeError("from_generator(): output_shapes needs output_types")
+        if output_types is not None:
+            output_signature = signature_from_types(output_types, output_shapes)
+        # Without shapes, the older form gives the dtypes only (tf.data: unknown shapes).
+        self.output_dtypes = None if output_types is None or output_signature is not None \
+            else pack_as(output_types, [np.dtype(object) if np.dtype(t).kind in _STRING_KINDS
+                                        else np.dtype(t) for t in flatten(output_types)])
         require_callable(generator, "from_generator()", "generator",
                          " returning an iterable (pass the generator function, not a "
                          "generator object)")
@@ -254,7 +313,8 @@ class GeneratorIterator(DatasetIterator):
                 # it is closed now, here.
                 _close(iterator)
         self._taken += 1
-        return normalize_element(value, self._node.output_signature, index)
+        return normalize_element(value, self._node.output_signature, index,
+                                 self._node.output_dtypes)
 
     def _get_state(self) -> State:
         return {"taken": self._taken, "exhausted": self._exhausted}

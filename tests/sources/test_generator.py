@@ -372,3 +372,41 @@ def test_closing_while_a_thread_is_inside_the_generator_is_quiet_and_closes_it(h
         sys.unraisablehook = previous_hook
     assert unraisable == []
     assert len(closed) == 1 and closed[0].startswith("feedline-prefetch")
+
+
+def test_a_tuple_where_the_signature_has_one_spec_is_that_specs_value():
+    # tf.data converts the yielded tuple to the shape-(1,) tensor the signature describes.
+    def gen():
+        yield (1,)
+        yield [2]
+
+    ds = fl.Dataset.from_generator(gen, output_signature=fl.TensorSpec((1,), np.int64))
+    assert [x.tolist() for x in ds] == [[1], [2]]
+
+
+def test_the_older_output_types_and_output_shapes_keywords():
+    def gen():
+        for i in range(2):
+            yield {"a": i, "b": [i, i]}, "x"
+
+    ds = fl.Dataset.from_generator(gen, output_types=({"a": np.int32, "b": "float32"}, str),
+                                   output_shapes=({"a": (), "b": (2,)}, ()))
+    assert ds.element_spec == ({"a": fl.TensorSpec((), np.int32),
+                                "b": fl.TensorSpec((2,), np.float32)},
+                               fl.TensorSpec((), object))
+    (first, text), _ = list(ds)
+    assert first["a"].dtype == np.int32 and first["b"].dtype == np.float32 and text == b"x"
+    # Types alone: converted, any shape (tf.data's unknown shapes).
+    typed = fl.Dataset.from_generator(gen, output_types=({"a": np.int32, "b": "float32"}, str))
+    assert [e[0]["b"].dtype for e in typed] == [np.float32, np.float32]
+
+
+def test_the_older_keywords_are_checked():
+    with pytest.raises(TypeError, match="output_shapes needs output_types"):
+        fl.Dataset.from_generator(lambda: iter([]), output_shapes=())
+    with pytest.raises(TypeError, match="not both"):
+        fl.Dataset.from_generator(lambda: iter([]), output_signature=fl.TensorSpec((), np.int64),
+                                  output_types=np.int64)
+    with pytest.raises(TypeError, match="does not match the structure"):
+        fl.Dataset.from_generator(lambda: iter([]), output_types=(np.int64, np.int64),
+                                  output_shapes=((),))
