@@ -449,11 +449,12 @@ def test_make_csv_dataset_restores_across_epochs(tmp_path):
     write(tmp_path / "a.csv", b"x\n" + b"".join(b"%d\n" % j for j in range(7)))
     ds = make_csv_dataset(str(tmp_path / "a.csv"), 3, num_epochs=3, shuffle_seed=1,
                           shuffle_buffer_size=4)
-    with iter(ds) as it:
+    # Pinned at epoch 0 each time: iter(ds) would go on to the shuffle's next epochs.
+    with fl.PipelineIterator(ds) as it:
         reference = [b["x"].tolist() for b in it]
     assert sorted(v for b in reference for v in b) == sorted(list(range(7)) * 3)
     for k in (1, 3, 5):
-        with iter(ds) as it:
+        with fl.PipelineIterator(ds) as it:
             for _ in range(k):
                 next(it)
             state = it.state_dict()
