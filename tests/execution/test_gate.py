@@ -136,13 +136,29 @@ def _sleep_counted(lock: threading.Lock, state: dict[str, int]) -> None:
         state["done"] += 1
 
 
-def _running_together(pool: ThreadExecutor, tasks: int) -> int:
-    """The most of ``tasks`` sleeping tasks that ran at once on ``pool``."""
+def _running_together(pool: ThreadExecutor, tasks: int, expected: int | None = None) -> int:
+    """The most of ``tasks`` sleeping tasks that ran at once on ``pool``.
+
+    With ``expected``, each task also waits until that many run at once (or ``TIMEOUT``
+    passes) before its sleep: on a loaded machine starting hundreds of threads takes longer
+    than one sleep, and the count would depend on the machine's speed, not the pool's limit.
+    """
     lock = threading.Lock()
     state = {"running": 0, "most": 0, "done": 0}
+    reached = threading.Event()
 
     def task() -> None:
-        _sleep_counted(lock, state)
+        with lock:
+            state["running"] += 1
+            state["most"] = max(state["most"], state["running"])
+            if expected is not None and state["running"] >= expected:
+                reached.set()
+        if expected is not None:
+            reached.wait(TIMEOUT)
+        time.sleep(0.05)
+        with lock:
+            state["running"] -= 1
+            state["done"] += 1
 
     for future in [pool.submit(task) for _ in range(tasks)]:
         future.result(timeout=TIMEOUT)
@@ -154,13 +170,13 @@ def test_a_changed_limit_applies_to_a_running_pool_and_threads_past_it_end():
     pool = ThreadExecutor(3, "gate-test", gate=gate)
     with no_leaked_threads():
         try:
-            assert _running_together(pool, 4) == 1
+            assert _running_together(pool, 4, 1) == 1
             gate.limit = 3
-            assert _running_together(pool, 6) == 3
+            assert _running_together(pool, 6, 3) == 3
             started = pool.threads()
             gate.limit = 1  # applies as the running tasks end
             _running_together(pool, 3)
-            assert _running_together(pool, 4) == 1
+            assert _running_together(pool, 4, 1) == 1
             # The two threads past the limit ended once their call returned, rather than
             # wait at the gate for good.
             (kept,) = pool.threads()
@@ -169,7 +185,7 @@ def test_a_changed_limit_applies_to_a_running_pool_and_threads_past_it_end():
                     thread.join(TIMEOUT)
                     assert not thread.is_alive()
             gate.limit = 3  # threads start again as calls need them
-            assert _running_together(pool, 6) == 3
+            assert _running_together(pool, 6, 3) == 3
             assert len(pool.threads()) == 3
         finally:
             pool.shutdown()
@@ -215,7 +231,7 @@ def test_shutdown_ends_the_threads_waiting_for_a_place_while_a_call_is_stuck():
     pool = ThreadExecutor(3, "gate-test", close_timeout=0.2, gate=gate)
     release = threading.Event()
     try:
-        assert _running_together(pool, 3) == 3  # three threads started
+        assert _running_together(pool, 3, 3) == 3  # three threads started
         gate.limit = 1
         _running_together(pool, 3)  # two of them now wait for a place
         stuck = pool.submit(release.wait, TIMEOUT)
@@ -244,7 +260,7 @@ def test_a_raised_limit_starts_the_threads_it_allows_after_a_long_run_at_the_old
                 future.result(timeout=TIMEOUT)
             assert len(pool.threads()) == 1
             gate.limit = 8
-            assert _running_together(pool, 16) == 8
+            assert _running_together(pool, 16, 8) == 8
             assert len(pool.threads()) == 8
         finally:
             pool.shutdown()
@@ -256,9 +272,9 @@ def test_a_pool_grows_to_hundreds_of_threads_and_ends_them_all_on_shutdown():
     pool = ThreadExecutor(256, "gate-test", gate=gate)
     with no_leaked_threads(timeout=TIMEOUT):
         try:
-            assert _running_together(pool, 8) == 4
+            assert _running_together(pool, 8, 4) == 4
             gate.limit = 200
-            assert _running_together(pool, 400) == 200
+            assert _running_together(pool, 400, 200) == 200
             assert len(pool.threads()) == 200
             assert pool.workers == 200
             gate.limit = 300
