@@ -18,9 +18,11 @@ TIMEOUT = 60
 QUICK = fl.Options(threading=fl.ThreadingOptions(close_timeout=0.2))
 
 
-def blocking_at(index: int, release: threading.Event):
+def blocking_at(index: int, release: threading.Event, entered: threading.Event | None = None):
     def fn(x):
         if int(x) == index:
+            if entered is not None:
+                entered.set()
             release.wait()  # "forever": until the test releases it at its end
         return x
 
@@ -46,11 +48,15 @@ STUCK_AT = {"prefetch": 1, "parallel-map": 1, "parallel-batch": 4, "parallel-int
 @pytest.mark.timeout(TIMEOUT)
 @pytest.mark.parametrize("kind", sorted(PIPELINES))
 def test_close_returns_while_a_function_blocks_and_warns_naming_the_stage(kind):
-    release = threading.Event()
+    release, entered = threading.Event(), threading.Event()
     with no_leaked_threads():
         try:
-            it = iter(PIPELINES[kind](blocking_at(STUCK_AT[kind], release)).with_options(QUICK))
-            next(it)  # element 0 (or a batch/interleave's first): the reader is now stuck
+            it = iter(PIPELINES[kind](blocking_at(STUCK_AT[kind], release, entered))
+                      .with_options(QUICK))
+            next(it)  # element 0 (or a batch/interleave's first): the reader gets stuck
+            # A task queued but not yet started is cancelled by close(), with no warning: wait
+            # until a thread is inside the function.
+            assert entered.wait(TIMEOUT)
             with pytest.warns(RuntimeWarning, match=STAGES[kind]):
                 it.close()
             with pytest.raises(StopIteration):
@@ -61,14 +67,16 @@ def test_close_returns_while_a_function_blocks_and_warns_naming_the_stage(kind):
 
 @pytest.mark.timeout(TIMEOUT)
 def test_break_and_garbage_collection_do_not_hang():
-    release = threading.Event()
+    release, entered = threading.Event(), threading.Event()
     with no_leaked_threads():
         try:
-            ds = fl.Dataset.range(10).map(blocking_at(2, release), num_parallel_calls=2)
+            ds = fl.Dataset.range(10).map(blocking_at(2, release, entered),
+                                          num_parallel_calls=2)
 
             def break_out() -> None:
                 for x in ds.with_options(QUICK):
                     if int(x) == 1:
+                        assert entered.wait(TIMEOUT)  # a thread is inside element 2's call
                         break
                 gc.collect()
 
