@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from feedline.core.error_records import restore_error
-from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.iterator import DatasetIterator, IteratorContext, State, chunk_reader
 from feedline.core.state_codec import decode
 from feedline.execution.executor import Executor, Strand, make_executor
 from feedline.execution.read_ahead import (
@@ -171,8 +171,11 @@ class ParallelInterleaveIterator(InterleaveBase):
             # sequential stage.
             return _Slot(index, element, None, None, error)
         pool = self._pool
+        # Only a dataset that reads in chunks (a file reader) grows its read-ahead.
+        grows = chunk_reader(iterator) is not None
         reader = SequentialReader(self._name, iterator, pool.strand, capacity, self._timeout,
-                                  self._stop, max_capacity=max(capacity, MAX_SLOT_BUFFER))
+                                  self._stop,
+                                  max_capacity=max(capacity, MAX_SLOT_BUFFER) if grows else None)
         if inner is not None:
             reader.restore(inner)
         return _Slot(index, element, iterator, reader)
