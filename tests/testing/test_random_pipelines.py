@@ -115,3 +115,21 @@ def test_a_checkpoint_at_any_point_restores_under_every_setting(chain, saved_und
     others = [build(chain, s) for s in (INLINE, THREADS, AUTO) if s != saved_under]
     check_checkpointing(build(chain, saved_under), epochs=1, variants=others,
                         steps=[0, 1, 7, 19, 60])
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(chain=chains, setting=st.sampled_from((INLINE, THREADS, AUTO)))
+def test_after_the_end_next_ends_again_forever(chain, setting):
+    # tf.data's contract: once a dataset has ended, every later next() ends too (a partial
+    # last batch asking its input again after the end once broke a file cache).
+    with iter(build(chain, setting)) as it:
+        for _ in it:
+            pass
+        for _ in range(3):
+            try:
+                next(it)
+            except StopIteration:
+                continue
+            raise AssertionError(f"{[STEPS[i].name for i in chain]}: next() after the end "
+                                 "gave an element")
