@@ -154,13 +154,18 @@ class ShuffleIterator(UnaryIterator):
                 except StopIteration:
                     self._exhausted = True
                     break
-        n = len(buffer)
-        if not n:
+        if not buffer:
             raise StopIteration
+        return self._draw()
+
+    def _draw(self) -> Any:
+        """Take one element from a non-empty buffer, uniformly at random."""
+        buffer = self._buffer
         if self._used == RANDOM_BLOCK:
             self._start_block(self._generator)
         u = self._block[self._used]
         self._used += 1
+        n = len(buffer)
         # A 53-bit uniform scaled to n: bias below n / 2**53, far under any measurable level.
         i = min(int(u * n), n - 1)
         element = buffer[i]
@@ -201,17 +206,8 @@ class ShuffleIterator(UnaryIterator):
     def _draw_into(self, out: list[Any], fresh: list[Any]) -> None:
         """One draw from the buffer, then for each of ``fresh``: add it, draw again."""
         buffer, append = self._buffer, out.append
-        if self._used == RANDOM_BLOCK:
-            self._start_block(self._generator)
-        u = self._block[self._used]
-        self._used += 1
         n = len(buffer)
-        i = min(int(u * n), n - 1)
-        element = buffer[i]
-        last = buffer.pop()
-        if i < n - 1:
-            buffer[i] = last
-        append(element)
+        append(self._draw())
         # From here each step adds one element to a buffer of n - 1 and draws one of n: the
         # new element itself when the draw is the last place, else the one it replaces.
         # The places come from the block in one NumPy call (the same float arithmetic).
