@@ -422,6 +422,15 @@ def _is_loopback(address):
         address.startswith("::ffff:127.")  # IPv4 loopback on a dual-stack socket
 
 
+def _command_name(process: psutil.Process) -> list[str]:
+    """The program a process runs, or nothing for one that ended since it was listed (Ray
+    starts and stops helper processes at any time; an ended one has an empty command line)."""
+    try:
+        return process.cmdline()[:1]
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return []
+
+
 def test_the_cluster_listens_on_the_loopback_interface_only(cluster):
     own = psutil.Process()
     processes = {process.pid: process for process in [own, *own.children(recursive=True)]}
@@ -429,7 +438,7 @@ def test_the_cluster_listens_on_the_loopback_interface_only(cluster):
                  for connection in psutil.net_connections("inet")
                  if connection.status == psutil.CONN_LISTEN and connection.pid in processes]
     assert [entry for entry in listening if not _is_loopback(entry[0])] == []
-    names = {processes[pid].cmdline()[0] for _, _, pid in listening}
+    names = {name for _, _, pid in listening for name in _command_name(processes[pid])}
     # Every kind of server of the cluster was seen (so none was missed listening elsewhere).
     assert {name.rsplit("/", 1)[-1] for name in names} >= {"gcs_server", "raylet",
                                                            "ray::DispatcherCore",
