@@ -38,6 +38,7 @@ from feedline.core.state_file import load_state, save_state
 from feedline.core.structure import DatasetSpec, NoneTensorSpec, TensorSpec
 from feedline.distribute.distribute import StepSchedule, steps_per_epoch
 from feedline.distribute.input_context import InputContext
+from feedline.formats.array_record import ArrayRecordDataset, write_array_record
 from feedline.formats.csv import CsvDataset, make_csv_dataset
 from feedline.formats.example import (
     FixedLenFeature,
@@ -67,6 +68,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AUTOTUNE",
+    "ArrayRecordDataset",
     "AutoShardPolicy",
     "AutotuneOptions",
     "CheckpointError",
@@ -123,5 +125,6 @@ __all__ = [
     "service",
     "snapshot_info",
     "steps_per_epoch",
+    "write_array_record",
     "write_tfrecord",
 ]
