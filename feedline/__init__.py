@@ -61,6 +61,7 @@ from feedline.formats.fixed_length import FixedLengthRecordDataset
 from feedline.formats.parquet import ParquetDataset
 from feedline.formats.text import TextLineDataset
 from feedline.formats.tfrecord import TFRecordDataset, TFRecordWriter, write_tfrecord
+from feedline.formats.webdataset import WebDataset
 from feedline.profiling.report import profile
 from feedline.snapshot.info import SnapshotInfo, snapshot_info
 
@@ -108,6 +109,7 @@ __all__ = [
     "ThreadingOptions",
     "UNKNOWN",
     "VarLenFeature",
+    "WebDataset",
     "WorkerProcessError",
     "decode_example",
     "decode_sequence_example",

@@ -1,0 +1,427 @@
+"""WebDataset ``.tar`` shards: the files of an archive grouped into samples by key.
+
+The WebDataset convention: in a tar archive, consecutive files that share a *key* form one
+sample; the key is the file's path up to the first dot of its base name, the rest is the
+field (``images/cat01.seg.png`` is field ``seg.png`` of sample ``images/cat01``). Field
+names are lower-cased. As the ``webdataset`` package does, only regular files count, and
+files without an extension, top-level ``__x__`` files and files under a ``__x__/`` folder
+are skipped; two files of one sample with the same field are an error.
+
+Archives are parsed here, header by header, rather than through :mod:`tarfile`'s streaming
+mode, which ends silently at a damaged header: a header whose checksum does not match, a
+member cut short, or an archive without its end-of-archive block is a
+:class:`~feedline.core.errors.DataLossError` naming the file, the member and its offset,
+raised after every complete sample before the damage. The position of a reader is the
+byte offset of the next sample's first header, so a checkpoint seeks straight back to it
+(a gzip-compressed shard decompresses and drops what comes before).
+"""
+
+from __future__ import annotations
+
+import re
+import tarfile
+from collections.abc import Sequence
+from typing import IO, Any, ClassVar
+
+import numpy as np
+
+from feedline.core.errors import DataLossError, InvalidArgumentError
+from feedline.core.structure import TensorSpec
+from feedline.formats._file_reader import FileReaderDataset, RecordCursor
+from feedline.formats.files import compression_name, open_file
+
+__all__ = ["WebDataset"]
+
+_BLOCK = 512
+# webdataset's tariterators: the key and the field of a file name, and the files it skips.
+_KEY_AND_FIELD = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
+_META = re.compile(r"__[^/]*__($|/)")
+# Bytes skipped in one read when a stream cannot seek.
+_SKIP_CHUNK = 1 << 20
+_IMAGE_FIELDS = frozenset({"jpg", "jpeg", "png", "ppm", "pgm", "pbm", "pnm", "bmp", "gif",
+                           "webp"})
+_INT_FIELDS = frozenset({"cls", "cls2", "class", "count", "index", "inx", "id"})
+_DECODE = {None: None, "rgb": 3, "l": 1, "image": 0}
+
+
+def split_key(name: str) -> tuple[str, str] | None:
+    """``(key, field)`` of a member's name as WebDataset splits it; ``None`` if it has no
+    extension.
+
+    Example:
+        >>> split_key("images/cat01.seg.png"), split_key("a.v1/b.JPG"), split_key("README")
+        (('images/cat01', 'seg.png'), ('a.v1/b', 'JPG'), None)
+    """
+    match = _KEY_AND_FIELD.match(name)
+    return None if match is None else (match.group(1), match.group(2))
+
+
+def _skipped(name: str) -> bool:
+    return ("/" not in name and name.startswith("__") and name.endswith("__")) or \
+        _META.match(name) is not None
+
+
+def _compression(path: str, compression_type: str | None) -> str:
+    if compression_type is not None:
+        return compression_name(compression_type)
+    return "GZIP" if path.endswith((".gz", ".tgz")) else ""
+
+
+def _pax_records(data: bytes, path: str, offset: int) -> dict[str, str]:
+    """The ``key=value`` records of a PAX extended header (``"%d %s=%s\\n"`` each)."""
+    records: dict[str, str] = {}
+    pos = 0
+    while pos < len(data) and data[pos] != 0:
+        space = data.find(b" ", pos)
+        try:
+            length = int(data[pos:space])
+        except ValueError:
+            length = 0
+        record = data[space + 1:pos + length]
+        if space < 0 or length <= 0 or not record.endswith(b"\n") or b"=" not in record:
+            raise DataLossError(f"WebDataset: damaged PAX header at offset {offset} of {path}",
+                                path=path, offset=offset)
+        key, _, value = record[:-1].partition(b"=")
+        records[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8",
+                                                                      "surrogateescape")
+        pos += length
+    return records
+
+
+class _Member:
+    """One tar member: where its headers start, its name, type and size."""
+
+    __slots__ = ("name", "offset", "size", "type")
+
+    def __init__(self, offset: int, name: str, kind: bytes, size: int) -> None:
+        self.offset, self.name, self.type, self.size = offset, name, kind, size
+
+
+class _TarStream:
+    """Reads one archive header by header from ``offset`` (a member's first header)."""
+
+    def __init__(self, path: str, compression: str, offset: int) -> None:
+        self.path = path
+        self._file: IO[bytes] = open_file(path, "rb", compression)
+        self.offset = 0  # of the next byte read, in the (decompressed) archive
+        self.last: str | None = None  # the last member read whole, for messages
+        try:
+            self._seekable = not compression and self._file.seekable()
+        except (OSError, ValueError):
+            self._seekable = False
+        if offset:
+            self._skip(offset)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def _skip(self, count: int) -> None:
+        if self._seekable:
+            self._file.seek(self.offset + count)
+            self.offset += count
+            return
+        while count > 0:
+            got = len(self._file.read(min(count, _SKIP_CHUNK)))
+            if not got:
+                break
+            self.offset += got
+            count -= got
+
+    def _read(self, size: int, what: str, start: int) -> bytes:
+        data = self._file.read(size)
+        while len(data) < size:  # a stream may return less than asked before its end
+            more = self._file.read(size - len(data))
+            if not more:
+                break
+            data += more
+        self.offset += len(data)
+        if len(data) < size:
+            after = f" (after member {self.last!r})" if self.last else ""
+            raise DataLossError(
+                f"WebDataset: truncated archive {self.path}: {what} at offset {start} needs "
+                f"{size} bytes, the file ends after {len(data)}{after}",
+                path=self.path, offset=start)
+        return data
+
+    def _header(self) -> tarfile.TarInfo | None:
+        """The next 512-byte header; ``None`` at the end-of-archive block."""
+        start = self.offset
+        block = self._file.read(_BLOCK)
+        while 0 < len(block) < _BLOCK:
+            more = self._file.read(_BLOCK - len(block))
+            if not more:
+                break
+            block += more
+        self.offset += len(block)
+        after = f" (after member {self.last!r})" if self.last else " (its first header)"
+        if not block:
+            if start == 0:
+                raise DataLossError(f"WebDataset: {self.path} is empty, not a tar archive",
+                                    path=self.path, offset=0)
+            raise DataLossError(
+                f"WebDataset: truncated archive {self.path}: it ends at offset {start} "
+                f"without the end-of-archive block{after}", path=self.path, offset=start)
+        try:
+            return tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+        except tarfile.EOFHeaderError:
+            return None
+        except tarfile.HeaderError as error:
+            problem = "not a tar archive" if start == 0 else "a damaged tar header"
+            raise DataLossError(
+                f"WebDataset: {problem} at offset {start} of {self.path}{after}: {error}",
+                path=self.path, offset=start) from None
+
+    def next_member(self) -> _Member | None:
+        """The next member's header (long names resolved); ``None`` at the archive's end."""
+        start = self.offset
+        name: str | None = None
+        size: int | None = None
+        while True:
+            header_at = self.offset
+            info = self._header()
+            if info is None:
+                return None
+            data_size = info.size
+            if info.type in (tarfile.GNUTYPE_LONGNAME, tarfile.XHDTYPE, tarfile.XGLTYPE,
+                             tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGLINK):
+                payload = self._read(data_size, "an extended header", header_at)
+                self._skip(-data_size % _BLOCK)
+                if info.type == tarfile.GNUTYPE_LONGNAME:
+                    name = payload.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+                elif info.type in (tarfile.XHDTYPE, tarfile.SOLARIS_XHDTYPE):
+                    records = _pax_records(payload, self.path, header_at)
+                    name = records.get("path", name)
+                    if "size" in records:
+                        size = int(records["size"])
+                continue  # a global header (XGLTYPE) sets nothing a sample uses
+            if info.type == tarfile.GNUTYPE_SPARSE:
+                raise InvalidArgumentError(
+                    f"WebDataset: member {info.name!r} at offset {start} of {self.path} is a "
+                    "GNU sparse file, which WebDataset shards do not use")
+            return _Member(start, name if name is not None else info.name, info.type,
+                           size if size is not None else data_size)
+
+    def read_data(self, member: _Member) -> bytes:
+        data = self._read(member.size, f"member {member.name!r}", member.offset)
+        self._skip_padding(member)
+        self.last = member.name
+        return data
+
+    def skip_data(self, member: _Member) -> None:
+        if not member.size:
+            self.last = member.name
+            return
+        if self._seekable:
+            # Seeking past the end would hide a truncated member: check the last byte.
+            self._skip(member.size - 1)
+            self._read(1, f"member {member.name!r}", member.offset)
+        else:
+            self._read(member.size, f"member {member.name!r}", member.offset)
+        self._skip_padding(member)
+        self.last = member.name
+
+    def _skip_padding(self, member: _Member) -> None:
+        padding = -member.size % _BLOCK
+        if padding:
+            self._read(padding, f"member {member.name!r}", member.offset)
+
+
+class WebDataset(FileReaderDataset):
+    """The samples of WebDataset ``.tar`` shards: one dict per sample.
+
+    Each element maps ``"__key__"`` (the sample's key) and ``"__url__"`` (the shard's path
+    as given) to ``bytes``, then each field (the file extension, lower-cased, in archive
+    order) to the file's contents as ``bytes`` -- text as bytes, as every feedline reader
+    gives it.
+
+    Args:
+        urls: A path or fsspec URL of a shard, a list of them, or a
+            :class:`~feedline.Dataset` of them. Shards ending in ``.gz``/``.tgz`` are read
+            as gzip-compressed archives.
+        fields: Keep only these fields, in this order (default: every field, in archive
+            order). A sample without one of them is an error naming the shard and the key
+            (the next sample follows), so that every element has the same structure.
+        decode: ``None`` keeps every field as bytes. ``"rgb"``, ``"l"`` or ``"image"``
+            decode image fields (``jpg``, ``jpeg``, ``png``, ``ppm``, ``pgm``, ``pbm``,
+            ``pnm``, ``bmp``, ``gif``, ``webp``) into ``uint8`` arrays of shape
+            ``(height, width, channels)`` with 3 channels, 1 channel or the image's own, and
+            the integer fields (``cls``, ``cls2``, ``class``, ``count``, ``index``, ``inx``,
+            ``id``) into ``int64`` scalars, as webdataset's decoders do.
+        compression_type: ``None`` decides by the name; ``""`` or ``"GZIP"`` force it.
+        num_parallel_reads: ``None`` reads the shards one after the other; ``n`` reads
+            ``n`` at once and interleaves their samples one by one.
+        name: Name of this stage in statistics and errors.
+
+    Unlike the ``webdataset`` package, samples never continue from one shard into the
+    next (each shard stands alone, so shards can be split among workers), and
+    ``"__local_path__"`` is not added. The dataset is split among workers by shard.
+    Checkpoints store the shard index, the offset of the next sample's first header and
+    the number of samples read from the shard.
+
+    Example:
+        >>> import feedline as fl, io, tarfile, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "shard-000.tar")
+        >>> with tarfile.open(path, "w") as tar:
+        ...     for name, data in [("a.txt", b"cat"), ("a.cls", b"1"), ("b.txt", b"dog"),
+        ...                        ("b.cls", b"0")]:
+        ...         info = tarfile.TarInfo(name)
+        ...         info.size = len(data)
+        ...         tar.addfile(info, io.BytesIO(data))
+        >>> [s["txt"] for s in fl.WebDataset(path)]
+        [b'cat', b'dog']
+        >>> next(iter(fl.WebDataset(path, decode="rgb")))["cls"]
+        np.int64(1)
+    """
+
+    READER: ClassVar[str] = "WebDataset"
+
+    def __init__(self, urls: Any, fields: Sequence[str] | None = None,
+                 decode: str | None = None, compression_type: str | None = None,
+                 num_parallel_reads: int | None = None, name: str | None = None) -> None:
+        if isinstance(fields, str):
+            raise TypeError(f"WebDataset: fields must be a list of field names, not a single "
+                            f"string ({fields!r}); use [{fields!r}]")
+        self.fields = None if fields is None else tuple(str(f).lower() for f in fields)
+        if decode not in _DECODE:
+            raise ValueError(f"WebDataset: decode must be None, 'rgb', 'l' or 'image'; found "
+                             f"{decode!r}")
+        self.decode = decode
+        self.compression_type = None if compression_type is None else compression_name(
+            compression_type)
+        self.name = name or "webdataset"
+        self._setup(urls, num_parallel_reads,
+                    {"fields": self.fields, "decode": decode,
+                     "compression_type": self.compression_type})
+
+    @property
+    def _start(self) -> dict[str, Any]:
+        return {"offset": 0, "sample": 0}
+
+    def _open(self, path: str, position: dict[str, Any]) -> RecordCursor:
+        return _SampleCursor(self, path, position)
+
+
+class _SampleCursor(RecordCursor):
+    """One shard, read sample by sample."""
+
+    def __init__(self, node: WebDataset, path: str, position: dict[str, Any]) -> None:
+        self._path = path
+        self._url = path.encode("utf-8", "surrogateescape")
+        self._fields = node.fields
+        self._channels = _DECODE[node.decode]
+        self._stream = _TarStream(path, _compression(path, node.compression_type),
+                                  int(position["offset"]))
+        self._offset = int(position["offset"])  # of the next sample's first header
+        self._sample = int(position["sample"])  # samples handed out from this shard
+        self._ahead: tuple[_Member, str, str, bytes] | None = None  # next sample's first file
+        self._ended = False
+        self.recoverable = False
+
+    def _next_file(self) -> tuple[_Member, str, str, bytes] | None:
+        """The next file that belongs to a sample: ``(member, key, field, data)``."""
+        stream = self._stream
+        while True:
+            member = stream.next_member()
+            if member is None:
+                return None
+            split = split_key(member.name) if member.type in tarfile.REGULAR_TYPES else None
+            if split is None or _skipped(member.name) or (
+                    self._fields is not None and split[1].lower() not in self._fields):
+                stream.skip_data(member)
+                continue
+            return member, split[0], split[1].lower(), stream.read_data(member)
+
+    def read(self) -> dict[str, Any]:
+        self.recoverable = False
+        first = self._ahead
+        self._ahead = None
+        if first is None:
+            if self._ended:
+                raise StopIteration
+            first = self._next_file()
+            if first is None:
+                self._ended = True
+                self._offset = self._stream.offset - _BLOCK
+                raise StopIteration
+        member, key, field, data = first
+        self._offset = member.offset
+        sample: dict[str, Any] = {"__key__": key.encode("utf-8", "surrogateescape"),
+                                  "__url__": self._url, field: data}
+        while True:
+            following = self._next_file()
+            if following is None:
+                self._ended = True
+                next_offset = self._stream.offset - _BLOCK  # the end-of-archive block
+                break
+            if following[1] != key:
+                self._ahead = following
+                next_offset = following[0].offset
+                break
+            if following[2] in sample:
+                raise InvalidArgumentError(
+                    f"WebDataset: {self._path}: sample {key!r} has two {following[2]!r} "
+                    f"files (member {following[0].name!r} at offset {following[0].offset}); "
+                    "the files of a sample must have different extensions")
+            sample[following[2]] = following[3]
+        index = self._sample
+        self._offset = next_offset
+        self._sample += 1
+        if self._fields is not None:
+            missing = [f for f in self._fields if f not in sample]
+            if missing:
+                self.recoverable = True
+                raise InvalidArgumentError(
+                    f"WebDataset: sample {key!r} (sample {index} of {self._path}) has no "
+                    f"{missing} field(s); it has {sorted(k for k in sample if k[:2] != '__')}"
+                    f" and fields={list(self._fields)} asks for them")
+            sample = {"__key__": sample["__key__"], "__url__": self._url,
+                      **{f: sample[f] for f in self._fields}}
+        if self._channels is not None:
+            self._decode(sample, key)
+        return sample
+
+    def _decode(self, sample: dict[str, Any], key: str) -> None:
+        for field, value in sample.items():
+            if field[:2] == "__":
+                continue
+            last = field.rsplit(".", 1)[-1]
+            try:
+                if last in _IMAGE_FIELDS:
+                    sample[field] = _decode_image(value, self._channels)
+                elif last in _INT_FIELDS:
+                    sample[field] = np.int64(int(value))
+            except Exception as error:  # noqa: BLE001 - any decoder failure is named
+                self.recoverable = True
+                raise InvalidArgumentError(
+                    f"WebDataset: cannot decode field {field!r} of sample {key!r} in "
+                    f"{self._path}: {error}") from error
+
+    def position(self) -> dict[str, Any]:
+        return {"offset": self._offset, "sample": self._sample}
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+def _decode_image(contents: bytes, channels: int) -> np.ndarray:
+    """An encoded image as ``uint8`` ``(height, width, channels)`` (0: as stored)."""
+    try:
+        from feedline.image.codecs import decode_image
+    except ImportError:
+        decode_image = None
+    if decode_image is not None:
+        image = np.asarray(decode_image(contents, channels=channels or None))
+        if image.ndim == 4:  # an animated GIF: its first frame, as webdataset's PIL
+            image = image[0]
+        return image
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(contents)) as picture:
+        mode = {3: "RGB", 1: "L"}.get(channels)
+        if mode is None:
+            mode = picture.mode if picture.mode in ("L", "RGB", "RGBA", "LA") else "RGB"
+        array = np.asarray(picture.convert(mode))
+    return array[:, :, None] if array.ndim == 2 else array
+
