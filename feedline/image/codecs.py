@@ -1,0 +1,584 @@
+"""Image codecs: tf.io's ``decode_jpeg`` / ``decode_png`` / ``decode_gif`` / ``decode_image``,
+``decode_and_crop_jpeg``, ``extract_jpeg_shape``, ``encode_jpeg`` / ``encode_png``.
+
+Every decoder takes one encoded image (``bytes``) or a batch of them (a sequence or a 1-D
+object array, as ``Dataset.batch`` makes of ``bytes`` elements); a batch decodes into one
+stacked array ``[N, H, W, C]`` when the images agree in shape, and is an
+:class:`~feedline.InvalidArgumentError` naming the first disagreeing element otherwise.
+
+The work runs in native code that releases the GIL (libjpeg-turbo through simplejpeg for JPEG,
+OpenCV for PNG and BMP, Pillow for GIF), so a threaded ``Dataset.map`` decodes on every core.
+
+Pixels are TensorFlow's: ``decode_jpeg`` uses libjpeg-turbo with tf.io's defaults (the fast
+integer IDCT, fancy upsampling) and gives the same bytes as ``tf.io.decode_jpeg`` for the
+recorded images; PNG channel conversions follow libpng's as TensorFlow calls it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from feedline.core.errors import InvalidArgumentError
+from feedline.image import _native
+
+Contents = bytes | bytearray | memoryview | np.ndarray | Sequence[bytes]
+"""One encoded image, or a batch of them (a sequence or 1-D array of ``bytes``)."""
+
+_JPEG_MAGIC = b"\xff\xd8\xff"
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+_GIF_MAGICS = (b"GIF87a", b"GIF89a")
+_BMP_MAGIC = b"BM"
+# libpng's rgb_to_gray coefficients for (0.299, 0.587), the weights tf.io.decode_png asks for,
+# in 1/32768 units; 8-bit samples truncate, 16-bit samples round (libpng's two code paths).
+_GRAY_WEIGHTS = (9797, 19234, 3737)
+
+
+def _one(contents: object, op: str) -> bytes | None:
+    """``contents`` as one encoded image, or None if it is a batch of them."""
+    if isinstance(contents, (bytes, bytearray, memoryview)):
+        return bytes(contents)
+    if isinstance(contents, np.ndarray) and contents.ndim == 0:
+        return _one(contents.item(), op)
+    if isinstance(contents, str):
+        raise InvalidArgumentError(f"{op}: expected encoded image bytes, got a str "
+                                   f"({contents[:20]!r}...); read the file's bytes first")
+    if isinstance(contents, (Sequence, np.ndarray)):
+        return None
+    raise InvalidArgumentError(f"{op}: expected encoded image bytes or a batch of them; got "
+                               f"{type(contents).__name__}")
+
+
+def _map_contents(contents: object, op: str, decode: Callable[[bytes], np.ndarray],
+                  per_item: Sequence[object] | None = None) -> np.ndarray:
+    """Decode one image or each of a batch, stacking a batch into one array."""
+    data = _one(contents, op)
+    if data is not None:
+        return decode(data)
+    items = list(np.asarray(contents, dtype=object).reshape(-1)
+                 if isinstance(contents, np.ndarray) else contents)
+    if isinstance(contents, np.ndarray) and contents.ndim != 1:
+        raise InvalidArgumentError(f"{op}: a batch of encoded images is 1-D; got shape "
+                                   f"{contents.shape}")
+    images = []
+    for index, item in enumerate(items):
+        one = _one(item, op)
+        if one is None:
+            raise InvalidArgumentError(f"{op}: element {index} of the batch is not encoded "
+                                       f"image bytes ({type(item).__name__})")
+        try:
+            images.append(decode(one) if per_item is None else decode(one, per_item[index]))
+        except InvalidArgumentError as error:
+            raise InvalidArgumentError(f"element {index} of the batch: {error}") from error
+    if not images:
+        raise InvalidArgumentError(f"{op}: the batch of encoded images is empty")
+    for index, image in enumerate(images):
+        if image.shape != images[0].shape:
+            raise InvalidArgumentError(
+                f"{op}: the images of a batch decode to different shapes (element 0: "
+                f"{images[0].shape}, element {index}: {image.shape}); decode before batching, "
+                "or crop/resize to one size in the same map")
+    return np.stack(images)
+
+
+def _preview(data: bytes) -> str:
+    return f"{len(data)} bytes starting with {data[:8]!r}"
+
+
+def _check_channels(channels: int | None, allowed: tuple[int, ...], op: str) -> int:
+    channels = 0 if channels is None else int(channels)
+    if channels not in allowed:
+        raise InvalidArgumentError(f"{op}: channels must be one of {allowed}; got {channels}")
+    return channels
+
+
+def _dct_fast(dct_method: str, op: str) -> bool:
+    # tf.io's "" (its default) is libjpeg's JDCT_IFAST, as "INTEGER_FAST" is; measured equal.
+    if dct_method in ("", "INTEGER_FAST"):
+        return True
+    if dct_method == "INTEGER_ACCURATE":
+        return False
+    raise InvalidArgumentError(f'{op}: dct_method is "", "INTEGER_FAST" or "INTEGER_ACCURATE"; '
+                               f"got {dct_method!r}")
+
+
+def is_jpeg(contents: bytes) -> bool:
+    """Whether ``contents`` starts like a JPEG file, as ``tf.io.is_jpeg``.
+
+    Example:
+        >>> is_jpeg(encode_jpeg(np.zeros((2, 2, 3), np.uint8))), is_jpeg(b"GIF89a")
+        (True, False)
+    """
+    return bytes(contents[:3]) == _JPEG_MAGIC
+
+
+def extract_jpeg_shape(contents: bytes, output_type: type = np.int32) -> np.ndarray:
+    """The ``[height, width, channels]`` of a JPEG from its header, without decoding it, as
+    ``tf.io.extract_jpeg_shape``.
+
+    Args:
+        contents: One JPEG-encoded image.
+        output_type: ``np.int32`` or ``np.int64``.
+
+    Returns:
+        A 1-D array of 3 ints.
+
+    Raises:
+        InvalidArgumentError: ``contents`` is not a JPEG header.
+
+    Example:
+        >>> extract_jpeg_shape(encode_jpeg(np.zeros((5, 7, 3), np.uint8))).tolist()
+        [5, 7, 3]
+    """
+    data = _one(contents, "extract_jpeg_shape")
+    if data is None:
+        raise InvalidArgumentError("extract_jpeg_shape: expected one JPEG, got a batch")
+    height, width, colorspace, _ = _jpeg_header(data, "extract_jpeg_shape")
+    channels = {"Gray": 1, "CMYK": 4, "YCCK": 4}.get(colorspace, 3)
+    return np.array([height, width, channels], dtype=output_type)
+
+
+def _jpeg_header(data: bytes, op: str, **scaling: int) -> tuple[int, int, str, str]:
+    if not data.startswith(_JPEG_MAGIC):
+        raise InvalidArgumentError(f"{op}: expected JPEG data (starting with FF D8 FF); got "
+                                   f"{_preview(data)}")
+    try:
+        return _native.simplejpeg().decode_jpeg_header(data, **scaling)
+    except ValueError as error:
+        raise InvalidArgumentError(f"{op}: invalid or truncated JPEG header ({error}); got "
+                                   f"{_preview(data)}") from None
+
+
+def _decode_jpeg_one(data: bytes, channels: int, fast: bool, fancy_upscaling: bool, op: str,
+                     ratio: int = 1, min_size: tuple[int, int] | None = None) -> np.ndarray:
+    height, width, colorspace, _ = _jpeg_header(data, op)
+    if colorspace in ("CMYK", "YCCK"):
+        raise InvalidArgumentError(f"{op}: CMYK JPEGs are not supported (libjpeg-turbo cannot "
+                                   "convert them to RGB); convert the file to RGB")
+    if channels == 0:
+        channels = 1 if colorspace == "Gray" else 3
+    scaling = {}
+    if ratio != 1:
+        # The smallest libjpeg scale M/8 with both sides >= ceil(side / ratio) and at least
+        # ratio-fold is 1/ratio: tf.io's ratio exactly.
+        scaling = {"min_height": -(-height // ratio), "min_width": -(-width // ratio),
+                   "min_factor": ratio}
+    elif min_size is not None:
+        scaling = {"min_height": int(min_size[0]), "min_width": int(min_size[1])}
+    try:
+        image = _native.simplejpeg().decode_jpeg(
+            data, colorspace="GRAY" if channels == 1 else "RGB", fastdct=fast,
+            fastupsample=not fancy_upscaling, strict=True, **scaling)
+    except ValueError as error:
+        raise InvalidArgumentError(f"{op}: invalid or truncated JPEG data ({error}); got "
+                                   f"{_preview(data)}") from None
+    return image.reshape(image.shape[0], image.shape[1], channels)
+
+
+def decode_jpeg(contents: Contents, channels: int = 0, ratio: int = 1,
+                fancy_upscaling: bool = True, dct_method: str = "", *,
+                min_size: tuple[int, int] | None = None) -> np.ndarray:
+    """Decode JPEG images to ``uint8`` arrays ``[H, W, channels]``, as ``tf.io.decode_jpeg``.
+
+    The exact path (the default) gives ``tf.io.decode_jpeg``'s pixels (libjpeg-turbo's fast
+    integer IDCT, which is TensorFlow's ``dct_method=""``, and fancy upsampling).
+
+    Args:
+        contents: One JPEG-encoded image, or a batch of them (a sequence or 1-D array of bytes).
+        channels: 0 for the file's own (1 for grayscale, 3 otherwise), 1 for grayscale, 3 for RGB.
+        ratio: Downscale by 1, 2, 4 or 8 while decoding (in the DCT domain), as tf.io's ``ratio``:
+            the result is ``ceil(H / ratio) x ceil(W / ratio)``, with TensorFlow's pixels.
+        fancy_upscaling: Smooth (True, tf.io's default) or replicate chroma when upsampling.
+        dct_method: ``""`` or ``"INTEGER_FAST"`` (the same, tf.io's default) or
+            ``"INTEGER_ACCURATE"``.
+        min_size: Opt-in DCT-domain downscale to the smallest libjpeg scale (a multiple of 1/8)
+            whose result is at least ``(min_height, min_width)``: far less work when the image
+            will be resized smaller anyway. The result's size and pixels differ from the exact
+            path (it is a different resampling); resize it to the final size afterwards.
+
+    Returns:
+        ``[H, W, channels]`` uint8 for one image; ``[N, H, W, channels]`` for a batch.
+
+    Raises:
+        InvalidArgumentError: ``contents`` is not a JPEG, is truncated or damaged, or a batch's
+            images differ in shape.
+
+    Example:
+        >>> image = np.zeros((32, 48, 3), np.uint8)
+        >>> decode_jpeg(encode_jpeg(image)).shape
+        (32, 48, 3)
+        >>> decode_jpeg([encode_jpeg(image)] * 2, channels=1).shape
+        (2, 32, 48, 1)
+        >>> decode_jpeg(encode_jpeg(image), min_size=(10, 10)).shape  # 3/8 of each side
+        (12, 18, 3)
+    """
+    op = "decode_jpeg"
+    channels = _check_channels(channels, (0, 1, 3), op)
+    fast = _dct_fast(dct_method, op)
+    if ratio not in (1, 2, 4, 8):
+        raise InvalidArgumentError(f"{op}: ratio is 1, 2, 4 or 8; got {ratio}")
+    if min_size is not None and ratio != 1:
+        raise InvalidArgumentError(f"{op}: give ratio or min_size, not both")
+    return _map_contents(contents, op, lambda data: _decode_jpeg_one(
+        data, channels, fast, fancy_upscaling, op, ratio, min_size))
+
+
+def decode_and_crop_jpeg(contents: Contents, crop_window: Sequence[int] | np.ndarray,
+                         channels: int = 0, ratio: int = 1, fancy_upscaling: bool = True,
+                         dct_method: str = "") -> np.ndarray:
+    """Decode the window ``[y, x, height, width]`` of JPEG images, as
+    ``tf.io.decode_and_crop_jpeg``.
+
+    The result equals ``decode_jpeg`` then cropping, exactly. TensorFlow decodes only the
+    window's rows and MCU columns (libjpeg-turbo's ``jpeg_crop_scanline``), which restarts the
+    chroma upsampling at the window's left MCU edge: its pixels differ from decode-then-crop by
+    up to 4 levels (measured) when ``x`` is not a multiple of the MCU width (16 for 4:2:0
+    files), and are equal otherwise. simplejpeg exposes no partial decode, so this decodes the
+    whole image; to save work on a large image, pair :func:`decode_jpeg`'s ``min_size`` with a
+    window in the reduced image.
+
+    Args:
+        contents: One JPEG-encoded image, or a batch of them.
+        crop_window: ``[y, x, height, width]``; for a batch, one window for all or one per image
+            (shape ``[N, 4]``).
+        channels: As :func:`decode_jpeg`.
+        ratio: As :func:`decode_jpeg`; the window is in the downscaled image's pixels.
+        fancy_upscaling: As :func:`decode_jpeg`.
+        dct_method: As :func:`decode_jpeg`.
+
+    Returns:
+        ``[height, width, channels]`` uint8 (``[N, height, width, channels]`` for a batch).
+
+    Raises:
+        InvalidArgumentError: bad JPEG data, or a window that is empty or not inside the image.
+
+    Example:
+        >>> data = encode_jpeg(np.zeros((32, 48, 3), np.uint8))
+        >>> decode_and_crop_jpeg(data, [4, 8, 10, 20]).shape
+        (10, 20, 3)
+    """
+    op = "decode_and_crop_jpeg"
+    channels = _check_channels(channels, (0, 1, 3), op)
+    fast = _dct_fast(dct_method, op)
+    if ratio not in (1, 2, 4, 8):
+        raise InvalidArgumentError(f"{op}: ratio is 1, 2, 4 or 8; got {ratio}")
+    windows = np.asarray(crop_window)
+    if windows.dtype.kind not in "iu" or windows.shape[-1:] != (4,) or windows.ndim > 2:
+        raise InvalidArgumentError(f"{op}: crop_window is [y, x, height, width] ints (or [N, 4] "
+                                   f"for a batch); got {windows.dtype} shape {windows.shape}")
+
+    def decode(data: bytes, window: np.ndarray = windows) -> np.ndarray:
+        if window.ndim != 1:
+            raise InvalidArgumentError(f"{op}: one image takes one window [4]; got shape "
+                                       f"{window.shape}")
+        image = _decode_jpeg_one(data, channels, fast, fancy_upscaling, op, ratio)
+        y, x, height, width = (int(value) for value in window)
+        if (height <= 0 or width <= 0 or y < 0 or x < 0 or y + height > image.shape[0]
+                or x + width > image.shape[1]):
+            raise InvalidArgumentError(
+                f"{op}: crop window [y={y}, x={x}, height={height}, width={width}] is empty or "
+                f"not inside the image of shape {image.shape}")
+        return np.ascontiguousarray(image[y:y + height, x:x + width])
+
+    per_item = None
+    if windows.ndim == 2 and _one(contents, op) is None:
+        count = len(contents)
+        if len(windows) != count:
+            raise InvalidArgumentError(f"{op}: {len(windows)} crop windows for a batch of "
+                                       f"{count} images")
+        per_item = list(windows)
+    return _map_contents(contents, op, decode, per_item)
+
+
+def _png_color_type(data: bytes) -> tuple[int, int]:
+    # IHDR is the first chunk: 8 signature + 4 length + 4 type + 8 size, then depth, color type.
+    return data[24], data[25]
+
+
+def _to_gray(rgb: np.ndarray) -> np.ndarray:
+    wide = rgb.astype(np.uint32)
+    gray = (_GRAY_WEIGHTS[0] * wide[..., 0] + _GRAY_WEIGHTS[1] * wide[..., 1]
+            + _GRAY_WEIGHTS[2] * wide[..., 2])
+    if rgb.dtype == np.uint16:
+        gray += 16384
+    return (gray >> 15).astype(rgb.dtype)[..., None]
+
+
+def _convert_channels(image: np.ndarray, native: int, channels: int) -> np.ndarray:
+    """libpng's conversions as tf.io.decode_png asks for them: ``image`` is ``[H, W, native]``
+    in gray / gray+alpha / RGB / RGBA order."""
+    if channels == 0 or channels == native:
+        return image
+    top = np.iinfo(image.dtype).max
+    color = image[..., :3] if native >= 3 else np.repeat(image[..., :1], 3, axis=-1)
+    alpha = image[..., native - 1:] if native in (2, 4) else np.full_like(image[..., :1], top)
+    if channels == 1:
+        return image[..., :1] if native <= 2 else _to_gray(color)
+    if channels == 3:
+        return np.ascontiguousarray(color)
+    return np.concatenate([color, alpha], axis=-1)  # channels == 4
+
+
+def _decode_cv2(data: bytes, op: str, kind: str) -> np.ndarray:
+    cv2 = _native.cv2()
+    image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+    if image is None:
+        raise InvalidArgumentError(f"{op}: invalid or truncated {kind} data; got "
+                                   f"{_preview(data)}")
+    if image.ndim == 2:
+        return image[..., None]
+    if image.shape[-1] == 3:
+        return image[..., ::-1]
+    return image[..., [2, 1, 0, 3]]
+
+
+def _decode_png_one(data: bytes, channels: int, dtype: np.dtype, op: str) -> np.ndarray:
+    if not data.startswith(_PNG_MAGIC) or len(data) < 26:
+        raise InvalidArgumentError(f"{op}: expected PNG data (starting with 89 50 4E 47); got "
+                                   f"{_preview(data)}")
+    _, color_type = _png_color_type(data)
+    image = _decode_cv2(data, op, "PNG")
+    native = image.shape[-1]
+    if color_type == 4:  # gray + alpha: OpenCV expands it to BGRA
+        image, native = image[..., [0, 3]], 2
+    image = _convert_channels(image, native, channels)
+    if dtype == np.uint16 and image.dtype == np.uint8:
+        image = image.astype(np.uint16) * np.uint16(257)
+    elif dtype == np.uint8 and image.dtype == np.uint16:
+        image = (image >> 8).astype(np.uint8)
+    return np.ascontiguousarray(image)
+
+
+def decode_png(contents: Contents, channels: int = 0, dtype: type = np.uint8) -> np.ndarray:
+    """Decode PNG images, as ``tf.io.decode_png``.
+
+    Args:
+        contents: One PNG-encoded image, or a batch of them.
+        channels: 0 for the file's own (1 gray, 2 gray+alpha, 3 RGB, 4 RGBA), or 1, 3, 4:
+            converted as libpng does for TensorFlow (gray = ``(9797 R + 19234 G + 3737 B) >> 15``,
+            rounded for 16-bit; alpha dropped or added opaque).
+        dtype: ``np.uint8`` or ``np.uint16``. 8-bit files widen by x257, 16-bit ones keep the
+            top byte for uint8 (libpng's ``png_set_strip_16``).
+
+    Returns:
+        ``[H, W, C]`` of ``dtype`` for one image; ``[N, H, W, C]`` for a batch.
+
+    Raises:
+        InvalidArgumentError: ``contents`` is not a PNG or is truncated.
+
+    Example:
+        >>> data = encode_png(np.full((2, 3, 3), 200, np.uint8))
+        >>> decode_png(data, channels=4)[0, 0].tolist()
+        [200, 200, 200, 255]
+        >>> decode_png(data, dtype=np.uint16)[0, 0].tolist()
+        [51400, 51400, 51400]
+    """
+    op = "decode_png"
+    channels = _check_channels(channels, (0, 1, 3, 4), op)
+    dtype = np.dtype(dtype)
+    if dtype not in (np.uint8, np.uint16):
+        raise InvalidArgumentError(f"{op}: dtype is uint8 or uint16; got {dtype}")
+    return _map_contents(contents, op, lambda data: _decode_png_one(data, channels, dtype, op))
+
+
+def _decode_gif_one(data: bytes, op: str) -> np.ndarray:
+    if not data.startswith(_GIF_MAGICS):
+        raise InvalidArgumentError(f"{op}: expected GIF data (starting with GIF87a or GIF89a); "
+                                   f"got {_preview(data)}")
+    import io
+
+    pil = _native.pil_image()
+    try:
+        with pil.open(io.BytesIO(data)) as image:
+            frames = []
+            for index in range(getattr(image, "n_frames", 1)):
+                image.seek(index)
+                # convert() composes the frame over the previous ones (GIF disposal), as
+                # tf.io.decode_gif does.
+                frames.append(np.asarray(image.convert("RGB")))
+    except (OSError, ValueError, SyntaxError, EOFError) as error:
+        raise InvalidArgumentError(f"{op}: invalid or truncated GIF data ({error}); got "
+                                   f"{_preview(data)}") from None
+    return np.stack(frames)
+
+
+def decode_gif(contents: Contents) -> np.ndarray:
+    """Decode every frame of GIF images to RGB, as ``tf.io.decode_gif``.
+
+    Args:
+        contents: One GIF-encoded image, or a batch of them.
+
+    Returns:
+        ``[frames, H, W, 3]`` uint8; ``[N, frames, H, W, 3]`` for a batch.
+
+    Raises:
+        InvalidArgumentError: ``contents`` is not a GIF or is damaged.
+
+    Example:
+        >>> import io
+        >>> from PIL import Image
+        >>> buffer = io.BytesIO()
+        >>> Image.new("RGB", (4, 2), (255, 0, 0)).save(buffer, format="GIF")
+        >>> decode_gif(buffer.getvalue()).shape
+        (1, 2, 4, 3)
+    """
+    return _map_contents(contents, "decode_gif", lambda data: _decode_gif_one(data, "decode_gif"))
+
+
+def _convert_dtype(image: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """tf.image.convert_image_dtype from an unsigned integer image."""
+    if image.dtype == dtype:
+        return image
+    if dtype.kind == "f":
+        scale = np.float32(1.0 / np.iinfo(image.dtype).max)
+        return (image.astype(np.float32) * scale).astype(dtype)
+    # uint8 -> uint16 as convert_image_dtype widens: x (65535 + 1) // (255 + 1), i.e. x256.
+    return image.astype(np.uint16) << np.uint16(8)
+
+
+def decode_image(contents: Contents, channels: int | None = None, dtype: type = np.uint8,
+                 expand_animations: bool = True) -> np.ndarray:
+    """Decode a JPEG, PNG, GIF or BMP image by its first bytes, as ``tf.io.decode_image``.
+
+    Args:
+        contents: One encoded image, or a batch of them.
+        channels: None or 0 for the file's own, else 1, 3 or 4 (0 or 3 for GIF).
+        dtype: ``np.uint8``, ``np.uint16`` or ``np.float32``, converted as
+            ``tf.image.convert_image_dtype`` (float in ``[0, 1]``; a PNG asked for uint16 or
+            float is decoded at 16 bits, as TensorFlow does).
+        expand_animations: For a GIF, True gives every frame ``[frames, H, W, 3]``; False the
+            first frame ``[H, W, 3]``, as for the other formats.
+
+    Returns:
+        The decoded image (a batch stacks them).
+
+    Raises:
+        InvalidArgumentError: unknown format, damaged data, or channels the format lacks.
+
+    Example:
+        >>> data = encode_png(np.full((2, 2, 1), 255, np.uint8))
+        >>> decode_image(data, dtype=np.float32)[..., 0].tolist()
+        [[1.0, 1.0], [1.0, 1.0]]
+    """
+    op = "decode_image"
+    channels = _check_channels(channels, (0, 1, 3, 4), op)
+    dtype = np.dtype(dtype)
+    if dtype not in (np.uint8, np.uint16, np.float32):
+        raise InvalidArgumentError(f"{op}: dtype is uint8, uint16 or float32; got {dtype}")
+
+    def decode(data: bytes) -> np.ndarray:
+        if data.startswith(_JPEG_MAGIC):
+            if channels == 4:
+                raise InvalidArgumentError(f"{op}: channels must be 0, 1 or 3 for a JPEG; got 4")
+            image = _decode_jpeg_one(data, channels, True, True, op)
+        elif data.startswith(_PNG_MAGIC):
+            image = _decode_png_one(data, channels, np.dtype(
+                np.uint8 if dtype == np.uint8 else np.uint16), op)
+        elif data.startswith(_GIF_MAGICS):
+            if channels not in (0, 3):
+                raise InvalidArgumentError(f"{op}: channels must be 0 or 3 for a GIF; got "
+                                           f"{channels}")
+            image = _decode_gif_one(data, op)
+            if not expand_animations:
+                image = image[0]
+        elif data.startswith(_BMP_MAGIC):
+            image = _decode_cv2(data, op, "BMP")
+            image = _convert_channels(image, image.shape[-1], channels)
+        else:
+            raise InvalidArgumentError(f"{op}: unknown image format, expected JPEG, PNG, GIF "
+                                       f"or BMP data; got {_preview(data)}")
+        return _convert_dtype(np.ascontiguousarray(image), dtype)
+
+    return _map_contents(contents, op, decode)
+
+
+def encode_jpeg(image: np.ndarray, quality: int = 95, chroma_downsampling: bool = True) -> bytes:
+    """Encode a uint8 image ``[H, W, 1]`` (grayscale) or ``[H, W, 3]`` (RGB) as JPEG, as
+    ``tf.io.encode_jpeg`` (libjpeg through Pillow, accurate integer DCT; 4:2:0 chroma unless
+    ``chroma_downsampling=False``). Decoding it gives the pixels TensorFlow's encoding of the
+    same image decodes to (the header's density fields differ).
+
+    Args:
+        image: ``[H, W, 1]`` or ``[H, W, 3]`` uint8; a batch ``[N, H, W, C]`` gives a 1-D object
+            array of ``bytes``.
+        quality: 0 to 100.
+        chroma_downsampling: 4:2:0 (True) or 4:4:4 chroma.
+
+    Returns:
+        The JPEG file's bytes.
+
+    Raises:
+        InvalidArgumentError: not uint8, or not 1 or 3 channels.
+
+    Example:
+        >>> encode_jpeg(np.zeros((8, 8, 3), np.uint8), quality=90)[:3]
+        b'\\xff\\xd8\\xff'
+    """
+    op = "encode_jpeg"
+    array = np.asarray(image)
+    if array.ndim == 4:
+        out = np.empty(len(array), dtype=object)
+        out[:] = [encode_jpeg(one, quality, chroma_downsampling) for one in array]
+        return out
+    if array.dtype != np.uint8 or array.ndim != 3 or array.shape[-1] not in (1, 3):
+        raise InvalidArgumentError(f"{op}: expected a uint8 image [height, width, 1 or 3]; got "
+                                   f"{array.dtype} with shape {array.shape}")
+    if not 0 <= quality <= 100:
+        raise InvalidArgumentError(f"{op}: quality is in [0, 100]; got {quality}")
+    if array.shape[0] == 0 or array.shape[1] == 0:
+        raise InvalidArgumentError(f"{op}: cannot encode an empty image of shape {array.shape}")
+    # Pillow, not simplejpeg: Pillow drives libjpeg's standard API with TensorFlow's settings
+    # (its RGB->YCbCr and chroma downsampling); simplejpeg's TurboJPEG API downsamples chroma
+    # differently (decoded pixels up to 11 levels apart from tf.io.encode_jpeg's, measured).
+    import io
+
+    buffer = io.BytesIO()
+    picture = _native.pil_image().fromarray(
+        np.ascontiguousarray(array[..., 0] if array.shape[-1] == 1 else array))
+    picture.save(buffer, format="JPEG", quality=int(quality),
+                 subsampling=2 if chroma_downsampling else 0)
+    return buffer.getvalue()
+
+
+def encode_png(image: np.ndarray, compression: int = -1) -> bytes:
+    """Encode a uint8 or uint16 image ``[H, W, 1 | 3 | 4]`` as PNG, as ``tf.io.encode_png``.
+
+    Args:
+        image: Gray, RGB or RGBA, uint8 or uint16 (a batch gives a 1-D object array of bytes).
+        compression: zlib level 0 to 9; -1 for zlib's default (6).
+
+    Returns:
+        The PNG file's bytes; decoding them gives ``image`` back exactly.
+
+    Raises:
+        InvalidArgumentError: another dtype or channel count (gray+alpha is not supported).
+
+    Example:
+        >>> image = np.arange(12, dtype=np.uint16).reshape(2, 2, 3)
+        >>> bool((decode_png(encode_png(image), dtype=np.uint16) == image).all())
+        True
+    """
+    op = "encode_png"
+    array = np.asarray(image)
+    if array.ndim == 4:
+        out = np.empty(len(array), dtype=object)
+        out[:] = [encode_png(one, compression) for one in array]
+        return out
+    if array.dtype not in (np.uint8, np.uint16) or array.ndim != 3 or array.shape[-1] not in (
+            1, 3, 4):
+        raise InvalidArgumentError(f"{op}: expected a uint8 or uint16 image [height, width, 1, 3 "
+                                   f"or 4]; got {array.dtype} with shape {array.shape}")
+    if not -1 <= compression <= 9:
+        raise InvalidArgumentError(f"{op}: compression is in [-1, 9]; got {compression}")
+    cv2 = _native.cv2()
+    if array.shape[-1] == 3:
+        array = array[..., ::-1]
+    elif array.shape[-1] == 4:
+        array = array[..., [2, 1, 0, 3]]
+    ok, encoded = cv2.imencode(".png", np.ascontiguousarray(array),
+                               [cv2.IMWRITE_PNG_COMPRESSION, 6 if compression < 0 else compression])
+    if not ok:
+        raise InvalidArgumentError(f"{op}: OpenCV could not encode an image of shape "
+                                   f"{array.shape}")
+    return encoded.tobytes()
