@@ -58,6 +58,7 @@ from feedline.formats.example import (
     parse_single_sequence_example,
 )
 from feedline.formats.fixed_length import FixedLengthRecordDataset
+from feedline.formats.huggingface import HuggingFaceDataset
 from feedline.formats.parquet import ParquetDataset
 from feedline.formats.text import TextLineDataset
 from feedline.formats.tfrecord import TFRecordDataset, TFRecordWriter, write_tfrecord
@@ -82,6 +83,7 @@ __all__ = [
     "FixedLenFeature",
     "FixedLenSequenceFeature",
     "FixedLengthRecordDataset",
+    "HuggingFaceDataset",
     "INFINITE",
     "InputContext",
     "InvalidArgumentError",
