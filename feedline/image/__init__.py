@@ -1,4 +1,10 @@
-"""``feedline.image``: tf.image and tf.io image operations on NumPy arrays, one image or a batch."""
+"""``feedline.image``: tf.image and tf.io image operations on NumPy arrays, one image or a batch.
+
+Every operation takes one image ``[H, W, C]`` or a batch ``[N, H, W, C]``; decoders take one
+encoded image (``bytes``) or a batch of them. Random operations take ``seed`` (an int, a pair,
+a NumPy generator or None) and draw per image. Native libraries (``pip install
+'feedline[image]'``) are imported on first use.
+"""
 
 from feedline.image.codecs import (
     decode_and_crop_jpeg,
@@ -11,8 +17,29 @@ from feedline.image.codecs import (
     extract_jpeg_shape,
     is_jpeg,
 )
+from feedline.image.cropping import (
+    central_crop,
+    crop_to_bounding_box,
+    pad_to_bounding_box,
+    random_crop,
+    random_resized_crop,
+    random_resized_crop_window,
+    resize_with_crop_or_pad,
+)
+from feedline.image.flips import (
+    flip_left_right,
+    flip_up_down,
+    random_flip_left_right,
+    random_flip_up_down,
+    rot90,
+    transpose,
+)
+from feedline.image.resize import METHODS, resize, resize_with_pad
 
 __all__ = [
+    "METHODS",
+    "central_crop",
+    "crop_to_bounding_box",
     "decode_and_crop_jpeg",
     "decode_gif",
     "decode_image",
@@ -21,5 +48,18 @@ __all__ = [
     "encode_jpeg",
     "encode_png",
     "extract_jpeg_shape",
+    "flip_left_right",
+    "flip_up_down",
     "is_jpeg",
+    "pad_to_bounding_box",
+    "random_crop",
+    "random_flip_left_right",
+    "random_flip_up_down",
+    "random_resized_crop",
+    "random_resized_crop_window",
+    "resize",
+    "resize_with_crop_or_pad",
+    "resize_with_pad",
+    "rot90",
+    "transpose",
 ]
