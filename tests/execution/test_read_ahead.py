@@ -60,11 +60,17 @@ def test_no_thread_starts_before_the_first_task():
 
 @pytest.mark.timeout(TIMEOUT)
 def test_shutdown_from_another_thread_wakes_a_waiting_take_and_is_idempotent():
-    release = threading.Event()
+    release, started = threading.Event(), threading.Event()
     outcome: list[str] = []
+
+    def stuck() -> None:
+        started.set()
+        release.wait()
+
     with no_leaked_threads():
         calls = window()
-        calls.submit("stuck", release.wait)
+        calls.submit("stuck", stuck)
+        assert started.wait(TIMEOUT)  # running, not just queued (which shutdown cancels)
 
         def consume() -> None:
             try:
