@@ -404,24 +404,21 @@ class _SampleCursor(RecordCursor):
 
 
 def _decode_image(contents: bytes, channels: int) -> np.ndarray:
-    """An encoded image as ``uint8`` ``(height, width, channels)`` (0: as stored)."""
-    try:
-        from feedline.image.codecs import decode_image
-    except ImportError:
-        decode_image = None
-    if decode_image is not None:
-        image = np.asarray(decode_image(contents, channels=channels or None))
-        if image.ndim == 4:  # an animated GIF: its first frame, as webdataset's PIL
-            image = image[0]
-        return image
+    """An encoded image as ``uint8`` ``(height, width, channels)`` (0: as stored): JPEG, PNG,
+    GIF (its first frame) and BMP by :func:`feedline.image.decode_image`, as TensorFlow
+    decodes them; other formats (WebP, PNM) by Pillow."""
+    from feedline.image.codecs import (_BMP_MAGIC, _GIF_MAGICS, _JPEG_MAGIC, _PNG_MAGIC,
+                                       decode_image)
+
+    if contents.startswith((_JPEG_MAGIC, _PNG_MAGIC, *_GIF_MAGICS, _BMP_MAGIC)):
+        return decode_image(contents, channels=channels, expand_animations=False)
     import io
 
     from PIL import Image
 
     with Image.open(io.BytesIO(contents)) as picture:
-        mode = {3: "RGB", 1: "L"}.get(channels)
+        mode = {3: "RGB", 1: "L", 4: "RGBA"}.get(channels)
         if mode is None:
-            mode = picture.mode if picture.mode in ("L", "RGB", "RGBA", "LA") else "RGB"
+            mode = picture.mode if picture.mode in ("L", "RGB", "RGBA") else "RGB"
         array = np.asarray(picture.convert(mode))
-    return array[:, :, None] if array.ndim == 2 else array
-
+    return array[:, :, None] if array.ndim == 2 else np.array(array)
