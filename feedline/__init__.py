@@ -8,7 +8,7 @@ Example:
 """
 
 
-from feedline import service
+from feedline import image, service
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.error_records import RestoredError
@@ -117,6 +117,7 @@ __all__ = [
     "decode_sequence_example",
     "encode_example",
     "encode_sequence_example",
+    "image",
     "late_bound",
     "load_state",
     "make_csv_dataset",

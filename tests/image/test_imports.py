@@ -1,0 +1,35 @@
+"""feedline.image's native libraries are optional: imported on first use, named when missing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from feedline import image as fli
+from feedline.image import _native
+
+
+def test_import_feedline_imports_no_image_library():
+    code = ("import sys, feedline, feedline.image; "
+            "print(sorted(m for m in ('cv2', 'simplejpeg', 'PIL') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("module, loader, call", [
+    ("cv2", _native.cv2, lambda: fli.resize(np.zeros((4, 4, 1)), (2, 2))),
+    ("simplejpeg", _native.simplejpeg, lambda: fli.decode_jpeg(b"\xff\xd8\xff\xe0")),
+    ("PIL", _native.pil_image, lambda: fli.encode_jpeg(np.zeros((2, 2, 3), np.uint8))),
+])
+def test_a_missing_library_names_the_extra(monkeypatch, module, loader, call):
+    monkeypatch.setitem(sys.modules, module, None)  # import of it raises ImportError
+    loader.cache_clear()
+    try:
+        with pytest.raises(ImportError, match=r"pip install 'feedline\[image\]'"):
+            call()
+    finally:
+        loader.cache_clear()
