@@ -17,6 +17,21 @@ from feedline.image.codecs import (
     extract_jpeg_shape,
     is_jpeg,
 )
+from feedline.image.color import (
+    adjust_brightness,
+    adjust_contrast,
+    adjust_gamma,
+    adjust_hue,
+    adjust_saturation,
+    grayscale_to_rgb,
+    hsv_to_rgb,
+    random_brightness,
+    random_contrast,
+    random_hue,
+    random_saturation,
+    rgb_to_grayscale,
+    rgb_to_hsv,
+)
 from feedline.image.cropping import (
     central_crop,
     crop_to_bounding_box,
@@ -26,6 +41,7 @@ from feedline.image.cropping import (
     random_resized_crop_window,
     resize_with_crop_or_pad,
 )
+from feedline.image.dtype import convert_image_dtype, normalize, per_image_standardization
 from feedline.image.flips import (
     flip_left_right,
     flip_up_down,
@@ -38,7 +54,13 @@ from feedline.image.resize import METHODS, resize, resize_with_pad
 
 __all__ = [
     "METHODS",
+    "adjust_brightness",
+    "adjust_contrast",
+    "adjust_gamma",
+    "adjust_hue",
+    "adjust_saturation",
     "central_crop",
+    "convert_image_dtype",
     "crop_to_bounding_box",
     "decode_and_crop_jpeg",
     "decode_gif",
@@ -50,16 +72,26 @@ __all__ = [
     "extract_jpeg_shape",
     "flip_left_right",
     "flip_up_down",
+    "grayscale_to_rgb",
+    "hsv_to_rgb",
     "is_jpeg",
+    "normalize",
     "pad_to_bounding_box",
+    "per_image_standardization",
+    "random_brightness",
+    "random_contrast",
     "random_crop",
     "random_flip_left_right",
     "random_flip_up_down",
+    "random_hue",
     "random_resized_crop",
     "random_resized_crop_window",
+    "random_saturation",
     "resize",
     "resize_with_crop_or_pad",
     "resize_with_pad",
+    "rgb_to_grayscale",
+    "rgb_to_hsv",
     "rot90",
     "transpose",
 ]

@@ -33,3 +33,10 @@ def test_a_missing_library_names_the_extra(monkeypatch, module, loader, call):
             call()
     finally:
         loader.cache_clear()
+
+
+def test_the_image_namespace_is_curated():
+    public = {name for name in vars(fli) if not name.startswith("_")}
+    modules = {"codecs", "color", "cropping", "dtype", "flips"}  # resize: the function's name
+    assert public - modules == set(fli.__all__)
+    assert fli.__all__ == sorted(fli.__all__)
