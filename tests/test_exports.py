@@ -15,6 +15,7 @@ def test_every_exported_name_exists():
 def test_no_unlisted_public_names():
     modules = {"core", "sources", "transforms", "formats", "execution", "optimize", "testing",
                "demo", "cli", "autotune", "profiling", "adapters", "distribute",
-               "snapshot", "service", "torch", "jax"}  # torch and jax: optional, imported on demand
+               "snapshot", "service", "torch", "jax",  # torch and jax: optional, imported on demand
+               "datasets"}  # the dataset loaders (image_folder, TFDS directories)
     public = {name for name in vars(feedline) if not name.startswith("_")} - modules
     assert public - set(feedline.__all__) == set()
