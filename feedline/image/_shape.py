@@ -1,4 +1,5 @@
-"""Shape checks shared by the image operations: one image ``[H, W, C]`` or a batch ``[N, H, W, C]``."""
+"""Shape checks shared by the image operations: one image ``[H, W, C]`` or a batch
+``[N, H, W, C]``."""
 
 from __future__ import annotations
 

@@ -38,7 +38,8 @@ def test_batch_forms():
     np.testing.assert_array_equal(padded[:, 1:18, 2:25], batch)
 
 
-@pytest.mark.parametrize("key", [k for k in GOLDEN.files if k.startswith("resize_with_crop_or_pad/")])
+@pytest.mark.parametrize("key", [key for key in GOLDEN.files
+                                 if key.startswith("resize_with_crop_or_pad/")])
 def test_resize_with_crop_or_pad_equals_tensorflow(key):
     _, name, size = key.split("/")
     height, width = (int(value) for value in size.split("x"))
@@ -49,13 +50,15 @@ def test_resize_with_crop_or_pad_equals_tensorflow(key):
 
 def test_crop_and_pad_errors_name_the_shape():
     image = SOURCES["rgb"]
-    with pytest.raises(fl.InvalidArgumentError, match=r"not inside the image of shape \(17, 23, 3\)"):
+    with pytest.raises(fl.InvalidArgumentError,
+                       match=r"not inside the image of shape \(17, 23, 3\)"):
         fli.crop_to_bounding_box(image, 10, 0, 10, 5)
     with pytest.raises(fl.InvalidArgumentError, match="offsets must be >= 0"):
         fli.crop_to_bounding_box(image, -1, 0, 2, 2)
     with pytest.raises(fl.InvalidArgumentError, match="target size must be positive"):
         fli.crop_to_bounding_box(image, 0, 0, 0, 2)
-    with pytest.raises(fl.InvalidArgumentError, match=r"shape \(17, 23, 3\) at offset \(1, 0\) does not fit"):
+    with pytest.raises(fl.InvalidArgumentError,
+                       match=r"shape \(17, 23, 3\) at offset \(1, 0\) does not fit"):
         fli.pad_to_bounding_box(image, 1, 0, 17, 23)
     with pytest.raises(fl.InvalidArgumentError, match="within"):
         fli.central_crop(image, 0.0)
