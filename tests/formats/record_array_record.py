@@ -11,9 +11,6 @@ import json
 import pathlib
 import random
 
-from array_record.python.array_record_data_source import ArrayRecordDataSource
-from array_record.python.array_record_module import ArrayRecordWriter
-
 HERE = pathlib.Path(__file__).resolve().parents[1] / "data" / "array_record"
 SHARDS = [
     # (file name, writer options, records)
@@ -25,6 +22,10 @@ SHARDS = [
 
 
 def main() -> None:
+    # Imported here: pytest imports this module for doctests where the package may be absent.
+    from array_record.python.array_record_data_source import ArrayRecordDataSource
+    from array_record.python.array_record_module import ArrayRecordWriter
+
     HERE.mkdir(parents=True, exist_ok=True)
     expected = {"shards": []}
     for name, options, records in SHARDS:

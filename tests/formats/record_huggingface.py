@@ -21,26 +21,28 @@ import json
 import pathlib
 import shutil
 
-import datasets
 import numpy as np
 from PIL import Image
 
 HERE = pathlib.Path(__file__).resolve().parents[1] / "data" / "huggingface"
 
-FEATURES = datasets.Features({
-    "id": datasets.Value("int64"),
-    "score": datasets.Value("float32"),
-    "flag": datasets.Value("bool"),
-    "small": datasets.Value("int8"),
-    "text": datasets.Value("string"),
-    "label": datasets.ClassLabel(names=["cat", "dog", "bird"]),
-    "vector": datasets.Sequence(datasets.Value("float32")),
-    "tokens": datasets.Sequence(datasets.Value("string")),
-    "meta": {"source": datasets.Value("string"), "year": datasets.Value("int32")},
-    "image": datasets.Image(),
-    "grid": datasets.Array2D(shape=(2, 3), dtype="int32"),
-    "maybe": datasets.Value("float64"),
-})
+def features():
+    import datasets  # here: pytest imports this module where it is absent
+
+    return datasets.Features({
+        "id": datasets.Value("int64"),
+        "score": datasets.Value("float32"),
+        "flag": datasets.Value("bool"),
+        "small": datasets.Value("int8"),
+        "text": datasets.Value("string"),
+        "label": datasets.ClassLabel(names=["cat", "dog", "bird"]),
+        "vector": datasets.Sequence(datasets.Value("float32")),
+        "tokens": datasets.Sequence(datasets.Value("string")),
+        "meta": {"source": datasets.Value("string"), "year": datasets.Value("int32")},
+        "image": datasets.Image(),
+        "grid": datasets.Array2D(shape=(2, 3), dtype="int32"),
+        "maybe": datasets.Value("float64"),
+    })
 
 
 def png(seed: int) -> bytes:
@@ -79,12 +81,17 @@ def plain(value):
     return value
 
 
-def read_back(ds: datasets.Dataset) -> list:
+def read_back(ds) -> list:
+    import datasets
+
     raw = ds.cast_column("image", datasets.Image(decode=False))
     return [plain(raw[i]) for i in range(len(raw))]
 
 
 def main() -> None:
+    import datasets
+
+    FEATURES = features()  # noqa: N806
     shutil.rmtree(HERE, ignore_errors=True)
     HERE.mkdir(parents=True)
     train = datasets.Dataset.from_dict(rows(0, 7), features=FEATURES)

@@ -25,7 +25,6 @@ import pathlib
 import tarfile
 
 import numpy as np
-import webdataset as wds
 
 HERE = pathlib.Path(__file__).resolve().parents[1] / "data" / "webdataset"
 MTIME = 1_700_000_000
@@ -37,6 +36,8 @@ def image(seed: int) -> np.ndarray:
 
 
 def write_shard(path: pathlib.Path, first: int, count: int, compress: bool = False) -> None:
+    import webdataset as wds  # here: pytest imports this module where it is absent
+
     with wds.TarWriter(str(path), mtime=MTIME, compress=compress) as sink:
         for i in range(first, first + count):
             sink.write({"__key__": f"sample{i:04d}", "png": image(i), "cls": i % 3,
@@ -79,6 +80,8 @@ def write_edge(path: pathlib.Path) -> None:
 
 
 def read_back(path: pathlib.Path) -> list[dict]:
+    import webdataset as wds
+
     samples = []
     for sample in wds.WebDataset(str(path), shardshuffle=False):
         # __url__ is the path given (here absolute): kept as the file name. __local_path__
