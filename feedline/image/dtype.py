@@ -108,8 +108,8 @@ def convert_image_dtype(image: np.ndarray, dtype: DTypeLike,
         array([[[0.        , 0.20000002, 1.        ]]], dtype=float32)
         >>> convert_image_dtype(np.array([[[0.0, 0.5, 1.2]]]), np.uint8, saturate=True)
         array([[[  0, 127, 255]]], dtype=uint8)
-        >>> convert_image_dtype(np.array([[[1, 255]]], np.uint8), np.uint16)
-        array([[[  257, 65535]]], dtype=uint16)
+        >>> convert_image_dtype(np.array([[[1, 255]]], np.uint8), np.uint16)  # a shift: * 256
+        array([[[  256, 65280]]], dtype=uint16)
     """
     array = np.asarray(image)
     source = _numeric_dtype(array.dtype, "the image's dtype")
@@ -228,15 +228,13 @@ def per_image_standardization(image: np.ndarray) -> np.ndarray:
     batch, single = as_images(image, "per_image_standardization")
     n = batch.shape[0]
     flat = batch.astype(np.float32).reshape(n, -1)
-    # Statistics in float64: closer to the exact value than any float32 summation order.
-    mean = flat.mean(axis=1, dtype=np.float64)
-    variance = np.empty(n, np.float64)
-    for i in range(n):  # per image: a centred copy of one image, not of the whole batch
-        centred = flat[i] - mean[i]
-        variance[i] = np.dot(centred, centred) / max(flat.shape[1], 1)
+    count = max(flat.shape[1], 1)
+    # The mean in float64 (then rounded once); the variance from the centred float32 values,
+    # which the output needs anyway, so the image is read three times in all.
+    mean = flat.mean(axis=1, dtype=np.float64).astype(np.float32)
+    flat -= mean[:, None]
+    variance = np.array([np.dot(row, row) for row in flat], np.float64) / count
     stddev = np.sqrt(variance).astype(np.float32)
-    floor = np.float32(1.0) / np.sqrt(np.float32(max(flat.shape[1], 1)))
-    adjusted = np.maximum(stddev, floor)
-    flat -= mean.astype(np.float32)[:, None]
-    flat /= adjusted[:, None]
+    floor = np.float32(1.0) / np.sqrt(np.float32(count))
+    flat /= np.maximum(stddev, floor)[:, None]
     return restore(flat.reshape(batch.shape), single)
