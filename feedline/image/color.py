@@ -77,7 +77,7 @@ def _scalar(value: object, op: str, name: str) -> float:
     return result
 
 
-def _per_image(values: np.ndarray, batch: np.ndarray) -> np.ndarray:
+def _per_image(values: np.ndarray) -> np.ndarray:
     """Per-image parameters shaped to broadcast over ``[N, H, W, C]``."""
     return np.asarray(values, _F32).reshape(-1, 1, 1, 1)
 
@@ -92,7 +92,7 @@ def _brightness(batch: np.ndarray, deltas: np.ndarray) -> np.ndarray:
     deltas = np.asarray(deltas, np.float64)
     if dtype == np.float16:
         deltas = deltas.astype(np.float16)  # TensorFlow adds in float16: delta rounds first
-    values += _per_image(deltas, batch)
+    values += _per_image(deltas)
     return _from_float32(values, dtype, saturate=True)
 
 

@@ -135,8 +135,8 @@ def convert_image_dtype(image: np.ndarray, dtype: DTypeLike,
     return cast
 
 
-def _per_channel(values: float | Sequence[float] | np.ndarray, channels: int, name: str,
-                 dtype: np.dtype) -> np.ndarray:
+def _per_channel(values: float | Sequence[float] | np.ndarray, channels: int,
+                 name: str) -> np.ndarray:
     array = np.asarray(values, dtype=np.float64).reshape(-1)
     if array.size == 1:
         array = np.repeat(array, channels)
@@ -187,8 +187,8 @@ def normalize(images: np.ndarray, mean: float | Sequence[float],
         raise InvalidArgumentError(f"normalize: dtype must be a floating point dtype; "
                                    f"got {out_dtype}")
     channels = batch.shape[-1]
-    mean64 = _per_channel(mean, channels, "mean", out_dtype)
-    std64 = _per_channel(std, channels, "std", out_dtype)
+    mean64 = _per_channel(mean, channels, "mean")
+    std64 = _per_channel(std, channels, "std")
     if np.any(std64 == 0):
         raise InvalidArgumentError(f"normalize: std must be non-zero; got {std64.tolist()}")
     unit = float(np.iinfo(batch.dtype).max) if batch.dtype.kind in "iu" else 1.0
