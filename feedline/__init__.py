@@ -8,7 +8,7 @@ Example:
 """
 
 
-from feedline import image, service
+from feedline import datasets, image, service
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.error_records import RestoredError
@@ -113,6 +113,7 @@ __all__ = [
     "VarLenFeature",
     "WebDataset",
     "WorkerProcessError",
+    "datasets",
     "decode_example",
     "decode_sequence_example",
     "encode_example",

@@ -1,0 +1,577 @@
+"""TFDS feature connectors rebuilt from ``features.json``, decoding ``tf.train.Example`` records
+to what ``tfds.as_numpy(tfds.load(...))`` gives, without TensorFlow.
+
+``features.json`` is the proto-JSON TensorFlow Datasets writes beside the shards: a tree of
+``FeaturesDict`` / ``Sequence`` nodes over leaves (``Tensor``, ``Scalar``, ``ClassLabel``,
+``Text``, ``Image``, ``Video``, ``Audio``, ``BBoxFeature``). Each feature knows how it is stored
+(:meth:`Feature.serialized_info`: the flat ``tf.train.Example`` keys, their dtype and shape,
+``None`` for a dimension of any length) and how it is decoded (:meth:`Feature.decode`).
+
+Decoding follows TFDS's TensorFlow path, value for value: integers are stored as int64 and
+cast (``uint64`` wraps, ``bool`` is ``!= 0``), floats as float32 and cast (a ``float64``
+feature holds float32 values), strings stay ``bytes``; 0-d values come out as NumPy scalars
+(``bytes`` for strings); a sequence of sequences is a :class:`~feedline.RaggedValues`
+(``tf.RaggedTensor`` in TFDS); images decode with :func:`feedline.image.decode_image`
+(``tf.image.decode_image``'s pixels).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import zlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from feedline.formats.example import RaggedValues
+
+__all__ = [
+    "Audio", "BBoxFeature", "ClassLabel", "Feature", "FeaturesDict", "Image", "Scalar",
+    "Sequence", "Tensor", "TensorInfo", "Text", "Video", "decode_record", "feature_from_json",
+    "load_features",
+]
+
+_DTYPES = {name: np.dtype(name) for name in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "complex64", "complex128")}
+_DTYPES["bfloat16"] = None  # known to TFDS, not to NumPy: an error names it when used
+_STRING = np.dtype(object)
+
+
+class FeatureError(ValueError):
+    """``features.json`` describes something feedline cannot decode, or a record does not
+    match its features."""
+
+
+def _dtype(name: str, where: str) -> np.dtype:
+    if name in ("string", "str", "object"):
+        return _STRING
+    dtype = _DTYPES.get(name, False)
+    if dtype is None or dtype is False:
+        raise FeatureError(f"{where}: dtype {name!r} is not supported; expected one of "
+                           f"string, {', '.join(k for k, v in _DTYPES.items() if v)}")
+    return dtype
+
+
+def _shape(proto: Mapping[str, Any] | None) -> tuple[int | None, ...]:
+    dims = (proto or {}).get("dimensions", [])
+    return tuple(None if int(d) < 0 else int(d) for d in dims)
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    """How one leaf is stored in a ``tf.train.Example``: its dtype after decoding, its
+    shape (``None`` for a dimension of any length) and how many leading dimensions are
+    sequences (above 1, the leaf is ragged: ``<key>/ragged_flat_values`` and
+    ``<key>/ragged_row_lengths_<k>``).
+
+    Example:
+        >>> TensorInfo((None, 2), np.dtype("int32")).shape
+        (None, 2)
+    """
+
+    shape: tuple[int | None, ...]
+    dtype: np.dtype
+    sequence_rank: int = 0
+
+
+class Feature:
+    """One node of the feature tree.
+
+    Subclasses give :meth:`serialized_info` (a :class:`TensorInfo` or a dict of them) and
+    :meth:`decode` (the stored values, already cast and shaped, to the user's value).
+    """
+
+    #: ``Sequence`` decodes its items with one call on the batch when this is True.
+    batch_decodes = False
+    shape: tuple[int | None, ...] = ()
+    dtype: np.dtype = _STRING
+
+    def serialized_info(self) -> TensorInfo | dict[str, Any]:
+        raise NotImplementedError
+
+    def decode(self, value: Any) -> Any:
+        return value
+
+    def decode_batch(self, values: Any) -> Any:
+        """Items stacked along a first dimension (a ``Sequence``), decoded."""
+        if self.batch_decodes:
+            return self.decode(values)
+        if isinstance(values, RaggedValues):
+            raise FeatureError(f"{type(self).__name__} inside a sequence of sequences "
+                               "cannot be decoded (nor can TFDS)")
+        items = [self.decode(item) for item in values]
+        if not items:
+            shape = tuple(0 if d is None else d for d in self.shape)
+            return np.zeros((0, *shape), self.dtype)
+        return np.stack(items)
+
+    def load_metadata(self, directory: str, name: str | None) -> None:
+        """Read what the feature keeps beside ``features.json`` (ClassLabel names)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(shape={self.shape}, dtype={self.dtype})"
+
+
+class Tensor(Feature):
+    """``tfds.features.Tensor``: an array of a dtype and shape, stored as a flat value list or,
+    with ``encoding`` ``"bytes"``/``"zlib"``, as its raw (compressed) bytes.
+
+    Example:
+        >>> t = Tensor((None, 2), np.dtype("int16"), encoding="zlib")
+        >>> raw = zlib.compress(np.arange(4, dtype=np.int16).tobytes())
+        >>> t.decode(raw).tolist()
+        [[0, 1], [2, 3]]
+    """
+
+    def __init__(self, shape: tuple[int | None, ...], dtype: np.dtype,
+                 encoding: str = "none") -> None:
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.encoding = (encoding or "none").lower()
+        if self.encoding not in ("none", "bytes", "zlib"):
+            raise FeatureError(f"Tensor encoding {encoding!r} is unknown; expected none, "
+                               "bytes or zlib")
+        self._dynamic = self.shape.count(None) > 1
+        self.batch_decodes = self.encoding == "none"
+
+    def serialized_info(self) -> TensorInfo | dict[str, Any]:
+        stored = (TensorInfo((), _STRING) if self.encoding != "none"
+                  else TensorInfo(self.shape, self.dtype))
+        if self._dynamic:
+            return {"shape": TensorInfo((len(self.shape),), np.dtype("int32")), "value": stored}
+        return stored
+
+    def decode(self, value: Any) -> Any:
+        if self._dynamic:
+            shape = [int(d) for d in np.asarray(value["shape"]).reshape(-1)]
+            value = value["value"]
+        else:
+            shape = [-1 if d is None else d for d in self.shape]
+        if self.encoding == "none":
+            return value
+        data = value if isinstance(value, bytes) else bytes(value)
+        if self.encoding == "zlib":
+            data = zlib.decompress(data)
+        return np.frombuffer(data, self.dtype).reshape(shape).copy()
+
+
+class Scalar(Tensor):
+    """``tfds.features.Scalar``: a 0-d :class:`Tensor`."""
+
+
+class Audio(Tensor):
+    """``tfds.features.Audio``: samples as a :class:`Tensor` (``[length]`` or
+    ``[length, channels]``), or the encoded file's bytes when ``lazy_decode``."""
+
+    def __init__(self, shape: tuple[int | None, ...], dtype: np.dtype, encoding: str = "none",
+                 sample_rate: int | None = None, lazy_decode: bool = False) -> None:
+        super().__init__(() if lazy_decode else shape, _STRING if lazy_decode else dtype,
+                         encoding)
+        self.sample_rate = sample_rate
+        self.lazy_decode = lazy_decode
+
+
+class BBoxFeature(Tensor):
+    """``tfds.features.BBoxFeature``: ``float32[4]`` (ymin, xmin, ymax, xmax by default)."""
+
+    def __init__(self, shape: tuple[int | None, ...] = (4,),
+                 dtype: np.dtype = np.dtype("float32"), bbox_format: str = "REL_YXYX") -> None:
+        super().__init__(shape or (4,), dtype)
+        self.bbox_format = bbox_format
+
+
+class ClassLabel(Tensor):
+    """``tfds.features.ClassLabel``: an int64 class index; ``names`` come from
+    ``<feature>.labels.txt`` beside ``features.json`` when the dataset has them.
+
+    Example:
+        >>> label = ClassLabel(num_classes=3, names=["cat", "dog", "bird"])
+        >>> label.int2str(2), label.str2int("dog")
+        ('bird', 1)
+    """
+
+    def __init__(self, num_classes: int | None = None, names: list[str] | None = None) -> None:
+        super().__init__((), np.dtype("int64"))
+        self.names = list(names) if names is not None else None
+        self.num_classes = len(self.names) if names is not None else num_classes
+
+    def load_metadata(self, directory: str, name: str | None) -> None:
+        path = os.path.join(directory, f"{name}.labels.txt")
+        try:
+            with open(path, encoding="utf-8") as f:
+                names = [line.strip() for line in f.read().split("\n") if line.strip()]
+        except OSError:
+            return
+        self.names = names
+        self.num_classes = len(names)
+
+    def int2str(self, index: int) -> str:
+        """The name of class ``index`` (its number as a string when there are no names)."""
+        index = int(index)
+        if self.names is not None:
+            return self.names[index]
+        if self.num_classes is None or not 0 <= index < self.num_classes:
+            raise ValueError(f"Invalid integer class label {index}")
+        return str(index)
+
+    def str2int(self, name: str) -> int:
+        """The index of class ``name``."""
+        if self.names is not None:
+            try:
+                return self.names.index(name)
+            except ValueError:
+                raise ValueError(f"Invalid string class label {name!r}; the classes are "
+                                 f"{self.names}") from None
+        try:
+            index = int(name)
+        except ValueError:
+            index = -1
+        if self.num_classes is None or not 0 <= index < self.num_classes:
+            raise ValueError(f"Invalid string class label {name!r}")
+        return index
+
+    def __repr__(self) -> str:
+        return f"ClassLabel(num_classes={self.num_classes})"
+
+
+class Text(Tensor):
+    """``tfds.features.Text``: a string, returned as ``bytes`` (TFDS's ``tf.string``)."""
+
+    def __init__(self) -> None:
+        super().__init__((), _STRING)
+
+
+class Image(Feature):
+    """``tfds.features.Image``: an encoded PNG/JPEG/GIF/BMP decoded to ``[H, W, C]`` as
+    ``tf.image.decode_image(contents, channels=C, dtype=dtype)`` does.
+
+    Example:
+        >>> from feedline.image import encode_png
+        >>> image = Image((None, None, 3), np.dtype("uint8"))
+        >>> image.decode(encode_png(np.zeros((2, 3, 3), np.uint8))).shape
+        (2, 3, 3)
+    """
+
+    def __init__(self, shape: tuple[int | None, ...] = (None, None, 3),
+                 dtype: np.dtype = np.dtype("uint8"), encoding_format: str | None = None,
+                 use_colormap: bool = False) -> None:
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.encoding_format = encoding_format
+        self.use_colormap = use_colormap
+        if self.dtype not in (np.dtype("uint8"), np.dtype("uint16"), np.dtype("float32")):
+            raise FeatureError(f"Image dtype {self.dtype} is not supported; expected uint8, "
+                               "uint16 or float32")
+
+    def serialized_info(self) -> TensorInfo:
+        return TensorInfo((), _STRING)
+
+    def decode(self, value: Any) -> np.ndarray:
+        from feedline.image import decode_image
+
+        channels = self.shape[-1] if self.shape else None
+        if self.dtype == np.float32:
+            # TFDS stores a 1-channel float32 image bit-cast to a 4-channel uint8 PNG.
+            pixels = decode_image(value, channels=4, dtype=np.uint8)
+            return np.ascontiguousarray(pixels).view(np.float32)
+        return decode_image(value, channels=channels or None, dtype=self.dtype)
+
+    def __repr__(self) -> str:
+        return f"Image(shape={self.shape}, dtype={self.dtype})"
+
+
+class Sequence(Feature):
+    """``tfds.features.Sequence``: a list of ``feature`` values (``length`` fixed or
+    ``None``), stored with one more leading dimension on each of its leaves.
+
+    Example:
+        >>> seq = Sequence(Tensor((), np.dtype("int32")), length=None)
+        >>> seq.serialized_info()
+        TensorInfo(shape=(None,), dtype=dtype('int32'), sequence_rank=1)
+    """
+
+    def __init__(self, feature: Feature, length: int | None = None) -> None:
+        self.feature = feature
+        self.batch_decodes = feature.batch_decodes
+        self.length = length
+        self.shape = (length, *feature.shape)
+        self.dtype = feature.dtype
+
+    def serialized_info(self) -> TensorInfo | dict[str, Any]:
+        def add(info: TensorInfo) -> TensorInfo:
+            return TensorInfo((self.length, *info.shape), info.dtype, info.sequence_rank + 1)
+        return _map_infos(add, self.feature.serialized_info())
+
+    def decode(self, value: Any) -> Any:
+        return self.feature.decode_batch(value)
+
+    def decode_batch(self, values: Any) -> Any:
+        if self.feature.batch_decodes:
+            return self.feature.decode_batch(values)
+        raise FeatureError(f"a sequence of sequences of {self.feature!r} cannot be decoded "
+                           "(nor can TFDS)")
+
+    def load_metadata(self, directory: str, name: str | None) -> None:
+        self.feature.load_metadata(directory, name)
+
+    def __getitem__(self, key: str) -> Feature:
+        return self.feature[key]  # type: ignore[index]
+
+    def __repr__(self) -> str:
+        return f"Sequence({self.feature!r}, length={self.length})"
+
+
+class Video(Sequence):
+    """``tfds.features.Video``: a :class:`Sequence` of encoded frames (:class:`Image`)."""
+
+    def __init__(self, shape: tuple[int | None, ...], dtype: np.dtype = np.dtype("uint8"),
+                 encoding_format: str = "png") -> None:
+        super().__init__(Image(shape[1:], dtype, encoding_format), length=shape[0])
+
+
+class FeaturesDict(Feature):
+    """``tfds.features.FeaturesDict``: named features; decodes to a dict in the order
+    ``features.json`` lists them.
+
+    Example:
+        >>> fd = FeaturesDict({"a": Text(), "b": Tensor((2,), np.dtype("int64"))})
+        >>> list(fd.keys()), fd["b"].shape
+        (['a', 'b'], (2,))
+    """
+
+    def __init__(self, features: dict[str, Feature]) -> None:
+        self.features = dict(features)
+        self.batch_decodes = all(f.batch_decodes for f in self.features.values())
+
+    def serialized_info(self) -> dict[str, Any]:
+        return {name: f.serialized_info() for name, f in self.features.items()}
+
+    def decode(self, value: Any) -> dict[str, Any]:
+        return {name: f.decode(value[name]) for name, f in self.features.items()}
+
+    def decode_batch(self, values: Any) -> dict[str, Any]:
+        return {name: f.decode_batch(values[name]) for name, f in self.features.items()}
+
+    def load_metadata(self, directory: str, name: str | None) -> None:
+        for child, feature in self.features.items():
+            # TFDS's convert_feature_name_to_filename: "/" in a key becomes ".", parents "-".
+            child_file = child.replace("/", ".")
+            feature.load_metadata(directory, child_file if name is None else
+                                  "-".join([*name.split("/"), child_file]))
+
+    def __getitem__(self, key: str) -> Feature:
+        return self.features[key]
+
+    def keys(self) -> Any:
+        return self.features.keys()
+
+    def items(self) -> Any:
+        return self.features.items()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.features)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k!r}: {v!r}" for k, v in self.features.items())
+        return f"FeaturesDict({{{inner}}})"
+
+
+def _map_infos(fn: Callable[[TensorInfo], TensorInfo], info: Any) -> Any:
+    if isinstance(info, dict):
+        return {k: _map_infos(fn, v) for k, v in info.items()}
+    return fn(info)
+
+
+_KINDS = ("featuresDict", "sequence", "tensor", "classLabel", "text", "image", "video",
+          "audio", "boundingBox")
+
+
+def feature_from_json(proto: Mapping[str, Any], where: str = "features.json") -> Feature:
+    """A :class:`Feature` tree from the proto-JSON of ``features.json``.
+
+    Args:
+        proto: The decoded JSON of one feature (``{"pythonClassName": ..., "<kind>": {...}}``).
+        where: What to name in errors (the file and the feature's path in it).
+
+    Raises:
+        FeatureError: an unknown feature type or dtype, naming ``where``.
+
+    Example:
+        >>> feature_from_json({"tensor": {"dtype": "float32", "shape": {"dimensions": ["-1"]}}})
+        Tensor(shape=(None,), dtype=float32)
+    """
+    class_name = proto.get("pythonClassName", "")
+    short = class_name.rsplit(".", 1)[-1]
+    if "featuresDict" in proto:
+        children = proto["featuresDict"].get("features", {})
+        return FeaturesDict({name: feature_from_json(child, f"{where}/{name}")
+                             for name, child in children.items()})
+    if "sequence" in proto:
+        content = proto["sequence"]
+        length = int(content.get("length", -1))
+        return Sequence(feature_from_json(content["feature"], f"{where}[]"),
+                        None if length < 0 else length)
+    if "classLabel" in proto:
+        return ClassLabel(num_classes=int(proto["classLabel"].get("numClasses", 0)) or None)
+    if "text" in proto:
+        return Text()
+    if "image" in proto:
+        content = proto["image"]
+        return Image(_shape(content.get("shape")), _dtype(content.get("dtype", "uint8"), where),
+                     content.get("encodingFormat"), bool(content.get("useColormap", False)))
+    if "video" in proto:
+        content = proto["video"]
+        return Video(_shape(content.get("shape")), _dtype(content.get("dtype", "uint8"), where),
+                     content.get("encodingFormat", "png"))
+    if "audio" in proto:
+        content = proto["audio"]
+        encoding = content.get("encoding", "none")
+        return Audio(_shape(content.get("shape")), _dtype(content.get("dtype", "int64"), where),
+                     "none" if encoding.lower() in ("", "none") else encoding,
+                     int(content["sampleRate"]) if "sampleRate" in content else None,
+                     bool(content.get("lazyDecode", False)))
+    if "boundingBox" in proto:
+        content = proto["boundingBox"]
+        return BBoxFeature(_shape(content.get("shape")),
+                           _dtype(content.get("dtype", "float32"), where),
+                           content.get("bboxFormat", "REL_YXYX"))
+    if "tensor" in proto:
+        content = proto["tensor"]
+        kind = Scalar if short == "Scalar" else Tensor
+        return kind(_shape(content.get("shape")), _dtype(content["dtype"], where),
+                    content.get("encoding", "none"))
+    if "type" in proto and "content" in proto:
+        raise FeatureError(f"{where}: this features.json is in the pre-2021 TFDS format "
+                           f"({proto['type']}), which feedline does not read; re-prepare "
+                           "the dataset with TFDS >= 4.3")
+    found = short or ", ".join(sorted(proto)) or "an empty object"
+    raise FeatureError(f"{where}: unknown feature type {found!r}; feedline decodes "
+                       f"{', '.join(_KINDS)} (FeaturesDict, Sequence, Tensor, Scalar, "
+                       "ClassLabel, Text, Image, Video, Audio, BBoxFeature)")
+
+
+def load_features(directory: str) -> FeaturesDict | Feature:
+    """The feature tree of a prepared TFDS directory, with ClassLabel names loaded.
+
+    Raises:
+        FileNotFoundError: no ``features.json`` in ``directory``.
+        FeatureError: a feature feedline cannot decode, naming the file and feature.
+
+    Example:
+        >>> import json, os, tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> with open(os.path.join(d, "features.json"), "w") as f:
+        ...     json.dump({"featuresDict": {"features": {"label": {"classLabel": {
+        ...         "numClasses": "2"}}}}}, f)
+        >>> with open(os.path.join(d, "label.labels.txt"), "w") as f:
+        ...     _ = f.write("no\\nyes\\n")
+        >>> load_features(d)["label"].names
+        ['no', 'yes']
+    """
+    import json
+
+    path = os.path.join(directory, "features.json")
+    with open(path, encoding="utf-8") as f:
+        try:
+            proto = json.load(f)
+        except json.JSONDecodeError as error:
+            raise FeatureError(f"{path}: not valid JSON ({error})") from None
+    feature = feature_from_json(proto, path)
+    feature.load_metadata(directory, None)
+    return feature
+
+
+def flat_infos(info: Any, prefix: str = "") -> dict[str, TensorInfo]:
+    """``{"a/b": TensorInfo}`` for a nested serialized info (the Example keys)."""
+    if isinstance(info, TensorInfo):
+        return {prefix: info}
+    out: dict[str, TensorInfo] = {}
+    for key, child in info.items():
+        out.update(flat_infos(child, f"{prefix}/{key}" if prefix else key))
+    return out
+
+
+def _cast(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    if dtype == _STRING:
+        return values if values.dtype == _STRING else values.astype(object)
+    if values.dtype == dtype:
+        return values
+    if dtype == np.bool_:
+        return values != 0
+    if dtype == np.uint64 and values.dtype == np.int64:
+        return values.view(np.uint64)
+    return values.astype(dtype)
+
+
+def _leaf(example: Mapping[str, np.ndarray], key: str, info: TensorInfo) -> Any:
+    if info.sequence_rank > 1:
+        flat = example.get(f"{key}/ragged_flat_values")
+        flat = _cast(np.asarray(flat if flat is not None else np.zeros(0, info.dtype
+                                if info.dtype != _STRING else object)), info.dtype)
+        inner = info.shape[info.sequence_rank:]
+        flat = flat.reshape((-1, *inner))
+        splits = []
+        for level in range(info.sequence_rank - 1):
+            lengths = example.get(f"{key}/ragged_row_lengths_{level}")
+            lengths = np.zeros(0, np.int64) if lengths is None else np.asarray(lengths, np.int64)
+            splits.append(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
+        return RaggedValues(flat, splits)
+    values = example.get(key)
+    if values is None:
+        if info.shape.count(None) == 1:  # FixedLenSequenceFeature(allow_missing=True)
+            values = np.zeros(0, np.int64 if info.dtype != _STRING else object)
+        else:
+            raise KeyError(key)
+    values = _cast(np.asarray(values), info.dtype)
+    shape = tuple(-1 if d is None else d for d in info.shape)
+    if not shape:
+        if values.size != 1:
+            raise FeatureError(f"feature {key!r}: expected 1 value, found {values.size}")
+        # A string is handed to decoders (images, encoded tensors) as bytes.
+        return values[0] if values.dtype == _STRING else values.reshape(())
+    try:
+        return values.reshape(shape)
+    except ValueError:
+        raise FeatureError(f"feature {key!r}: {values.size} values do not fit the shape "
+                           f"{info.shape}") from None
+
+
+def _nest(flat: dict[str, Any], info: Any, prefix: str = "") -> Any:
+    if isinstance(info, TensorInfo):
+        return flat[prefix]
+    return {k: _nest(flat, v, f"{prefix}/{k}" if prefix else k) for k, v in info.items()}
+
+
+def _scalars(value: Any) -> Any:
+    # tfds.as_numpy gives NumPy scalars (bytes for strings) for 0-d tensors.
+    if isinstance(value, np.ndarray):
+        return value[()] if value.ndim == 0 else value
+    if isinstance(value, dict):
+        return {k: _scalars(v) for k, v in value.items()}
+    return value
+
+
+def decode_record(feature: Feature, infos: dict[str, TensorInfo], info_tree: Any,
+                  example: Mapping[str, np.ndarray]) -> Any:
+    """Decode one parsed ``tf.train.Example`` (``{key: 1-D values}``) through ``feature``.
+
+    ``infos``/``info_tree`` are ``flat_infos(feature.serialized_info())`` and
+    ``feature.serialized_info()`` (computed once per dataset).
+
+    Raises:
+        KeyError: a feature the record lacks (its key).
+        FeatureError: values that do not fit the feature's shape.
+
+    Example:
+        >>> from feedline import decode_example, encode_example
+        >>> fd = FeaturesDict({"x": Tensor((2,), np.dtype("int32")), "s": Text()})
+        >>> info = fd.serialized_info()
+        >>> decode_record(fd, flat_infos(info), info,
+        ...               decode_example(encode_example({"x": [1, 2], "s": [b"hi"]})))
+        {'x': array([1, 2], dtype=int32), 's': b'hi'}
+    """
+    flat = {key: _leaf(example, key, leaf) for key, leaf in infos.items()}
+    return _scalars(feature.decode(_nest(flat, info_tree)))
