@@ -219,6 +219,52 @@ def _record(name, data_dir, split, **kwargs):
     return [_to_plain(x) for x in tfds.as_numpy(ds)]
 
 
+SPLIT_SIZES = {"train": [26, 26, 25, 26], "test": [2, 3, 3, 2], "big": [500, 501], "seven": [7]}
+ARITH_SPECS = [
+    "train", "train[:10%]", "train[10%:]", "train[10%:]+test", "train[:1000]", "train[-10:]",
+    "test[25%:50%]", "train[:50%]", "train[50%:]", "train[0.5%:1.5%]", "train[-50%:]",
+    "big[:0.1%]", "big[99.9%:]", "big[12.5%:87.5%]", "big[:-0.05%]", "seven[:50%]",
+    "seven[50%:]", "seven[:14.3%]", "seven[14.2%:28.6%]", "seven[-1:]", "seven[:7]",
+    "seven[:8]", "seven[-8:]", "train[1shard]", "train[-1shard]", "train[:-1shard]",
+    "train[2shard:]", "train[-3:-1]", "train[5:3]", "all", "test + seven[1:2]",
+    "train[10_0:]", "train[:101%]", "train[:]", "train[::]", "train[1.5:]", "train[1]",
+    "train[10%]", "nope", "all[:5]", "train[a:b]", "train[", "", "train++test",
+]
+PCT1_CASES = [("big", 10, 20), ("big", None, 33), ("big", -5, None), ("big", 0.5, 99.5),
+              ("train", 1, 2)]
+
+
+def record_split_arithmetic():
+    """TFDS's absolute instructions ``(split, from, to)`` for each spec (or its error)."""
+    import types
+
+    from tensorflow_datasets.core import splits as splits_lib
+
+    infos = {name: types.SimpleNamespace(name=name, shard_lengths=lengths,
+                                         num_examples=sum(lengths))
+             for name, lengths in SPLIT_SIZES.items()}
+
+    def absolute(instruction):
+        out = []
+        for a in instruction.to_absolute(infos):
+            n = infos[a.splitname].num_examples
+            out.append((a.splitname, a.from_ or 0, n if a.to is None else a.to))
+        return out
+
+    def attempt(fn):
+        try:
+            return {"value": fn(), "error": None}
+        except Exception as exc:  # noqa: BLE001 - the error is what is recorded
+            return {"value": None, "error": type(exc).__name__}
+
+    cases = {spec: attempt(lambda spec=spec: absolute(
+        splits_lib.AbstractSplit.from_spec(spec))) for spec in ARITH_SPECS}
+    pct1 = [attempt(lambda c=c: absolute(splits_lib.ReadInstruction(
+        c[0], from_=c[1], to=c[2], unit="%", rounding="pct1_dropremainder")))
+        for c in PCT1_CASES]
+    return {"sizes": SPLIT_SIZES, "specs": cases, "pct1": pct1}
+
+
 def main() -> None:
     import tensorflow_datasets as tfds
 
@@ -257,6 +303,7 @@ def main() -> None:
     case("fl_order/small", "train[:10%]+test", as_supervised=True)
     for split in [None, "train", "train[:25%]", "train[-7:]+test[:2]", "test[1:4]"]:
         case("fl_array", split, data_source=True)
+    expected["split_arithmetic"] = record_split_arithmetic()
     shutil.rmtree(ROOT / "downloads", ignore_errors=True)
     with lzma.open(ROOT / "expected.pkl.xz", "wb") as f:
         pickle.dump(expected, f, protocol=4)
