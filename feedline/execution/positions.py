@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import collections
 import math
+import pickle
 import threading
 import time
 from collections.abc import Callable
@@ -213,6 +214,48 @@ class PositionReader:
                 if item >= tracker.next and item not in tracker.done]
 
 
+class PackedState:
+    """An input state pickled once, where it was taken: what a worker process sends as its
+    snapshot.
+
+    A snapshot can be large (a shuffle buffer's records) and most are never used: a newer
+    one replaces it before any checkpoint is asked for. Packed, its cost is paid in the
+    worker that takes it (where :class:`PositionReader` counts it, so that snapshots stay
+    rare), its bytes cross as one out-of-band buffer (shared memory), and the consumer
+    unpickles it only when a checkpoint needs it (:meth:`PositionTracker.state`).
+
+    Example:
+        >>> import pickle
+        >>> packed = pickle.loads(pickle.dumps(PackedState({"s": [1, b"x"]}), protocol=5))
+        >>> packed.unpack()
+        {'s': [1, b'x']}
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, state: State) -> None:
+        self._data = pickle.dumps(state, protocol=5)
+
+    @classmethod
+    def _from_data(cls, data: Any) -> PackedState:
+        packed = cls.__new__(cls)
+        # A copy: a view would keep the transport's shared buffer lent while it is held.
+        packed._data = bytes(data)
+        return packed
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        return PackedState._from_data, (pickle.PickleBuffer(self._data),)
+
+    def unpack(self) -> State:
+        """The state as it was taken."""
+        return pickle.loads(self._data)
+
+
+def unpacked(state: Any) -> Any:
+    """``state``, unpickled first if it is a :class:`PackedState`."""
+    return state.unpack() if isinstance(state, PackedState) else state
+
+
 class PositionTracker:
     """The consumer's side: which items went out, and the snapshots a state may use.
 
@@ -270,6 +313,9 @@ class PositionTracker:
             while len(snapshots) > 1 and snapshots[1][0] <= upto:
                 snapshots.popleft()
             at, input_state = snapshots[0]
+            if isinstance(input_state, PackedState):  # unpacked once, when first needed
+                input_state = input_state.unpack()
+                snapshots[0] = (at, input_state)
         return {"at": at, "next": upto, "done": sorted(self.done), "errors": errors,
                 "input": input_state}
 

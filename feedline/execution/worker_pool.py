@@ -61,7 +61,7 @@ from typing import Any
 from feedline.core.errors import WorkerProcessError
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
-from feedline.execution.positions import PositionReader, State
+from feedline.execution.positions import PackedState, PositionReader, State
 from feedline.execution.spawn import (
     describe_exit,
     end_process,
@@ -285,7 +285,9 @@ class _WorkerLoop:
             if self._ctx.statistics is not None:
                 self._ctx.statistics.drive(root)  # samples from this worker's reads
             pull = root.__next__ if watch is None else self._pull_watched
-            reader = PositionReader(pull, root.state_dict, root.replay_exact)
+            # Snapshots are pickled here, where PositionReader counts their cost.
+            reader = PositionReader(pull, lambda: PackedState(root.state_dict()),
+                                    root.replay_exact)
             if position is None:
                 initial = root.state_dict()
             else:
@@ -338,7 +340,8 @@ class _WorkerLoop:
             self._ctx.statistics.drive(root)
         with declared_types_in_use(self._types):
             root.load_state_dict(state)
-        self._reader = PositionReader(root.__next__, root.state_dict, root.replay_exact)
+        self._reader = PositionReader(root.__next__, lambda: PackedState(root.state_dict()),
+                                      root.replay_exact)
         self._reader.restore({"at": at, "next": at, "done": [], "errors": []})
         return at, state
 

@@ -146,3 +146,19 @@ def test_a_larger_element_grows_a_free_buffer(channels, monkeypatch):
     sender.send(large)
     np.testing.assert_array_equal(receiver.recv(), large)
     assert sender._lent[0].size >= large.nbytes
+
+
+def test_a_packed_snapshot_crosses_out_of_band_and_unpacks_only_when_asked(channels):
+    from feedline.execution.positions import PackedState, PositionTracker, initial_position
+
+    state = {"type": "shuffle", "buffer": [b"r%05d" % i * 20 for i in range(2000)]}
+    sender, receiver = channels
+    sender.send(("item", 1, 0, False, 7, (1, PackedState(state))))
+    *_, (at, packed) = receiver.recv()
+    assert isinstance(packed, PackedState)  # nothing unpickled on arrival
+    tracker = PositionTracker(initial_position({"type": "shuffle", "buffer": []}))
+    tracker.add_snapshot((at, packed))
+    tracker.handed_out(0)
+    saved = tracker.state([])
+    assert saved == {"at": 1, "next": 1, "done": [], "errors": [], "input": state}
+    assert tracker.state([])["input"] is saved["input"]  # unpacked once
