@@ -50,6 +50,20 @@ TRIAL_MAX_BYTES = 256 << 20
 """Most bytes of elements the trial holds back."""
 MIN_GAIN = 1.5
 """Least predicted speed-up (CPU budget / cores busy on threads) that moves to processes."""
+FEEDER_MIN_BUSY = 0.5
+"""Least cores the pipeline keeps busy on threads for it to move to a feeder process."""
+FEEDER_SPARE_CORES = 1.5
+"""Cores the budget must hold beyond those the pipeline keeps busy on threads for a feeder
+process to pay: the training loop's own core, and the transport's share. With fewer, the
+feeder and the training loop compete for the same cores and the feeder runs slower than the
+threads did (measured on 2 cores: the chess pipeline at 1.2 cores busy fed a trainer 18%
+slower from a feeder than from threads)."""
+FEEDER_MIN_GAIN = 2.0
+"""Least ratio of the CPU an element costs this process on threads to what receiving it
+from a feeder would cost (:data:`RECEIVE_BYTES_PER_SECOND`) for the move to pay."""
+RECEIVE_BYTES_PER_SECOND = 4e9
+"""What receiving an element from another process costs here, in its bytes per CPU second
+(its arrays are views of shared memory; the figure is deliberately pessimistic)."""
 
 _log = logging.getLogger("feedline.autotune")
 
@@ -59,7 +73,8 @@ class ProcessDecision:
     """What AUTOTUNE chose for a pipeline, and why.
 
     Attributes:
-        mode: ``"threads"`` or ``"processes"``.
+        mode: ``"threads"``, ``"processes"`` (shards of the pipeline in ``workers``
+            processes) or ``"feeder"`` (the whole pipeline in one process, in its order).
         workers: Worker processes (0 on threads).
         cores_busy: CPU seconds per wall second during the trial (``None`` without one).
         cpu_budget: Cores the pipeline may use.
@@ -100,6 +115,25 @@ def wrap_for_processes(dataset: Dataset, options: Options) -> Dataset:
     return dataset
 
 
+def _run_epoch(dataset: Dataset, ctx: IteratorContext) -> int:
+    """The epoch a run of ``dataset`` in ``ctx`` begins its reshuffling stages at
+    (:mod:`feedline.core.seed_epochs`): where worker processes must begin it too."""
+    from feedline.core.seed_epochs import EpochCounter
+
+    if not ctx.continue_epochs:
+        return ctx.first_epoch
+    stack, seen, epochs = [dataset], set(), [ctx.first_epoch]
+    while stack:
+        node = stack.pop()
+        if id(node) not in seen:
+            seen.add(id(node))
+            counter = getattr(node, "_epochs", None)
+            if isinstance(counter, EpochCounter):
+                epochs.append(counter.next)
+            stack.extend(node._inputs)
+    return max(epochs)
+
+
 class AutoProcessesDataset(UnaryDataset):
     """Runs its input on threads or in worker processes, as measured (see the module doc)."""
 
@@ -120,12 +154,16 @@ class AutoProcessesIterator(DatasetIterator):
     def __init__(self, ctx: IteratorContext, node: AutoProcessesDataset) -> None:
         super().__init__(ctx, [])
         self._node = node
+        self._run_epoch = _run_epoch(node.input_dataset, ctx)
         self._inner = node.input_dataset._make_iterator(ctx)
         self._inputs = [self._inner]
         self.decision: ProcessDecision | None = None
         # Trial outputs not yet delivered, each with the inner state right after it.
         self._held: collections.deque[tuple[Any, State]] = collections.deque()
         self._held_state: State | None = None
+        self._ended = False  # restored at the end of a feeder's run
+        # The trial's elements, CPU seconds and bytes of elements.
+        self._trial_figures: tuple[int, float, int] = (0, 0.0, 0)
 
     @property
     def replay_exact(self) -> bool:
@@ -140,6 +178,8 @@ class AutoProcessesIterator(DatasetIterator):
                 raise outcome.error
             return outcome
         self._held_state = None
+        if self._ended:
+            raise StopIteration
         return next(self._inner)
 
     # ------------------------------------------------------------------ deciding
@@ -157,18 +197,19 @@ class AutoProcessesIterator(DatasetIterator):
             return
         plan = plan_sharding(self._node.input_dataset, budget)
         if plan.policy == "output":
-            self._stay(budget, None, "no stage boundary to shard the input at")
+            self._feed_or_stay(budget, forced, "no stage boundary to shard the input at")
             return
         source = plan.path[-1]
         if plan.policy in ("data", "batch") and not source._CHEAP_TO_REREAD and not forced:
             from feedline.core.random_access import describe_stage
 
-            self._stay(budget, None, f"sharding by {plan.policy} would make every worker read "
-                       f"all of {describe_stage(source)} (only in-memory sources are worth it)")
+            self._feed_or_stay(budget, forced, f"sharding by {plan.policy} would make every "
+                               f"worker read all of {describe_stage(source)} (only in-memory "
+                               "sources are worth it)")
             return
         if not plan.exact_order and self._ctx.deterministic(None):
-            self._stay(budget, None, f"sharding by {plan.policy} would change the element "
-                       "order (allow it with Options(deterministic=False))")
+            self._feed_or_stay(budget, forced, f"sharding by {plan.policy} would change the "
+                               "element order (allow it with Options(deterministic=False))")
             return
         busy = None
         if not forced:
@@ -188,6 +229,44 @@ class AutoProcessesIterator(DatasetIterator):
         self._record(ProcessDecision("processes", workers, busy, budget,
                                      "forced by AutotuneOptions(processes=True)" if forced
                                      else f"threads kept {busy:.2f} of {budget} cores busy"))
+
+    def _feed_or_stay(self, budget: int, forced: bool, unshardable: str) -> None:
+        """The pipeline cannot be split among processes (``unshardable`` says why): move it
+        whole to one feeder process if that frees this one (the training loop's) of enough
+        CPU, measured by a trial on threads; otherwise stay."""
+        busy = None
+        if not forced:
+            busy, ended = self._trial()
+            if ended:
+                self._stay(budget, busy, "the data ended during the trial")
+                return
+            elements, cpu, size = self._trial_figures
+            per_element = cpu / max(elements, 1)
+            receive = size / max(elements, 1) / RECEIVE_BYTES_PER_SECOND
+            if budget - busy < FEEDER_SPARE_CORES:
+                self._stay(budget, busy, f"{unshardable}; and threads keep {busy:.2f} of "
+                           f"{budget} cores busy, too few left for a feeder process beside "
+                           "the training loop")
+                return
+            if busy < FEEDER_MIN_BUSY:
+                self._stay(budget, busy, f"{unshardable}; and threads keep only {busy:.2f} "
+                           "cores busy here (a feeder process would not pay)")
+                return
+            if per_element < FEEDER_MIN_GAIN * receive:
+                self._stay(budget, busy, f"{unshardable}; and an element costs "
+                           f"{per_element * 1e6:.0f} µs here, not much more than receiving "
+                           f"its {size / max(elements, 1):,.0f} bytes would")
+                return
+        try:
+            self._move(1)
+        except TypeError as error:  # the pipeline does not pickle
+            self._stay(budget, busy, str(error))
+            return
+        reason = "forced by AutotuneOptions(processes=True)" if forced else \
+            f"threads kept {busy:.2f} of {budget} cores busy in this process"
+        self._record(ProcessDecision("feeder", 1, busy, budget,
+                                     f"{unshardable}; the whole pipeline runs in one feeder "
+                                     f"process, in its order ({reason})"))
 
     def _trial(self) -> tuple[float, bool]:
         """Pull on threads for the trial; hold what it makes. Returns (cores busy, ended)."""
@@ -209,7 +288,9 @@ class AutoProcessesIterator(DatasetIterator):
                 held_bytes += element_bytes(outcome)
             held.append((outcome, inner.state_dict()))
         elapsed = max(time.perf_counter() - wall, 1e-9)
-        return (time.process_time() - cpu) / elapsed, ended
+        cpu = time.process_time() - cpu
+        self._trial_figures = (len(held), cpu, held_bytes)
+        return cpu / elapsed, ended
 
     def _stay(self, budget: int, busy: float | None, reason: str) -> None:
         self._record(ProcessDecision("threads", 0, busy, budget, reason))
@@ -224,8 +305,11 @@ class AutoProcessesIterator(DatasetIterator):
         there, so that every element arrives once and in the single-process order)."""
         from feedline.transforms.multiprocess import MultiprocessDataset
 
+        from feedline.transforms.multiprocess import MultiprocessIterator
+
         node = MultiprocessDataset(self._node.input_dataset, workers)
-        moved = node._make_iterator(self._ctx)
+        # The workers run the epoch this run began (a second iter(ds) reshuffles there too).
+        moved = MultiprocessIterator(self._ctx, node, self._run_epoch)
         moved._start()  # pickles the pipeline: a TypeError here keeps the threads
         self._held.clear()
         self._replace(moved)
@@ -250,7 +334,16 @@ class AutoProcessesIterator(DatasetIterator):
 
         self._held.clear()
         self._held_state = None
+        self._ended = False
         budget = self._ctx.options.autotune_parallelism()
+        if isinstance(state, dict) and state.get("type") == MultiprocessIterator.OPERATION \
+                and int(state["num_workers"]) == 1 and (
+                    budget < 2 or self._ctx.options.autotune.processes is False):
+            self._restore_feeder_on_threads(state)
+            self.decision = ProcessDecision("threads", 0, None, budget,
+                                            "restored on threads from a state saved in a "
+                                            "feeder process")
+            return
         if isinstance(state, dict) and state.get("type") == MultiprocessIterator.OPERATION:
             moved = MultiprocessDataset(self._node.input_dataset, AUTOTUNE)._make_iterator(
                 self._ctx)
@@ -264,6 +357,36 @@ class AutoProcessesIterator(DatasetIterator):
         self._inner.load_state_dict(state)
         self.decision = ProcessDecision("threads", 0, None, budget,
                                         "restored from a state saved on threads")
+
+    def _restore_feeder_on_threads(self, state: State) -> None:
+        """Continue on threads from ``state``, saved where the whole pipeline ran in one
+        feeder process: its position is one of this pipeline's own (a snapshot of its
+        state and the elements taken since), so the threads replay it exactly."""
+        from feedline.execution.positions import PositionReader
+
+        inner = self._node.input_dataset._make_iterator(self._ctx)
+        self._replace(inner)
+        # Until the first replayed element is delivered, the state is the one restored.
+        self._held_state = state
+        position = state["workers"][0] if state["workers"] else None
+        if state["ended"][0]:
+            self._ended = True
+            return
+        if position is None:  # saved before the feeder had started: from the start
+            self._held_state = None
+            return
+        inner.load_state_dict(position["input"])  # declared types: PipelineIterator's
+        reader = PositionReader(inner.__next__, inner.state_dict, inner.replay_exact)
+        reader.restore(position)
+        while True:  # up to the first element not taken, and past every restored error
+            try:
+                _, is_error, value, _ = reader.pull()
+            except StopIteration:
+                self._ended = True
+                return
+            self._held.append((_Failed(value) if is_error else value, inner.state_dict()))
+            if not reader.replaying:
+                return
 
     def _get_state(self) -> State:  # state_dict is overridden: never called
         return self.state_dict()

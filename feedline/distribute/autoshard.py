@@ -235,6 +235,8 @@ def shard_pipeline(dataset: Dataset, num_shards: int, index: int,
         >>> [int(x) for x in shard_pipeline(ds, 3, 1)]
         [10, 40, 70]
     """
+    if num_shards == 1:  # the one shard is the pipeline itself (a feeder runs it as is)
+        return dataset
     plan = plan or plan_sharding(dataset, num_shards)
     if plan.policy == "output":
         if num_shards > 1:

@@ -221,6 +221,7 @@ class MultiprocessIterator(DatasetIterator):
         using every core would oversubscribe the machine."""
         options = self._ctx.options
         share = max(1, (options.autotune_parallelism() - 1) // self._num_workers)
+        share = options.autotune_parallelism() if self._num_workers == 1 else share
         # Options(deterministic=False) lets this stage merge workers in any order; inside
         # a worker, order costs nothing worth having and keeps its checkpoints cheap (an
         # unordered input must be snapshotted after every element, see positions.py).

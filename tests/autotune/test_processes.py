@@ -10,6 +10,7 @@ import pytest
 import feedline as fl
 from feedline.autotune import processes
 from feedline.autotune.processes import AutoProcessesIterator
+from feedline.transforms.multiprocess import MultiprocessIterator
 from feedline.testing import check_checkpointing, fail_at
 
 pytestmark = pytest.mark.timeout(120)
@@ -232,3 +233,129 @@ def test_a_state_saved_in_processes_restores_where_the_run_stays_on_threads(rest
     with iter(ds.with_options(fl.Options(autotune=fl.AutotuneOptions(cpu_budget=1)))) as it:
         with pytest.raises(fl.CheckpointError, match="max_parallelism=2"):
             it.load_state_dict(state)
+
+
+# ---------------------------------------------------------------- the feeder placement
+FOUR = fl.Options(autotune=fl.AutotuneOptions(cpu_budget=4))
+
+
+def _two_files(tmp_path) -> list[str]:
+    paths = []
+    for f in range(2):
+        path = str(tmp_path / f"{f}.tfrecord")
+        fl.write_tfrecord(fl.Dataset.from_tensor_slices(
+            np.array([b"%d-%d" % (f, i) for i in range(30)], dtype=object)), path)
+        paths.append(path)
+    return paths
+
+
+def _interleaved(paths: list[str]) -> fl.Dataset:
+    # Sharding by file would change this order: only a feeder keeps it.
+    return fl.Dataset.from_tensor_slices(paths).interleave(
+        fl.TFRecordDataset, cycle_length=2, num_parallel_calls=2) \
+        .shuffle(8, seed=3).batch(4).prefetch(fl.AUTOTUNE)
+
+
+def _records(it) -> list[list[bytes]]:
+    return [b.tolist() for b in it]
+
+
+def test_an_unshardable_pipeline_moves_whole_to_one_feeder_process_in_its_order(
+        trial, tmp_path, monkeypatch):
+    monkeypatch.setattr(processes, "FEEDER_SPARE_CORES", 0.5)  # the budget is this machine's
+    paths = _two_files(tmp_path)
+    threads = _interleaved(paths)
+    reference = [_records(iter(threads.with_options(NEVER))) for _ in range(2)]
+    assert reference[0] != reference[1]  # each run of an object is its next epoch
+    ds = _interleaved(paths)
+    trial(busy=1.0)
+    for epoch in range(2):  # in the feeder too
+        with iter(ds.with_options(FOUR)) as it:
+            assert _records(it) == reference[epoch]
+            decision = _root(it).decision
+            assert isinstance(_root(it)._inner, MultiprocessIterator)
+    assert (decision.mode, decision.workers) == ("feeder", 1)
+    assert "would change the element order" in decision.reason
+    assert "one feeder process" in decision.reason and "kept 1.00 of" in decision.reason
+
+
+def test_a_feeder_needs_spare_cores_beside_the_training_loop(trial, tmp_path, monkeypatch):
+    ds = _interleaved(_two_files(tmp_path))
+    trial(busy=1.0)  # 2 - 1.0 < FEEDER_SPARE_CORES: the feeder would compete with the loop
+    with iter(ds.with_options(AUTO)) as it:
+        _records(it)
+        decision = _root(it).decision
+    assert decision.mode == "threads" and "too few left for a feeder" in decision.reason
+    trial(busy=0.2)  # little CPU here: nothing worth moving
+    monkeypatch.setattr(processes, "FEEDER_SPARE_CORES", 0.5)
+    with iter(ds.with_options(FOUR)) as it:
+        _records(it)
+        decision = _root(it).decision
+    assert decision.mode == "threads" and "only 0.20 cores busy" in decision.reason
+
+
+def test_forced_processes_on_an_unshardable_pipeline_use_a_feeder_and_restore_exactly(tmp_path):
+    paths = _two_files(tmp_path)
+    with iter(_interleaved(paths).with_options(NEVER)) as it:  # a fresh object: epoch 0
+        reference = _records(it)
+    ds = _interleaved(paths)
+    with iter(ds.with_options(FORCED)) as it:
+        head = [next(it).tolist() for _ in range(5)]
+        assert _root(it).decision.mode == "feeder"
+        state = it.state_dict()
+    assert state["root"]["type"] == "multiprocess" and state["root"]["num_workers"] == 1
+    assert head == reference[:5]
+    with iter(ds.with_options(FORCED)) as again:
+        again.load_state_dict(state)
+        assert _records(again) == reference[5:]
+
+
+@pytest.mark.parametrize("restoring", [NEVER, fl.Options(autotune=fl.AutotuneOptions(
+    cpu_budget=1))], ids=["processes-off", "one-cpu"])
+def test_a_feeder_state_restores_on_threads_exactly(tmp_path, restoring):
+    # Checkpoints are positions, not placements: the feeder's position is the pipeline's
+    # own, so threads continue it exactly (no process started to restore it).
+    paths = _two_files(tmp_path)
+    with iter(_interleaved(paths).with_options(NEVER)) as it:  # a fresh object: epoch 0
+        reference = _records(it)
+    for taken in (1, 3, len(reference)):
+        ds = _interleaved(paths)  # its first run is epoch 0, as the reference's
+        with iter(ds.with_options(FORCED)) as it:
+            head = [next(it).tolist() for _ in range(taken)]
+            state = it.state_dict()
+        with iter(ds.with_options(restoring)) as again:
+            again.load_state_dict(state)
+            assert not isinstance(_root(again)._inner, MultiprocessIterator)
+            assert _root(again).decision.reason == \
+                "restored on threads from a state saved in a feeder process"
+            mid = again.state_dict()
+            rest = _records(again)
+            assert head + rest == reference
+        with iter(ds.with_options(restoring)) as third:  # a state taken right after
+            third.load_state_dict(mid)                     # the restore restores too
+            assert _records(third) == reference[taken:]
+
+
+def test_a_feeder_state_restores_its_pending_errors_on_threads(tmp_path):
+    ds = fail_at(fl.Dataset.range(20), [6, 7]).batch(2).prefetch(fl.AUTOTUNE)
+
+    def outcomes(it, limit=None):
+        out = []
+        while limit is None or len(out) < limit:
+            try:
+                out.append(next(it).tolist())
+            except StopIteration:
+                break
+            except Exception as error:  # noqa: BLE001 - an outcome like any other
+                out.append(type(error).__name__)
+        return out
+    with iter(ds.with_options(NEVER)) as it:
+        reference = outcomes(it)
+    assert "InjectedError" in reference or any(isinstance(o, str) for o in reference)
+    with iter(ds.with_options(fl.Options(autotune=fl.AutotuneOptions(
+            cpu_budget=2, processes=True)))) as it:
+        head = outcomes(it, 3)
+        state = it.state_dict()
+    with iter(ds.with_options(NEVER)) as again:
+        again.load_state_dict(state)
+        assert head + outcomes(again) == reference
