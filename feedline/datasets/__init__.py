@@ -13,7 +13,8 @@ from feedline.datasets.tfds_features import FeatureError
 from feedline.datasets.tfds_info import DatasetInfo, DatasetNotFoundError, SplitInfo, list_datasets
 from feedline.datasets.tfds_splits import ReadInstruction
 
-list = list_datasets  # noqa: A001 - TFDS's name (tfds.list_builders); list_datasets avoids the shadow
+# The name; list_datasets is the same function without shadowing the builtin.
+list = list_datasets  # noqa: A001
 
 __all__ = [
     "DatasetInfo",

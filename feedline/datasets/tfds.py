@@ -49,7 +49,7 @@ from feedline.datasets.tfds_splits import (
     parse_split,
 )
 
-__all__ = ["ReadConfig", "SkipDecoding", "SplitNotFoundError", "load"]
+__all__ = ["ReadConfig", "ReadInstruction", "SkipDecoding", "SplitNotFoundError", "load"]
 
 _READERS = ("tfrecord", "array_record")
 
@@ -326,7 +326,3 @@ def load(name: str, split: Any = None, data_dir: str | os.PathLike[str] | None =
     else:
         ds = _one_split(info, split, shuffle_files, as_supervised, decoders, read_config, seed)
     return (ds, info) if with_info else ds
-
-
-# Re-exported here so that ``from feedline.datasets.tfds import ReadInstruction`` works.
-ReadInstruction = ReadInstruction

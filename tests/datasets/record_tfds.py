@@ -178,7 +178,8 @@ def _builders():
             )
 
         def _split_generators(self, dl_manager):
-            return {"train": self._generate_examples(40, 0), "test": self._generate_examples(6, 1000)}
+            return {"train": self._generate_examples(40, 0),
+                    "test": self._generate_examples(6, 1000)}
 
         def _generate_examples(self, count, offset):
             for i in range(count):
