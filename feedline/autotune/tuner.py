@@ -496,6 +496,12 @@ class Tuner:
                 self._thread.start()
             return control.counters
 
+    def settings(self) -> dict[str, int]:
+        """Each stage's current setting (threads working at once), by stage name, in the
+        order the stages registered (the live status line shows them)."""
+        with self._lock:
+            return {control.name: control.setting for control in self._known.values()}
+
     def decisions(self) -> tuple[TuningDecision, ...]:
         """Every change made so far, oldest first."""
         with self._lock:

@@ -11,6 +11,7 @@ import abc
 import atexit
 import dataclasses
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -332,6 +333,11 @@ class PipelineIterator:
         self._root = self._dataset._make_iterator(self._ctx)
         if self._collector is not None:
             self._collector.drive(self._root)
+        self._status: Any = None
+        if options.autotune.status_seconds is not None:
+            from feedline.autotune.status import LiveStatus
+
+            self._status = LiveStatus(options.autotune.status_seconds, self._ctx, self._root)
         # Stages are single-consumer; this makes the whole pipeline safe to share. close()
         # does not take it: it must be able to end a next() that is blocked waiting.
         self._lock = threading.Lock()
@@ -344,12 +350,17 @@ class PipelineIterator:
     def __next__(self) -> Any:
         # ``self`` stays referenced for the whole call: in ``iter(ds).__next__()`` this frame
         # holds the only reference, and dropping it would close the pipeline mid-call.
-        root = self._root
+        root, status = self._root, self._status
         with self._lock:
             if root._closed:
                 raise StopIteration
             try:
-                return next(root)
+                if status is None:
+                    return next(root)
+                started = time.perf_counter()
+                element = next(root)
+                status.took(time.perf_counter() - started)
+                return element
             except StopIteration:
                 raise
             except BaseException:

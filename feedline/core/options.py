@@ -90,6 +90,9 @@ class AutotuneOptions:
         tune: Whether the tuner (:mod:`feedline.autotune.tuner`) sets how many workers of
             each threaded ``map(num_parallel_calls=AUTOTUNE)`` run at once, from what the
             stage measures while running (``False``: all ``cpu_budget`` of them).
+        status_seconds: Write a one-line live status to standard error every this many
+            seconds of iteration: the rate, the consumer's wait, where the pipeline runs
+            and each tuned setting (:mod:`feedline.autotune.status`); ``None``: never.
     """
 
     enabled: bool = True
@@ -98,11 +101,13 @@ class AutotuneOptions:
     choose_executor: bool = True
     processes: bool | None = None
     tune: bool = True
+    status_seconds: float | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
         _check_positive(self, "cpu_budget")
         _check_positive(self, "ram_budget")
+        _check_positive(self, "status_seconds")
 
 
 @dataclass(frozen=True)
