@@ -154,6 +154,52 @@ def load_and_augment(path: str | bytes, dy: int, dx: int, flip: int,
     return crop_flip_normalize(decode_jpeg(data, decoder), int(dy), int(dx), int(flip))
 
 
+# The images_tfrecord workload: the same JPEGs inside tf.train.Example records, as ImageNet's
+# TFRecords hold them (``image/encoded``, ``image/class/label``), plus ``image/index``, the row
+# of the crop/flip table, so every system makes the same crops after its own shuffle.
+IMAGE_KEY, LABEL_KEY, INDEX_KEY = "image/encoded", "image/class/label", "image/index"
+IMAGE_RECORD_SHUFFLE = 1024
+
+
+def image_label(index: int) -> int:
+    """The class label stored with image ``index`` (1..1000, ImageNet's range).
+
+    Example:
+        >>> [image_label(i) for i in (0, 999, 1000)]
+        [1, 1000, 1]
+    """
+    return 1 + index % 1000
+
+
+def encode_image_example(jpeg: bytes, label: int, index: int) -> bytes:
+    """A serialized ``tf.train.Example`` of one image record (wire format by hand, no
+    TensorFlow): ``image/encoded`` (bytes), ``image/class/label`` and ``image/index`` (int64).
+
+    Example:
+        >>> record = encode_image_example(b"\\xff\\xd8", 7, 3)
+        >>> len(record), record[:2].hex()
+        (77, '0a4b')
+    """
+    def entry(key: bytes, feature: bytes) -> bytes:
+        return _field(1, _field(1, key) + _field(2, feature))
+
+    encoded = _field(1, _field(1, jpeg))  # Feature.bytes_list{value: jpeg}
+    label_f = _field(3, _field(1, _varint(label)))  # Feature.int64_list{value: [label]}
+    index_f = _field(3, _field(1, _varint(index)))
+    return _field(1, entry(IMAGE_KEY.encode(), encoded) + entry(LABEL_KEY.encode(), label_f)
+                  + entry(INDEX_KEY.encode(), index_f))
+
+
+def parse_image_record(record: bytes, example_pb2: Any) -> tuple[bytes, int, int]:
+    """``(jpeg, label, index)`` of one record, parsed with a protobuf ``example_pb2`` module
+    (the ``tfrecord`` package's, in the DataLoader and Grain environments)."""
+    example = example_pb2.Example()
+    example.ParseFromString(record)
+    feature = example.features.feature
+    return (feature[IMAGE_KEY].bytes_list.value[0], int(feature[LABEL_KEY].int64_list.value[0]),
+            int(feature[INDEX_KEY].int64_list.value[0]))
+
+
 # ----------------------------------------------------------------------------- overhead
 OVERHEAD_BATCH = 256
 

@@ -28,7 +28,8 @@ class Sizes:
     Attributes:
         chess_records: Records of the chess workload.
         chess_files: TFRecord files they are split into.
-        images: JPEG files of the images workload.
+        images: JPEG files of the images workload (and records of images_tfrecord).
+        image_record_files: TFRecord files the images_tfrecord workload's records fill.
         overhead_range: ``range(n)`` of the overhead workload.
         text_lines: Lines of the python-heavy workload.
         shuffle_buffer_mib: Shuffle buffer of the shuffle-memory workload, in 1 MiB elements.
@@ -38,6 +39,7 @@ class Sizes:
     chess_records: int = 400_000
     chess_files: int = 8
     images: int = 2_000
+    image_record_files: int = 8
     overhead_range: int = 2_000_000
     text_lines: int = 40_000
     shuffle_buffer_mib: int = 1024
@@ -148,7 +150,7 @@ def images(count: int, seed: int, cache: Path = CACHE) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     paths = []
     for i in _iter_progress(range(count), "images"):
-        path = folder / f"img-{i:06d}.jpg"
+        path = image_path(folder, i)
         path.write_bytes(_encode_jpeg(_synthetic_image(rng)))
         paths.append(str(path))
     params = common.augment_params(count, seed)
@@ -156,6 +158,43 @@ def images(count: int, seed: int, cache: Path = CACHE) -> dict[str, Any]:
     total = sum(os.path.getsize(p) for p in paths)
     return _finish(folder, {"kind": "images", "files": paths, "count": count,
                             "params": str(folder / "params.npy"), "bytes": total})
+
+
+def image_path(folder: str | Path, index: int) -> Path:
+    """The JPEG file of image ``index`` in an images folder.
+
+    Example:
+        >>> image_path("/data", 7).name
+        'img-000007.jpg'
+    """
+    return Path(folder) / f"img-{index:06d}.jpg"
+
+
+def images_tfrecord(count: int, files: int, seed: int, cache: Path = CACHE) -> dict[str, Any]:
+    """The ``count`` JPEGs of :func:`images` as ``tf.train.Example`` records in ``files``
+    TFRecord files (image ``i`` is record ``i`` in file order), each with ``image/encoded``,
+    ``image/class/label`` (:func:`common.image_label`) and ``image/index`` (its row of the
+    crop/flip table, which is the JPEG folder's ``params.npy``)."""
+    jpegs = images(count, seed, cache)
+    folder = cache / f"images-tfrecord-{count}-{files}-s{seed}"
+    meta = _fresh(folder)
+    if meta is not None:
+        return meta
+    image_dir = Path(jpegs["files"][0]).parent
+    bounds = np.linspace(0, count, files + 1).astype(int)
+    paths = []
+    for i in _iter_progress(range(files), "image records"):
+        path = folder / f"train-{i:05d}-of-{files:05d}.tfrecord"
+        with open(path, "wb") as f:
+            for j in range(bounds[i], bounds[i + 1]):
+                record = common.encode_image_example(image_path(image_dir, j).read_bytes(),
+                                                     common.image_label(j), j)
+                f.write(common.frame_record(record))
+        paths.append(str(path))
+    total = sum(os.path.getsize(p) for p in paths)
+    return _finish(folder, {"kind": "images_tfrecord", "files": paths, "count": count,
+                            "params": jpegs["params"], "image_dir": str(image_dir),
+                            "bytes": total})
 
 
 def _iter_progress(items: Any, desc: str) -> Any:
@@ -196,6 +235,9 @@ def describe(workload: str, sizes: Sizes, seed: int, cache: Path = CACHE) -> dic
         return chess(sizes.chess_records, sizes.chess_files, seed, cache)
     if workload == "images":
         return {**images(sizes.images, seed, cache), "decoder": available_decoder()}
+    if workload == "images_tfrecord":
+        return {**images_tfrecord(sizes.images, sizes.image_record_files, seed, cache),
+                "decoder": available_decoder()}
     if workload == "overhead":
         return {"kind": "range", "count": sizes.overhead_range}
     if workload == "python_heavy":

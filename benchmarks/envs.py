@@ -20,13 +20,35 @@ VENVS = HERE / ".venvs"
 COMMON = ["numpy", "psutil", "simplejpeg", "pillow", "tqdm"]
 PEERS: dict[str, list[str]] = {
     # TensorFlow's CPU-only build.
-    "tf": ["tensorflow-cpu==2.21.0"],
+    # tensorflow-datasets: `python -m benchmarks.datasets` writes and reads a TFDS directory.
+    "tf": ["tensorflow-cpu==2.21.0", "tensorflow-datasets==4.9.10"],
     # Pinned: the CPU wheel pip finds locally. Plain "torch" would pull the CUDA build (GBs).
     # ``tfrecord`` is what PyTorch users read TFRecord files with (no TensorFlow needed).
+    # Not torchvision: 0.28.0 is the release for torch 2.13.0, but pip finds only its CUDA
+    # wheel (PyPI); against torch 2.13.0+cpu its native ops do not load, and a torchvision that
+    # fails to import breaks every user of the env (gpu_feed.py's ResNet). The "torchvision"
+    # variant runs where it imports (see VARIANT_IMPORTS).
     "torch": ["torch==2.13.0", "tfrecord"],
-    "grain": ["grain", "tfrecord"],
+    # array-record: Grain's ArrayRecordDataSource (benchmarks.datasets).
+    "grain": ["grain", "tfrecord", "array-record"],
+    # Only `python -m benchmarks.datasets` uses these two: the `webdataset` package's
+    # loader and Hugging Face `datasets` (each alone, as every peer).
+    "webdataset": ["webdataset"],
+    "datasets": ["datasets"],
 }
 INSTALL_TIMEOUT_S = 1800
+# Variants that need more than their system's environment: the module each imports. A pip
+# install can succeed and the module still fail to load (torchvision's PyPI wheel is built
+# for CUDA torch; against a ``+cpu`` torch its native ops do not load): the variant is then
+# reported unavailable, with the import's error, rather than failing its runs.
+VARIANT_IMPORTS: dict[tuple[str, str], tuple[str, str]] = {
+    ("torch", "torchvision"): (
+        "torchvision.io",
+        "torchvision==0.28.0 (the release for torch 2.13.0) has no CPU wheel where pip looks "
+        "(PyPI's is the CUDA build, whose ops do not load against torch 2.13.0+cpu); install "
+        "torchvision==0.28.0+cpu from https://download.pytorch.org/whl/cpu into "
+        "benchmarks/.venvs/torch to run it"),
+}
 
 
 @dataclass
@@ -115,6 +137,24 @@ def _ensure_feedline() -> Environment:
     except ImportError as error:
         return Environment("feedline", None, f"feedline is not importable: {error}")
     return Environment("feedline", sys.executable)
+
+
+def variant_problem(system: str, variant: str, python: str) -> str | None:
+    """Why ``variant`` of ``system`` cannot run in the environment of ``python``, or None.
+
+    Example:
+        >>> variant_problem("torch", "expert", sys.executable) is None
+        True
+    """
+    if (system, variant) not in VARIANT_IMPORTS:
+        return None
+    module, hint = VARIANT_IMPORTS[(system, variant)]
+    result = subprocess.run([python, "-c", f"import {module}"], capture_output=True, text=True,
+                            check=False)
+    if result.returncode == 0:
+        return None
+    last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
+    return f"import {module} failed ({last}): {hint}"
 
 
 def can_import(python: str, module: str) -> bool:

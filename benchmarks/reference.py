@@ -15,20 +15,23 @@ from typing import Any
 import numpy as np
 
 from benchmarks import common
-from benchmarks.data import read_lines
+from benchmarks.data import image_path, read_lines
 
 BATCH = {"chess": common.CHESS_BATCH, "images": common.IMAGE_BATCH,
+         "images_tfrecord": common.IMAGE_BATCH,
          "overhead": common.OVERHEAD_BATCH, "python_heavy": common.TEXT_BATCH,
          "shuffle_memory": 1}
 # Absolute tolerance per workload: (largest difference, mean difference). float32 tanh differs
 # in the last bits between libraries; TensorFlow's default JPEG IDCT ("INTEGER_FAST") differs
 # from the accurate one by a few grey levels (0.07 after normalization). A wrong crop, a missing
 # flip or a missing normalization differs by far more than these.
-TOLERANCE = {"chess": (1e-5, 1e-6), "images": (0.15, 0.03), "overhead": (0, 0),
+TOLERANCE = {"chess": (1e-5, 1e-6), "images": (0.15, 0.03), "images_tfrecord": (0.15, 0.03),
+             "overhead": (0, 0),
              "python_heavy": (0, 0), "shuffle_memory": (0, 0)}
 # Tolerance of the epoch digest (a float64 sum in whatever order a system chose): relative to
 # the sum, plus the mean difference per summed value allowed by TOLERANCE.
-DIGEST_RTOL = {"chess": 1e-7, "images": 1e-7, "overhead": 0, "python_heavy": 0,
+DIGEST_RTOL = {"chess": 1e-7, "images": 1e-7, "images_tfrecord": 1e-7, "overhead": 0,
+               "python_heavy": 0,
                "shuffle_memory": 0}
 
 
@@ -40,8 +43,16 @@ def _chess_rows(data: dict[str, Any], start: int, stop: int) -> dict[str, np.nda
 
 def _image_rows(data: dict[str, Any], start: int, stop: int) -> np.ndarray:
     params = np.load(data["params"])
-    return np.stack([common.load_and_augment(data["files"][i], *params[i], data["decoder"])
-                     for i in range(start, stop)])
+    paths = ([str(image_path(data["image_dir"], i)) for i in range(start, stop)]
+             if "image_dir" in data else data["files"][start:stop])
+    return np.stack([common.load_and_augment(path, *params[i], data["decoder"])
+                     for path, i in zip(paths, range(start, stop), strict=True)])
+
+
+def _image_record_rows(data: dict[str, Any], start: int, stop: int) -> dict[str, np.ndarray]:
+    """images_tfrecord: record ``i`` is image ``i`` (files in order) with its label."""
+    return {"image": _image_rows(data, start, stop),
+            "label": np.array([common.image_label(i) for i in range(start, stop)], np.int64)}
 
 
 def _overhead_values(data: dict[str, Any]) -> np.ndarray:
@@ -68,6 +79,8 @@ def batches(workload: str, data: dict[str, Any], limit: int | None = None) -> It
             yield _chess_rows(data, start, stop)
         elif workload == "images":
             yield _image_rows(data, start, stop)
+        elif workload == "images_tfrecord":
+            yield _image_record_rows(data, start, stop)
         elif workload == "overhead":
             yield values[start:stop]
         elif workload == "python_heavy":

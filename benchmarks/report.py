@@ -16,6 +16,7 @@ MIB = 1 << 20
 HEADLINE = {
     "chess": ("examples/s", "throughput", True),
     "images": ("images/s", "throughput", True),
+    "images_tfrecord": ("images/s", "throughput", True),
     "overhead": ("elements/s", "throughput", True),
     "python_heavy": ("lines/s", "throughput", True),
     "startup": ("s to first batch", "first_batch_s", False),

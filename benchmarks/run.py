@@ -25,16 +25,16 @@ from typing import Any
 from benchmarks import data as data_mod
 from benchmarks import envs, feed, reference, report
 from benchmarks.common import RunSpec
-from benchmarks.systems import ONLY_FOR, SWITCHABLE, SYSTEMS, WORKER_COUNTED
+from benchmarks.systems import EXTRA_VARIANTS, ONLY_FOR, SWITCHABLE, SYSTEMS, WORKER_COUNTED
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-WORKLOADS = ["chess", "images", "overhead", "python_heavy", "startup", "feed",
-             "shuffle_memory"]
+WORKLOADS = ["chess", "images", "images_tfrecord", "overhead", "python_heavy", "startup",
+             "feed", "shuffle_memory"]
 EXTRAS = ["core", "formats", "scaling"]
 # Run only when named: ``./dev bench sweep`` (worker counts 1 … all cores).
 OPT_IN = ["sweep"]
-ALIASES = {"python-heavy": "python_heavy", "shuffle-memory": "shuffle_memory",
+ALIASES = {"python-heavy": "python_heavy", "images-tfrecord": "images_tfrecord", "shuffle-memory": "shuffle_memory",
            "shuffle": "shuffle_memory", "memory": "shuffle_memory",
            "core_throughput": "core", "core-throughput": "core"}
 # Workloads whose work is the same for every variant: only the first variant runs.
@@ -142,6 +142,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if not args.sweep_workers or min(args.sweep_workers) < 1:
         parser.error("--sweep-workers needs at least one count, each at least 1")
     return args
+
+
+def tuned_name(system: str, variant: str) -> str:
+    """The name a worker count is tuned and reported under: the system for its expert (or
+    ``processes``) variant, else the system and variant (two variants of one system, e.g.
+    DataLoader's and torchvision's image paths, each get their own count).
+
+    Example:
+        >>> tuned_name("torch", "expert"), tuned_name("torch", "torchvision")
+        ('torch', 'torch (torchvision)')
+    """
+    return system if variant in ("expert", "processes") else f"{system} ({variant})"
 
 
 def _step_default(index: int) -> str:
@@ -271,6 +283,8 @@ class Bench:
         self.check_lines: list[str] = []
         self.failed_checks = 0
         self.workers: dict[tuple[str, str], int] = {}
+        # (system, variant) -> why it cannot run here (a module it needs does not import).
+        self.unavailable: dict[tuple[str, str], str] = {}
         self.tuning: list[dict[str, Any]] = []
         self.sweep_records: list[dict[str, Any]] = []
         self.feed_steps: dict[str, feed.Step] = {}
@@ -284,15 +298,17 @@ class Bench:
         return False
 
     def configs(self, workload: str, feed_mode: bool = False) -> list[tuple[str, str]]:
-        """The (system, variant) pairs of ``workload``: every variant, or for ``feed`` each
-        system's expert one (feedline: recommended and, if enabled, processes)."""
+        """The (system, variant) pairs of ``workload``: every variant, or for ``feed`` (and
+        the sweep) each system's expert one (feedline: recommended and, if enabled,
+        processes), without the extra image paths (``EXTRA_VARIANTS``)."""
         out = []
         for system in self.args.systems:
             variants = [v for v in SYSTEMS[system][1] if self.enabled(system, v, workload)]
             if workload in ONE_VARIANT:
                 variants = variants[:1]
             elif feed_mode:
-                variants = [v for v in variants if v != "naive"]
+                variants = [v for v in variants
+                            if v != "naive" and (system, v) not in EXTRA_VARIANTS]
             out.extend((system, variant) for variant in variants)
         return out
 
@@ -327,13 +343,23 @@ class Bench:
             env = self.envs[system]
             state = env.python if env.error is None else f"UNAVAILABLE: {env.error}"
             print(f"[bench] {system}: {state}", file=sys.stderr, flush=True)
+            if env.python is None:
+                continue
+            for variant in SYSTEMS[system][1]:
+                if not any(self.enabled(system, variant, w) for w in self.data_workloads()):
+                    continue
+                problem = envs.variant_problem(system, variant, env.python)
+                if problem is not None:
+                    self.unavailable[(system, variant)] = problem
+                    print(f"[bench] {system} ({variant}): UNAVAILABLE: {problem}",
+                          file=sys.stderr, flush=True)
 
     def generate_data(self) -> None:
         decoder = self.choose_decoder()
         for workload in self.data_workloads():
             t0 = time.perf_counter()
             described = data_mod.describe(workload, self.sizes, self.args.seed, self.cache)
-            if workload == "images":
+            if workload in ("images", "images_tfrecord"):
                 described = {**described, "decoder": decoder}
             self.data[workload] = described
             print(f"[bench] data for {workload} ready ({time.perf_counter() - t0:.1f} s)",
@@ -349,7 +375,7 @@ class Bench:
 
     def extra_for(self, system: str, variant: str, workload: str) -> dict[str, Any]:
         """Options of a run beyond the spec's fields (the tuned worker count)."""
-        chosen = self.workers.get((system, workload))
+        chosen = self.workers.get((tuned_name(system, variant), workload))
         counted = workload in WORKER_COUNTED.get((system, variant), ())
         return {"workers": chosen} if chosen and counted else {}
 
@@ -357,7 +383,8 @@ class Bench:
         """The data of the worker-count trials: repeated up to the default size, so that
         with ``--small`` a trial measures the steady rate rather than the start-up."""
         meta = self.data[workload]
-        full = {"chess": data_mod.Sizes().chess_records, "images": data_mod.Sizes().images}
+        full = {"chess": data_mod.Sizes().chess_records, "images": data_mod.Sizes().images,
+                "images_tfrecord": data_mod.Sizes().images}
         if workload not in full or "files" not in meta:
             return meta
         return feed.repeat_data(meta, max(1, -(-full[workload] // meta["count"])))
@@ -370,14 +397,14 @@ class Bench:
         counted = [(s, v, w) for (s, v), workloads in WORKER_COUNTED.items()
                    for w in workloads if self.enabled(s, v, w)]
         if len(self.args.workers) == 1:
-            for system, _variant, workload in counted:
-                self.workers[(system, workload)] = self.args.workers[0]
+            for system, variant, workload in counted:
+                self.workers[(tuned_name(system, variant), workload)] = self.args.workers[0]
             return
         # The sweep runs every count itself: only the timed workloads need a choice.
         timed = self.measured() + self.startup_only() + self.feed_sources()
         jobs = [(s, v, w, n) for s, v, w in counted if w in timed and w in self.data
                 and s in self.args.systems and self.envs[s].python
-                for n in self.args.workers]
+                and (s, v) not in self.unavailable for n in self.args.workers]
         rates: dict[tuple[str, str], dict[int, float]] = {}
         for system, variant, workload, n in tqdm(jobs, desc="tuning worker counts",
                                                  leave=False):
@@ -387,8 +414,9 @@ class Bench:
             result = run_child(self.envs[system].python, spec, self.args.timeout, self.logs,
                                tag=f"-workers{n}")
             rate = result.get("throughput") if result.get("ok") else None
-            rates.setdefault((system, workload), {})[n] = rate or 0.0
-            self.tuning.append({"system": system, "workload": workload, "workers": n,
+            name = tuned_name(system, variant)
+            rates.setdefault((name, workload), {})[n] = rate or 0.0
+            self.tuning.append({"system": name, "workload": workload, "workers": n,
                                 "throughput": rate, "error": result.get("error")})
         for key, by_count in rates.items():
             self.workers[key] = max(by_count, key=lambda n: by_count[n])
@@ -404,6 +432,10 @@ class Bench:
         for workload, system, variant in tqdm(jobs, desc="correctness checks", leave=False):
             env = self.envs[system]
             if env.python is None:
+                continue
+            if (system, variant) in self.unavailable:
+                self.check_lines.append(f"{workload}: {system} ({variant}): unavailable: "
+                                        f"{self.unavailable[(system, variant)]}")
                 continue
             spec = RunSpec(system, variant, workload, "check", self.data[workload],
                            seed=self.args.seed, check_batches=self.args.check_batches,
@@ -467,6 +499,9 @@ class Bench:
                   "round": round_index, "mode": mode}
         if env.python is None:
             record.update(ok=False, error=f"unavailable: {env.error}")
+            return record
+        if (system, variant) in self.unavailable:
+            record.update(ok=False, error=f"unavailable: {self.unavailable[(system, variant)]}")
             return record
         spec = RunSpec(system, variant, workload, mode,
                        self.data[workload] if data is None else data,

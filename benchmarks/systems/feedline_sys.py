@@ -5,6 +5,12 @@ whole batch plus NumPy), run that ``map`` with ``num_parallel_calls=AUTOTUNE`` (
 file reads and JPEG decoding release the GIL), and ``prefetch`` at the end. Pure-Python
 functions that hold the GIL go to ``executor="process"``.
 
+Images decode and augment with ``feedline.image`` (libjpeg-turbo and NumPy, the GIL
+released), in a threaded ``map`` per image, then ``batch``. Variant ``batched`` (images and
+images_tfrecord): batch the paths (or the encoded records) first, then one ``map`` decodes the
+batch's crop windows (``decode_and_crop_jpeg`` with one window per image), flips the flagged
+images and normalizes the whole batch: the batching before the map moves bytes, not pixels.
+
 Variant ``processes`` (chess and images): the same pipeline followed by
 ``.multiprocess(N)``: all of it runs in ``N`` worker processes, each on a shard of the input
 (files for chess, elements for images), batches returned through shared memory.
@@ -20,6 +26,8 @@ import numpy as np
 from benchmarks import common
 from benchmarks.common import RunSpec
 
+IMAGE_WORKLOADS = ("images", "images_tfrecord")
+
 fl: Any = None
 
 
@@ -33,8 +41,9 @@ def prepare(spec: RunSpec) -> None:
 def notes(spec: RunSpec) -> str:
     if spec.variant == "processes":
         return f"multiprocess({_workers(spec)})"
-    if spec.workload == "images":
-        return f"threads, {spec.data.get('decoder')}"
+    if spec.workload in ("images", "images_tfrecord"):
+        return ("threads, feedline.image, batch then decode" if spec.variant == "batched"
+                else "threads, feedline.image")
     if spec.workload == "python_heavy":
         return "executor='process'"
     return ""
@@ -58,11 +67,14 @@ def _workers(spec: RunSpec) -> int:
 
 
 def build(spec: RunSpec) -> Any:
-    ds = {"chess": _chess, "images": _images, "overhead": _overhead,
-          "python_heavy": _python_heavy, "shuffle_memory": _shuffle_memory,
+    if spec.variant == "batched" and spec.workload not in IMAGE_WORKLOADS:
+        raise ValueError(f"variant 'batched' is for {IMAGE_WORKLOADS}, not {spec.workload!r}")
+    ds = {"chess": _chess, "images": _images, "images_tfrecord": _images_tfrecord,
+          "overhead": _overhead, "python_heavy": _python_heavy,
+          "shuffle_memory": _shuffle_memory,
           }[spec.workload](spec)
     if spec.variant == "processes":
-        if spec.workload not in ("chess", "images"):
+        if spec.workload not in ("chess", *IMAGE_WORKLOADS):
             raise ValueError(f"variant 'processes' is for chess and images, not "
                              f"{spec.workload!r}")
         ds = ds.multiprocess(_workers(spec))
@@ -89,20 +101,89 @@ def _chess(spec: RunSpec) -> Any:
 
 
 # ----------------------------------------------------------------------------- images
+# tf.io.decode_jpeg's accurate IDCT, as tf.data's expert pipeline and the shared decoders use:
+# every system does the same work.
+DCT = "INTEGER_ACCURATE"
+
+
+def _read(path: Any) -> bytes:
+    # A string tensor's element is bytes (as in tf.data), or a NumPy str.
+    with open(path if isinstance(path, bytes) else str(path), "rb") as f:
+        return f.read()
+
+
+def augment_one(jpeg: bytes, dy: Any, dx: Any, flip: Any) -> np.ndarray:
+    """Decode one JPEG, crop 224x224 at ``(dy, dx)``, flip if asked, ImageNet-normalize."""
+    # Imported here, not through the module's ``fl``: worker processes (the ``processes``
+    # variant) run this function without calling prepare().
+    import feedline.image as image_ops
+
+    image = image_ops.decode_jpeg(jpeg, channels=3, dct_method=DCT)
+    crop = image_ops.crop_to_bounding_box(image, int(dy), int(dx), common.CROP, common.CROP)
+    if flip:
+        crop = image_ops.flip_left_right(crop)
+    return image_ops.normalize(crop, common.IMAGENET_MEAN, common.IMAGENET_STD)
+
+
+def augment_batch(jpegs: Any, dy: np.ndarray, dx: np.ndarray, flip: np.ndarray) -> np.ndarray:
+    """:func:`augment_one` of a batch with feedline.image's batch forms: each image's crop
+    window decoded into one ``[N, 224, 224, 3]`` array, the flagged ones flipped, then one
+    normalize of the whole batch."""
+    import feedline.image as image_ops
+
+    size = np.full(len(dy), common.CROP)
+    windows = np.stack([dy, dx, size, size], axis=1).astype(np.int64)
+    crops = image_ops.decode_and_crop_jpeg(jpegs, windows, channels=3, dct_method=DCT)
+    flagged = np.flatnonzero(flip)
+    if len(flagged):
+        crops[flagged] = image_ops.flip_left_right(crops[flagged])
+    return image_ops.normalize(crops, common.IMAGENET_MEAN, common.IMAGENET_STD)
+
+
 def _images(spec: RunSpec) -> Any:
     params = common.image_params(spec.data)
-    decoder = spec.data["decoder"]
     ds = fl.Dataset.from_tensor_slices(
         (np.array(spec.data["files"]), params[:, 0], params[:, 1], params[:, 2]))
     if spec.shuffle:
         ds = ds.shuffle(len(spec.data["files"]), seed=spec.seed)
+    if spec.variant == "batched":
+        # Paths batched, not pixels: the map reads and decodes the whole batch.
+        ds = ds.batch(common.IMAGE_BATCH).map(
+            lambda paths, dy, dx, flip: augment_batch([_read(p) for p in paths], dy, dx, flip),
+            num_parallel_calls=fl.AUTOTUNE)
+        return ds.prefetch(fl.AUTOTUNE)
+    ds = ds.map(lambda path, dy, dx, flip: augment_one(_read(path), dy, dx, flip),
+                num_parallel_calls=fl.AUTOTUNE)
+    return ds.batch(common.IMAGE_BATCH).prefetch(fl.AUTOTUNE)
 
-    def augment(path: Any, dy: Any, dx: Any, flip: Any) -> np.ndarray:
-        # A string tensor's element is bytes (as in tf.data), or a NumPy str.
-        path = path if isinstance(path, bytes) else str(path)
-        return common.load_and_augment(path, dy, dx, flip, decoder)
 
-    ds = ds.map(augment, num_parallel_calls=fl.AUTOTUNE)
+def _images_tfrecord(spec: RunSpec) -> Any:
+    params = np.load(spec.data["params"])
+    features = {common.IMAGE_KEY: fl.FixedLenFeature([], "bytes"),
+                common.LABEL_KEY: fl.FixedLenFeature([], "int64"),
+                common.INDEX_KEY: fl.FixedLenFeature([], "int64")}
+    ds = fl.TFRecordDataset(spec.data["files"])
+    if spec.shuffle:
+        ds = ds.shuffle(common.IMAGE_RECORD_SHUFFLE, seed=spec.seed)
+
+    if spec.variant == "batched":
+        def parse_batch(records: np.ndarray) -> dict[str, np.ndarray]:
+            parsed = fl.parse_example(records, features)
+            rows = params[parsed[common.INDEX_KEY]]
+            return {"image": augment_batch(parsed[common.IMAGE_KEY], rows[:, 0], rows[:, 1],
+                                           rows[:, 2]),
+                    "label": parsed[common.LABEL_KEY]}
+
+        ds = ds.batch(common.IMAGE_BATCH).map(parse_batch, num_parallel_calls=fl.AUTOTUNE)
+        return ds.prefetch(fl.AUTOTUNE)
+
+    def parse_one(record: bytes) -> dict[str, Any]:
+        parsed = fl.parse_single_example(record, features)
+        dy, dx, flip = params[int(parsed[common.INDEX_KEY])]
+        return {"image": augment_one(parsed[common.IMAGE_KEY], dy, dx, flip),
+                "label": parsed[common.LABEL_KEY]}
+
+    ds = ds.map(parse_one, num_parallel_calls=fl.AUTOTUNE)
     return ds.batch(common.IMAGE_BATCH).prefetch(fl.AUTOTUNE)
 
 

@@ -34,14 +34,17 @@ def prepare(spec: RunSpec) -> None:
 
 def notes(spec: RunSpec) -> str:
     workers = _workers(spec)
-    decoder = f", {spec.data.get('decoder')}" if spec.workload == "images" else ""
+    decoder = ""
+    if spec.workload in ("images", "images_tfrecord"):
+        decoder = (", grain.transforms.Map decoding with PIL" if spec.variant == "pil"
+                   else f", {spec.data.get('decoder')}")
     return (f"mp_prefetch num_workers={workers}" if workers else "threads") + decoder
 
 
 def _workers(spec: RunSpec) -> int:
-    if spec.variant != "expert" or spec.workload in ("overhead", "shuffle_memory"):
+    if spec.variant not in ("expert", "pil") or spec.workload in ("overhead", "shuffle_memory"):
         return 0
-    if spec.ordered and spec.workload == "chess":
+    if spec.ordered and spec.workload in ("chess", "images_tfrecord"):
         return 0  # workers read different files: the check needs the files' order
     return int(spec.extra.get("workers") or WORKERS)
 
@@ -59,7 +62,7 @@ def _finish(ds: Any, spec: RunSpec) -> Any:
         # here whole batches of 64 images) made the first batch take ~6 s and the process
         # tree ~2 GB on 2 cores; 2 threads and 8 batches: ~0.9 s, ~0.4 GB and a higher rate.
         read = (grain.ReadOptions(num_threads=2, prefetch_buffer_size=8)
-                if workers and spec.workload == "images" else None)
+                if workers and spec.workload in ("images", "images_tfrecord") else None)
         ds = ds.to_iter_dataset(read)
     if workers:
         return ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=workers,
@@ -68,8 +71,9 @@ def _finish(ds: Any, spec: RunSpec) -> Any:
 
 
 def build(spec: RunSpec) -> Any:
-    expert = spec.variant == "expert"
-    return {"chess": _chess, "images": _images, "overhead": _overhead,
+    expert = spec.variant in ("expert", "pil")
+    return {"chess": _chess, "images": _images, "images_tfrecord": _images_tfrecord,
+            "overhead": _overhead,
             "python_heavy": _python_heavy, "shuffle_memory": _shuffle_memory,
             }[spec.workload](spec, expert)
 
@@ -115,6 +119,35 @@ def _chess(spec: RunSpec, expert: bool) -> Any:
 
 
 # ----------------------------------------------------------------------------- images
+def _pil_decode(jpeg: bytes) -> np.ndarray:
+    """Grain's tutorials' decoder: PIL (libjpeg-turbo, accurate IDCT) to a NumPy array."""
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(jpeg)) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def _decode_augment_transform(params: np.ndarray, decoder: str, pil: bool) -> Any:
+    """A ``grain.transforms.Map`` (grain's documented way to write a preprocessing step):
+    ``(jpeg, index[, label])`` to the augmented image (with its label)."""
+
+    class DecodeAndAugment(grain.transforms.Map):
+        def map(self, element: tuple[Any, ...]) -> Any:
+            jpeg, index = element[0], int(element[1])
+            image = _pil_decode(jpeg) if pil else common.decode_jpeg(jpeg, decoder)
+            out = common.crop_flip_normalize(image, *(int(v) for v in params[index]))
+            return out if len(element) == 2 else {"image": out, "label": element[2]}
+
+    return DecodeAndAugment()
+
+
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def _images(spec: RunSpec, expert: bool) -> Any:
     files = spec.data["files"]
     params = common.image_params(spec.data)
@@ -122,9 +155,35 @@ def _images(spec: RunSpec, expert: bool) -> Any:
     ds = grain.MapDataset.range(len(files))
     if spec.shuffle:
         ds = ds.shuffle(seed=spec.seed)
-    ds = ds.map(lambda i: common.load_and_augment(files[i], *params[i], decoder))
+    if spec.variant == "pil":
+        ds = ds.map(lambda i: (_read_file(files[i]), i))
+        ds = ds.map(_decode_augment_transform(params, decoder, pil=True))
+    else:
+        ds = ds.map(lambda i: common.load_and_augment(files[i], *params[i], decoder))
     ds = ds.batch(common.IMAGE_BATCH)
     return _finish(ds, spec)
+
+
+def _images_tfrecord(spec: RunSpec, expert: bool) -> Any:
+    """ImageNet-style TFRecords as chess reads them (one file at a time per worker), a window
+    shuffle of the records, per-record parse + decode + augment, batch."""
+    from tfrecord import example_pb2
+
+    params = np.load(spec.data["params"])
+    files = grain.MapDataset.source(spec.data["files"])
+    ds = grain.experimental.InterleaveIterDataset(
+        files.map(grain.experimental.TFRecordIterDataset), cycle_length=1)
+    if spec.shuffle:
+        ds = grain.experimental.WindowShuffleIterDataset(
+            ds, window_size=common.IMAGE_RECORD_SHUFFLE, seed=spec.seed)
+
+    def parse(record: bytes) -> tuple[bytes, int, int]:
+        jpeg, label, index = common.parse_image_record(record, example_pb2)
+        return jpeg, index, label
+
+    ds = ds.map(parse).map(_decode_augment_transform(params, spec.data["decoder"],
+                                                     pil=spec.variant == "pil"))
+    return _finish(ds.batch(common.IMAGE_BATCH), spec)
 
 
 # ----------------------------------------------------------------------------- overhead

@@ -27,8 +27,10 @@ def prepare(spec: RunSpec) -> None:
 
 
 def notes(spec: RunSpec) -> str:
-    if spec.workload == "images":
-        return "tf.io.decode_jpeg (libjpeg-turbo, accurate DCT); crop/flip/normalize in TF ops"
+    if spec.workload in ("images", "images_tfrecord"):
+        if spec.variant == "fused":
+            return "tf.io.decode_and_crop_jpeg (accurate DCT); tf.image flip/normalize"
+        return "tf.io.decode_jpeg (libjpeg-turbo, accurate DCT); tf.image crop/flip/normalize"
     if spec.workload == "python_heavy":
         return "tf.numpy_function (threads, GIL-bound)"
     return ""
@@ -39,8 +41,10 @@ def cleanup(iterable: Any, iterator: Any) -> None:
 
 
 def build(spec: RunSpec) -> Any:
-    expert = spec.variant == "expert"
-    return {"chess": _chess, "images": _images, "overhead": _overhead,
+    # "fused" is the expert pipeline with tf.io.decode_and_crop_jpeg (images only).
+    expert = spec.variant in ("expert", "fused")
+    return {"chess": _chess, "images": _images, "images_tfrecord": _images_tfrecord,
+            "overhead": _overhead,
             "python_heavy": _python_heavy, "shuffle_memory": _shuffle_memory,
             }[spec.workload](spec, expert)
 
@@ -118,21 +122,55 @@ def _image_source(spec: RunSpec) -> Any:
     return ds
 
 
-def _augment_tf(path: Any, dy: Any, dx: Any, flip: Any, dct: str) -> Any:
-    image = tf.io.decode_jpeg(tf.io.read_file(path), channels=3, dct_method=dct)
-    crop = image[dy:dy + common.CROP, dx:dx + common.CROP]
-    crop = tf.cond(flip > 0, lambda: tf.reverse(crop, axis=[1]), lambda: crop)
+def _augment_tf(jpeg: Any, dy: Any, dx: Any, flip: Any, dct: str, fused: bool = False) -> Any:
+    """Decode (only the crop window's rows with ``fused``), crop, flip, normalize: tf.image."""
+    dy, dx = tf.cast(dy, tf.int32), tf.cast(dx, tf.int32)
+    if fused:
+        window = tf.stack([dy, dx, common.CROP, common.CROP])
+        crop = tf.io.decode_and_crop_jpeg(jpeg, window, channels=3, dct_method=dct)
+    else:
+        image = tf.io.decode_jpeg(jpeg, channels=3, dct_method=dct)
+        crop = tf.image.crop_to_bounding_box(image, dy, dx, common.CROP, common.CROP)
+    crop = tf.cond(flip > 0, lambda: tf.image.flip_left_right(crop), lambda: crop)
     crop.set_shape([common.CROP, common.CROP, 3])
-    return (tf.cast(crop, tf.float32) * (1 / 255) - common.IMAGENET_MEAN) / common.IMAGENET_STD
+    crop = tf.image.convert_image_dtype(crop, tf.float32)
+    return (crop - common.IMAGENET_MEAN) / common.IMAGENET_STD
 
 
 def _images(spec: RunSpec, expert: bool) -> Any:
     ds = _image_source(spec)
+    fused = spec.variant == "fused"
     if expert:
-        ds = ds.map(lambda p, y, x, f: _augment_tf(p, y, x, f, "INTEGER_ACCURATE"),
+        ds = ds.map(lambda p, y, x, f: _augment_tf(tf.io.read_file(p), y, x, f,
+                                                   "INTEGER_ACCURATE", fused),
                     num_parallel_calls=tf.data.AUTOTUNE)
         return ds.batch(common.IMAGE_BATCH).prefetch(tf.data.AUTOTUNE)
-    return ds.map(lambda p, y, x, f: _augment_tf(p, y, x, f, "")).batch(common.IMAGE_BATCH)
+    return ds.map(lambda p, y, x, f: _augment_tf(tf.io.read_file(p), y, x, f, "")).batch(
+        common.IMAGE_BATCH)
+
+
+def _images_tfrecord(spec: RunSpec, expert: bool) -> Any:
+    """ImageNet-style TFRecords: shuffle records, parse, decode and augment each, batch."""
+    import numpy as np
+
+    params = tf.constant(np.load(spec.data["params"]))
+    features = {common.IMAGE_KEY: tf.io.FixedLenFeature([], tf.string),
+                common.LABEL_KEY: tf.io.FixedLenFeature([], tf.int64),
+                common.INDEX_KEY: tf.io.FixedLenFeature([], tf.int64)}
+    fused = spec.variant == "fused"
+    dct = "INTEGER_ACCURATE" if expert else ""
+
+    def parse(record: Any) -> dict[str, Any]:
+        parsed = tf.io.parse_single_example(record, features)
+        row = tf.gather(params, parsed[common.INDEX_KEY])
+        image = _augment_tf(parsed[common.IMAGE_KEY], row[0], row[1], row[2], dct, fused)
+        return {"image": image, "label": parsed[common.LABEL_KEY]}
+
+    ds = tf.data.TFRecordDataset(spec.data["files"])
+    if spec.shuffle:
+        ds = ds.shuffle(common.IMAGE_RECORD_SHUFFLE, seed=spec.seed)
+    ds = ds.map(parse, num_parallel_calls=_autotune(expert)).batch(common.IMAGE_BATCH)
+    return ds.prefetch(tf.data.AUTOTUNE) if expert else ds
 
 
 # ----------------------------------------------------------------------------- overhead

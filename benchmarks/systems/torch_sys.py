@@ -22,6 +22,7 @@ from benchmarks.common import RunSpec
 
 torch: Any = None
 WORKERS = int(os.environ.get("BENCH_TORCH_WORKERS", "2"))
+IMAGE_WORKLOADS = ("images", "images_tfrecord")
 
 
 def prepare(spec: RunSpec) -> None:
@@ -36,16 +37,19 @@ def prepare(spec: RunSpec) -> None:
 
 def notes(spec: RunSpec) -> str:
     workers = _workers(spec)
-    decoder = f", {spec.data.get('decoder')}" if spec.workload == "images" else ""
+    decoder = ""
+    if spec.workload in IMAGE_WORKLOADS:
+        decoder = (", torchvision.io.decode_jpeg + transforms.v2"
+                   if spec.variant == "torchvision" else f", {spec.data.get('decoder')}")
     return f"num_workers={workers}{decoder}"
 
 
 def _workers(spec: RunSpec) -> int:
-    if spec.variant != "expert":
+    if spec.variant not in ("expert", "torchvision"):
         return 0
     if spec.workload in ("overhead", "shuffle_memory"):
         return 0  # the work per element is too small to pay for inter-process transport
-    if spec.ordered and spec.workload == "chess":
+    if spec.ordered and spec.workload in ("chess", "images_tfrecord"):
         # Workers read different files and take turns: the check needs the files' order.
         return 0
     return int(spec.extra.get("workers") or WORKERS)
@@ -68,8 +72,9 @@ def _loader(dataset: Any, spec: RunSpec, **kwargs: Any) -> Any:
 
 
 def build(spec: RunSpec) -> Any:
-    expert = spec.variant == "expert"
-    return {"chess": _chess, "images": _images, "overhead": _overhead,
+    expert = spec.variant in ("expert", "torchvision")
+    return {"chess": _chess, "images": _images, "images_tfrecord": _images_tfrecord,
+            "overhead": _overhead,
             "python_heavy": _python_heavy, "shuffle_memory": _shuffle_memory,
             }[spec.workload](spec, expert)
 
@@ -155,21 +160,81 @@ def _chess_naive(spec: RunSpec) -> Any:
 
 
 # ----------------------------------------------------------------------------- images
+def _torchvision_augment(jpeg: Any, dy: int, dx: int, flip: int) -> Any:
+    """torchvision's own path: ``io.decode_jpeg`` (libjpeg-turbo, accurate IDCT) to a CHW
+    uint8 tensor, ``transforms.v2.functional`` crop, flip, ``to_dtype(scale=True)`` and
+    normalize; returned HWC (a view) so that every system's batch has one layout."""
+    from torchvision.io import decode_jpeg
+    from torchvision.transforms.v2 import functional as F
+
+    image = decode_jpeg(jpeg, mode=ImageReadMode_RGB())
+    crop = F.crop(image, int(dy), int(dx), common.CROP, common.CROP)
+    if flip:
+        crop = F.horizontal_flip(crop)
+    crop = F.to_dtype(crop, torch.float32, scale=True)
+    crop = F.normalize(crop, common.IMAGENET_MEAN.tolist(), common.IMAGENET_STD.tolist())
+    return crop.permute(1, 2, 0)
+
+
+def ImageReadMode_RGB() -> Any:  # noqa: N802 - torchvision's enum member, looked up late
+    from torchvision.io import ImageReadMode
+
+    return ImageReadMode.RGB
+
+
 def _images(spec: RunSpec, expert: bool) -> Any:
     files = spec.data["files"]
     params = common.image_params(spec.data)
     decoder = spec.data["decoder"]
+    vision = spec.variant == "torchvision"
 
     class Images(torch.utils.data.Dataset):
         def __len__(self) -> int:
             return len(files)
 
         def __getitem__(self, i: int) -> Any:
+            if vision:
+                from torchvision.io import read_file
+
+                return _torchvision_augment(read_file(files[i]), *params[i])
             return torch.from_numpy(common.load_and_augment(files[i], *params[i], decoder))
 
     generator = torch.Generator().manual_seed(spec.seed)
     return _loader(Images(), spec, batch_size=common.IMAGE_BATCH, shuffle=spec.shuffle,
                    generator=generator)
+
+
+def _images_tfrecord(spec: RunSpec, expert: bool) -> Any:
+    """ImageNet-style TFRecords: an ``IterableDataset`` reading its worker's share of the
+    files (``tfrecord_iterator``), a shuffle buffer, per-record parse + decode + augment;
+    the DataLoader batches (each worker its own batches)."""
+    files = spec.data["files"]
+    params = np.load(spec.data["params"])
+    decoder = spec.data["decoder"]
+    vision = spec.variant == "torchvision"
+
+    class Records(torch.utils.data.IterableDataset):
+        def __iter__(self) -> Iterator[dict[str, Any]]:
+            from tfrecord import example_pb2
+            from tfrecord.reader import tfrecord_iterator
+
+            info = torch.utils.data.get_worker_info()
+            rng = random.Random(spec.seed + (info.id if info else 0))
+            records = (bytes(r) for path in _my_share(files) for r in tfrecord_iterator(path))
+            if spec.shuffle:
+                workers = info.num_workers if info else 1
+                records = _shuffled(records, common.IMAGE_RECORD_SHUFFLE // workers, rng)
+            for record in records:
+                jpeg, label, index = common.parse_image_record(record, example_pb2)
+                if vision:
+                    data = torch.frombuffer(bytearray(jpeg), dtype=torch.uint8)
+                    image = _torchvision_augment(data, *params[index])
+                else:
+                    image = torch.from_numpy(common.crop_flip_normalize(
+                        common.decode_jpeg(jpeg, decoder), *(int(v) for v in params[index])))
+                yield {"image": image, "label": label}
+
+    return _loader(Records(), spec, batch_size=common.IMAGE_BATCH)
 
 
 # ----------------------------------------------------------------------------- overhead
