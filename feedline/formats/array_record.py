@@ -17,6 +17,7 @@ too, raised when the file is opened.
 
 from __future__ import annotations
 
+import bisect
 import errno
 import os
 import threading
@@ -38,6 +39,8 @@ __all__ = ["ArrayRecordDataset", "write_array_record"]
 
 #: Records read by one call when reading in order.
 DEFAULT_BLOCK_SIZE = 1024
+# Random reads of at most this many indices are grouped per file without NumPy.
+_FEW = 64
 # Options of the C++ reader: a read-ahead buffer pays off in order, not for scattered reads
 # (Grain's ArrayRecordDataSource uses the same random-access options).
 _SEQUENTIAL_OPTIONS = ""
@@ -282,6 +285,7 @@ class ArrayRecordRandomReader(RandomAccessReader):
             raise
         counts = np.array([h.num_records() for h in self._handles], dtype=np.int64)
         self._starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self._start_list: list[int] = self._starts.tolist()
         self._length = int(self._starts[-1])
 
     def __len__(self) -> int:
@@ -297,6 +301,8 @@ class ArrayRecordRandomReader(RandomAccessReader):
         positions = np.asarray(indices, dtype=np.int64).reshape(-1)
         if len(handles) == 1:
             return _read_list(handles[0], positions.tolist(), self._paths[0], self._reader)
+        if len(positions) <= _FEW:
+            return self._get_few(positions.tolist())
         files = np.searchsorted(self._starts, positions, side="right") - 1
         local = positions - self._starts[files]
         out: list[Any] = [None] * len(positions)
@@ -311,6 +317,23 @@ class ArrayRecordRandomReader(RandomAccessReader):
             records = _read_list(handles[file_index], local[group].tolist(),
                                  self._paths[file_index], self._reader)
             for slot, record in zip(group.tolist(), records, strict=True):
+                out[slot] = record
+        return out
+
+    def _get_few(self, positions: list[int]) -> list[Any]:
+        """``get_many`` of a few indices, grouped per file in plain Python: global_shuffle
+        reads a few records a call (its chunks target 0.2 ms), where NumPy's grouping cost
+        100 us a call, more than the reads (2x fewer records/s on the datasets benchmark)."""
+        starts = self._start_list
+        groups: dict[int, list[int]] = {}
+        for slot, position in enumerate(positions):
+            groups.setdefault(bisect.bisect_right(starts, position) - 1, []).append(slot)
+        out: list[Any] = [None] * len(positions)
+        for file_index, slots in groups.items():
+            records = _read_list(self._handles[file_index],
+                                 [positions[s] - starts[file_index] for s in slots],
+                                 self._paths[file_index], self._reader)
+            for slot, record in zip(slots, records, strict=True):
                 out[slot] = record
         return out
 
