@@ -38,6 +38,7 @@ from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.options import Options
+from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset
 
 TRIAL_SECONDS = 0.3
@@ -137,6 +138,8 @@ def _run_epoch(dataset: Dataset, ctx: IteratorContext) -> int:
 class AutoProcessesDataset(UnaryDataset):
     """Runs its input on threads or in worker processes, as measured (see the module doc)."""
 
+    TRAITS = POSITIONAL
+
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return AutoProcessesIterator(ctx, self)
 
@@ -200,7 +203,8 @@ class AutoProcessesIterator(DatasetIterator):
             self._feed_or_stay(budget, forced, "no stage boundary to shard the input at")
             return
         source = plan.path[-1]
-        if plan.policy in ("data", "batch") and not source._CHEAP_TO_REREAD and not forced:
+        if plan.policy in ("data", "batch") and not source.traits().cheap_to_reread \
+                and not forced:
             from feedline.core.random_access import describe_stage
 
             self._feed_or_stay(budget, forced, f"sharding by {plan.policy} would make every "
@@ -303,9 +307,7 @@ class AutoProcessesIterator(DatasetIterator):
     def _move(self, workers: int) -> None:
         """Continue in ``workers`` processes from the start (the trial's work is redone
         there, so that every element arrives once and in the single-process order)."""
-        from feedline.transforms.multiprocess import MultiprocessDataset
-
-        from feedline.transforms.multiprocess import MultiprocessIterator
+        from feedline.transforms.multiprocess import MultiprocessDataset, MultiprocessIterator
 
         node = MultiprocessDataset(self._node.input_dataset, workers)
         # The workers run the epoch this run began (a second iter(ds) reshuffles there too).

@@ -11,12 +11,13 @@ from __future__ import annotations
 import abc
 import functools
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator
 from feedline.core.options import Options
 from feedline.core.structure import Element
+from feedline.core.traits import POSITIONAL, OperationTraits
 
 if TYPE_CHECKING:
     from feedline.core.options import AutoShardPolicy
@@ -34,12 +35,17 @@ class Dataset(abc.ABC):
         [[0, 6], [12, 18]]
     """
 
-    _CHEAP_TO_REREAD = False
-    """Whether reading this source in full costs little (it is in memory): worker processes
-    that shard by element each read the whole source (autotune/processes.py)."""
+    TRAITS: ClassVar[OperationTraits] = POSITIONAL
+    """How this operation treats elements (:mod:`feedline.core.traits`): every feedline
+    operation declares its own; a subclass that does not is taken as positional."""
 
     def __init__(self, inputs: Sequence[Dataset] = ()) -> None:
         self._inputs: tuple[Dataset, ...] = tuple(inputs)
+
+    def traits(self) -> OperationTraits:
+        """What this node is for the planners (its class's ``TRAITS``, unless its settings
+        change them)."""
+        return self.TRAITS
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # Every node's own _make_iterator goes through the pipeline's statistics collector

@@ -27,12 +27,15 @@ from typing import Any
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator
 from feedline.core.structure import Element, spec_of
+from feedline.core.traits import ONE_TO_ONE
 
 
 class _InferredInput(Dataset):
     """Stands in for a stage's input while the stage derives its spec: its static spec is
     the input's full :attr:`~feedline.Dataset.element_spec`, found only when the stage asks
     (a stage that does not derive its spec from its input's never makes it run)."""
+
+    TRAITS = ONE_TO_ONE  # its input's elements, as they are
 
     def __init__(self, dataset: Dataset) -> None:
         super().__init__([dataset])

@@ -55,40 +55,29 @@ from typing import Any, Literal
 
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.distribute.index_shard import IndexShardDataset
 from feedline.formats._file_reader import FileReaderDataset
-from feedline.optimize.map_fusion import FusedInlineDataset
-from feedline.transforms.batch import BatchDataset
-from feedline.transforms.bucket_by_sequence_length import BucketBySequenceLengthDataset
-from feedline.transforms.cache import CacheDataset
-from feedline.transforms.filter import FilterDataset
-from feedline.transforms.flat_map import FlatMapDataset
-from feedline.transforms.group_by_window import GroupByWindowDataset
-from feedline.transforms.ignore_errors import IgnoreErrorsDataset
-from feedline.transforms.interleave import InterleaveDataset
-from feedline.transforms.map import MapDataset
-from feedline.transforms.padded_batch import PaddedBatchDataset
-from feedline.transforms.prefetch import PrefetchDataset
-from feedline.transforms.ragged_batch import RaggedBatchDataset
-from feedline.transforms.rebatch import RebatchDataset
-from feedline.transforms.rejection_resample import RejectionResampleDataset
-from feedline.transforms.repeat import RepeatDataset
 from feedline.transforms.shard import ShardDataset
-from feedline.transforms.shuffle import ShuffleDataset
-from feedline.transforms.unbatch import UnbatchDataset
-from feedline.transforms.with_options import OptionsDataset
 
 Policy = Literal["index", "file", "batch", "data", "output"]
 
-# Stages whose output is the same function of each input element wherever it is read:
-# sharding their input shards their output.
-_ONE_TO_ONE: tuple[type[Dataset], ...] = (MapDataset, PrefetchDataset, OptionsDataset)
-_INDEPENDENT: tuple[type[Dataset], ...] = (
-    *_ONE_TO_ONE, FusedInlineDataset, FilterDataset, IgnoreErrorsDataset, FlatMapDataset,
-    InterleaveDataset, UnbatchDataset, ShuffleDataset, BatchDataset, PaddedBatchDataset,
-    RebatchDataset, RepeatDataset, RaggedBatchDataset, GroupByWindowDataset,
-    BucketBySequenceLengthDataset, RejectionResampleDataset)
+# What each stage is comes from the stage (Dataset.traits(), feedline/core/traits.py): a
+# new operation declares it, and is never silently given the slow policy.
+
+
+def _independent(stage: Dataset) -> bool:
+    """Whether sharding the input of ``stage`` (one input) shards its output."""
+    return len(stage._inputs) == 1 and stage.traits().independent
+
+
+def _one_to_one(stage: Dataset) -> bool:
+    return stage.traits().elements == "one_to_one"
+
+
+def _opens_files(stage: Dataset) -> bool:
+    return stage.traits().opens_files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +129,7 @@ def plan_sharding(dataset: Dataset, num_shards: int) -> ShardPlan:
             continue
         if not node._inputs:  # the source (a reader of listed files is one too)
             return _source_plan(path, num_shards)
-        if not isinstance(node, _INDEPENDENT) or len(node._inputs) != 1:
+        if not _independent(node):
             return ShardPlan("output", True, (dataset,))
         node = node._inputs[0]
 
@@ -153,8 +142,7 @@ def _index_plan(dataset: Dataset) -> ShardPlan | None:
     path: list[Dataset] = []
     node = dataset
     while not node._offers_random_access():
-        if (len(node._inputs) != 1 or not isinstance(node, _INDEPENDENT)
-                or isinstance(node, FileReaderDataset | InterleaveDataset | FlatMapDataset)):
+        if not _independent(node) or _opens_files(node):
             return None
         path.append(node)
         node = node._inputs[0]
@@ -173,8 +161,7 @@ def _source_plan(path: list[Dataset], num_shards: int) -> ShardPlan:
         if files >= num_shards:
             return ShardPlan("file", False, tuple(path), files=files)
     else:
-        readers = [i for i, stage in enumerate(path) if isinstance(
-            stage, FileReaderDataset | InterleaveDataset | FlatMapDataset)]
+        readers = [i for i, stage in enumerate(path) if _opens_files(stage)]
         if readers and _names(source):
             cardinality = source.cardinality()
             if cardinality < 0 or cardinality >= num_shards:
@@ -188,11 +175,6 @@ def _source_plan(path: list[Dataset], num_shards: int) -> ShardPlan:
     return ShardPlan("data", all(_one_to_one(stage) for stage in path[:-1]), tuple(path))
 
 
-def _one_to_one(stage: Dataset) -> bool:
-    return isinstance(stage, _ONE_TO_ONE) or (
-        isinstance(stage, FusedInlineDataset) and stage._all_maps)
-
-
 def _names(source: Dataset) -> bool:
     """Whether a source yields scalar strings (file names)."""
     spec = source._element_spec()
@@ -203,7 +185,7 @@ def _names(source: Dataset) -> bool:
 def _global_batch_block(path: list[Dataset]) -> int | None:
     """The batch size if the stages between the source and a ``batch`` are one-to-one."""
     for stage in reversed(path[:-1]):  # from the stage above the source up
-        if isinstance(stage, BatchDataset | RaggedBatchDataset):  # consecutive elements
+        if stage.traits().batches_consecutive:
             return stage.batch_size
         if not _one_to_one(stage):
             return None
@@ -217,9 +199,9 @@ def _refuse_file_caches(dataset: Dataset) -> None:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        if isinstance(node, CacheDataset) and node.filename:
+        if node.traits().writes_files:
             raise ValueError(
-                f"a cache({node.filename!r}) inside the pipeline would be written by every "
+                f"a cache({getattr(node, 'filename', '')!r}) inside the pipeline would be written by every "
                 "worker process at once; put cache() after the worker processes, or cache "
                 "in memory (cache() with no file name)")
         stack.extend(node._inputs)
@@ -276,6 +258,8 @@ class BlockShardDataset(UnaryDataset):
         >>> [int(x) for x in BlockShardDataset(fl.Dataset.range(10), 2, 1, 3)]
         [3, 4, 5, 9]
     """
+
+    TRAITS = POSITIONAL
 
     def __init__(self, input_dataset: Dataset, num_shards: int, index: int,
                  block: int) -> None:

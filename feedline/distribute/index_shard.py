@@ -44,6 +44,7 @@ from feedline.core.random_access import (
     StrideReader,
     require_random_access,
 )
+from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset
 from feedline.core.validation import as_int, resolve_parallelism, validate_parallelism
 from feedline.execution.executor import make_executor
@@ -75,6 +76,8 @@ class IndexShardDataset(UnaryDataset):
         >>> [int(x) for x in ds], len(ds)
         ([1, 4, 7], 3)
     """
+
+    TRAITS = POSITIONAL
 
     # Which shard a pipeline is changes neither what a checkpoint means nor whether it
     # fits: one replica's checkpoint restores on any replica, with any number of them.

@@ -16,6 +16,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import Element, normalize_output
+from feedline.core.traits import INDEPENDENT, ONE_TO_ONE, OperationTraits
 from feedline.execution.positions import initial_position
 from feedline.optimize.graph import rewrite_graph
 from feedline.transforms.filter import FilterDataset, FilterIterator, predicate_result
@@ -37,11 +38,17 @@ class FusedStage:
 class FusedInlineDataset(Dataset):
     """A chain of inline maps and filters run as one stage (built only by :func:`fuse_maps`)."""
 
+    TRAITS = INDEPENDENT
+
     def __init__(self, input_dataset: Dataset, stages: Sequence[FusedStage]) -> None:
         super().__init__([input_dataset])
         self.stages = tuple(stages)
         self.name = " -> ".join(stage.name for stage in stages)
         self._all_maps = not any(stage.is_filter for stage in stages)
+
+    def traits(self) -> OperationTraits:
+        """One-to-one when every fused stage is a map; a filter makes it independent."""
+        return ONE_TO_ONE if self._all_maps else INDEPENDENT
 
     def cardinality(self) -> int:
         from feedline.core.constants import UNKNOWN

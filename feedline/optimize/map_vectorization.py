@@ -34,6 +34,7 @@ import numpy as np
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import Element
+from feedline.core.traits import IN_MEMORY_SOURCE
 from feedline.optimize.graph import rewrite_graph
 from feedline.optimize.map_fusion import FusedInlineDataset
 from feedline.sources.range import RangeDataset, RangeIterator
@@ -107,7 +108,7 @@ class VectorizedRangeDataset(Dataset):
     the chunks that fall back, and its states are the ones written and read.
     """
 
-    _CHEAP_TO_REREAD = True  # a range computed in chunks: in memory
+    TRAITS = IN_MEMORY_SOURCE  # every worker process may read all of it
 
     def __init__(self, replaced: Dataset, source: RangeDataset,
                  plan: Sequence[tuple[bool, Callable[[Any], Any]]],

@@ -75,6 +75,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.error_records import restore_error
 from feedline.core.errors import CheckpointError, ServiceError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset
 from feedline.service.cluster import LocalCluster, connect, dispatcher_error
 from feedline.service.ray_support import NAMESPACE, actor_errors, import_ray
@@ -174,6 +175,8 @@ class _Settings:
 
 class DistributedDataset(UnaryDataset):
     """The node of ``distribute``: its input runs on the service's workers."""
+
+    TRAITS = POSITIONAL
 
     # Where it runs is not what it computes: a checkpoint restores on another cluster.
     _NOT_FINGERPRINTED = frozenset({"service"})

@@ -21,6 +21,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError, DataLossError
 from feedline.core.fingerprint import DeclaredTypes, PipelineFingerprint, declared_types
 from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator, State
+from feedline.core.traits import SOURCE
 from feedline.execution.executor import make_executor
 from feedline.snapshot.chunks import chunk_elements, compression_of, load_chunk
 from feedline.snapshot.store import (
@@ -180,6 +181,8 @@ class StoreShardDataset(Dataset):
         >>> type(shard).__name__, len(shard)
         ('StoreShardDataset', 3)
     """
+
+    TRAITS = SOURCE
 
     def __init__(self, folder: str, shard: int, chunks: int, manifest: dict[str, Any],
                  name: str | None = None) -> None:

@@ -10,6 +10,7 @@ from feedline.core.constants import INFINITE
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import TensorSpec
+from feedline.core.traits import IN_MEMORY_SOURCE
 
 
 def _number(value: Any, dtype: np.dtype, what: str) -> Any:
@@ -41,6 +42,8 @@ class CounterDataset(Dataset):
         >>> [int(x) for x in CounterDataset(120, 5, np.int8).take(4)]
         [120, 125, -126, -121]
     """
+
+    TRAITS = IN_MEMORY_SOURCE
 
     def __init__(self, start: Any = 0, step: Any = 1, dtype: Any = np.int64,
                  name: str | None = None) -> None:

@@ -22,6 +22,7 @@ from feedline.core.structure import (
     pack_as,
     to_leaf_array,
 )
+from feedline.core.traits import SOURCE
 from feedline.core.unary import require_callable
 from feedline.core.validation import validate_int
 
@@ -205,6 +206,8 @@ class GeneratorDataset(Dataset):
         >>> ds.element_spec
         (TensorSpec(shape=(), dtype=int32), TensorSpec(shape=(), dtype=object))
     """
+
+    TRAITS = SOURCE
 
     def __init__(self, generator: Callable[..., Iterable[Any]], output_signature: Element = None,
                  args: Sequence[Any] = (), restorable: bool = True,

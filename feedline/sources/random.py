@@ -24,6 +24,7 @@ from feedline.core.seeds import (
     rng_state_to_json,
 )
 from feedline.core.structure import TensorSpec
+from feedline.core.traits import IN_MEMORY_SOURCE
 from feedline.core.validation import validate_seed
 
 # Raw draws are made in blocks: one call per element costs far more than the draw itself.
@@ -61,7 +62,7 @@ class RandomDataset(Dataset):
         False
     """
 
-    _CHEAP_TO_REREAD = True  # in memory: every worker process may read all of it
+    TRAITS = IN_MEMORY_SOURCE  # every worker process may read all of it
 
     # Drawn anew for every dataset object; a checkpoint holds the generator itself. The
     # epoch counter is where this object's iterators are, not what the pipeline is. Whether

@@ -11,13 +11,14 @@ from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import RandomAccessReader
 from feedline.core.structure import TensorSpec
+from feedline.core.traits import IN_MEMORY_SOURCE
 from feedline.core.validation import as_int
 
 
 class RangeDataset(Dataset):
     """The node of ``Dataset.range(start, stop, step)``; elements are int64 scalars by default."""
 
-    _CHEAP_TO_REREAD = True  # in memory: every worker process may read all of it
+    TRAITS = IN_MEMORY_SOURCE  # every worker process may read all of it
 
     def __init__(self, *args: int, dtype: Any = None, name: str | None = None) -> None:
         super().__init__()

@@ -26,6 +26,7 @@ from feedline.core.seeds import (
     rng_state_to_json,
 )
 from feedline.core.structure import Element, TensorSpec
+from feedline.core.traits import POSITIONAL
 from feedline.core.validation import validate_seed
 from feedline.transforms.concatenate import common_spec
 
@@ -205,6 +206,8 @@ class SampleFromDatasetsDataset(Dataset):
         True
     """
 
+    TRAITS = POSITIONAL
+
     # Drawn anew for every dataset object; a checkpoint holds the generator itself. The
     # epoch counter is where this object's iterators are, not what the pipeline is.
     _NOT_FINGERPRINTED = frozenset({"_fallback", "_epochs"})
@@ -366,6 +369,8 @@ class ChooseFromDatasetsDataset(Dataset):
         >>> list(fl.Dataset.choose_from_datasets([x, y], choice))
         [b'x', b'y', b'x', b'y']
     """
+
+    TRAITS = POSITIONAL
 
     def __init__(self, datasets: Sequence[Dataset], choice_dataset: Dataset,
                  stop_on_empty_dataset: bool = True) -> None:

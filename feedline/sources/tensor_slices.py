@@ -22,6 +22,7 @@ from feedline.core.structure import (
     to_leaf_array,
     unbatched_spec,
 )
+from feedline.core.traits import IN_MEMORY_SOURCE
 
 
 def as_leaf_arrays(structure: Element) -> tuple[Element, list[np.ndarray | None]]:
@@ -56,7 +57,7 @@ def _row(leaf: np.ndarray, index: int) -> Any:
 class TensorSlicesDataset(Dataset):
     """The node of ``Dataset.from_tensor_slices``."""
 
-    _CHEAP_TO_REREAD = True  # in memory: every worker process may read all of it
+    TRAITS = IN_MEMORY_SOURCE  # every worker process may read all of it
 
     def __init__(self, structure: Element, name: str | None = None) -> None:
         super().__init__()

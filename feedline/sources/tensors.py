@@ -7,6 +7,7 @@ from typing import Any
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import Element, detached, pack_as, spec_of
+from feedline.core.traits import IN_MEMORY_SOURCE
 from feedline.sources.tensor_slices import as_leaf_arrays, check_dataset_leaves
 
 
@@ -36,7 +37,7 @@ class TensorsDataset(Dataset):
         [[0, 1], [0, 1, 2]]
     """
 
-    _CHEAP_TO_REREAD = True  # in memory: every worker process may read all of it
+    TRAITS = IN_MEMORY_SOURCE  # every worker process may read all of it
 
     def __init__(self, structure: Element, name: str | None = None) -> None:
         super().__init__()

@@ -9,6 +9,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import Element, flatten_with_paths, pack_as
+from feedline.core.traits import POSITIONAL
 
 
 def _lists_to_tuples(structure: Any) -> Any:
@@ -49,6 +50,8 @@ class ZipDataset(Dataset):
         >>> ds.cardinality()
         2
     """
+
+    TRAITS = POSITIONAL
 
     def __init__(self, structure: Element, name: str | None = None) -> None:
         self.name = name  # shown in errors and profiles; not part of the fingerprint

@@ -15,6 +15,7 @@ from typing import Any
 from feedline.core.dataset import Dataset
 from feedline.core.error_records import RestoredError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import as_int
 
@@ -122,6 +123,8 @@ class FailAtDataset(UnaryDataset):
         >>> FailAtDataset(fl.Dataset.range(5), [0, 3]).positions
         (0, 3)
     """
+
+    TRAITS = POSITIONAL
 
     def __init__(self, input_dataset: Dataset, positions: Iterable[int],
                  error_type: type[Exception] = InjectedError) -> None:

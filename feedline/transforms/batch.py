@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from feedline.formats.example.sparse import SparseValues
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import StructureError
@@ -23,6 +22,7 @@ from feedline.core.structure import (
     pack_as,
     same_structure,
 )
+from feedline.core.traits import BATCHING
 from feedline.core.validation import resolve_parallelism, validate_int, validate_parallelism
 from feedline.execution.executor import make_executor
 from feedline.execution.positions import (
@@ -32,6 +32,7 @@ from feedline.execution.positions import (
     replay_from,
 )
 from feedline.execution.read_ahead import ReadAhead
+from feedline.formats.example.sparse import SparseValues
 
 
 def stack_leaves(values: Sequence[Any], path: str = "<element>") -> Any:
@@ -144,6 +145,8 @@ def validate_batch_size(batch_size: Any, what: str = "batch(batch_size)") -> int
 
 class BatchDataset(Dataset):
     """The node of ``Dataset.batch``."""
+
+    TRAITS = BATCHING
 
     def __init__(self, input_dataset: Dataset, batch_size: int, drop_remainder: bool = False,
                  num_parallel_calls: int | None = None, deterministic: bool | None = None,

@@ -27,6 +27,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.functions import bind_free_variables, call_with_element, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.structure import Element, TensorSpec, batched_spec, flatten, pack_as, spec_of
+from feedline.core.traits import INDEPENDENT
 from feedline.core.unary import UnaryDataset, require_callable
 from feedline.core.validation import as_int
 from feedline.transforms.batch import BatchDataset, validate_batch_size
@@ -66,6 +67,8 @@ class BucketBySequenceLengthDataset(UnaryDataset):
         >>> [b.shape for b in ds]
         [(2, 2), (3, 5), (1, 6)]
     """
+
+    TRAITS = INDEPENDENT
 
     def __init__(self, input_dataset: Dataset, element_length_func: Callable[..., Any],
                  bucket_boundaries: Sequence[int], bucket_batch_sizes: Sequence[int],

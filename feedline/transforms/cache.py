@@ -41,6 +41,7 @@ from feedline.core.errors import CheckpointError, DataLossError
 from feedline.core.fingerprint import DeclaredTypes, PipelineFingerprint, declared_types
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import Element, detached
+from feedline.core.traits import POSITIONAL, OperationTraits
 from feedline.core.unary import UnaryDataset
 from feedline.snapshot.store import (
     MANIFEST,
@@ -342,8 +343,14 @@ class CacheDataset(UnaryDataset):
         ([0, 1, 2, 0, 1, 2, 0, 1, 2], 3)
     """
 
+    TRAITS = POSITIONAL
+
     # The store is this object's cache, not an argument; the fingerprint is memoized.
     _NOT_FINGERPRINTED = frozenset({"_store", "_fingerprint", "_declared_types"})
+
+    def traits(self) -> OperationTraits:
+        """Positional; with a file name it also writes files."""
+        return OperationTraits("positional", writes_files=True) if self.filename else POSITIONAL
 
     def __init__(self, input_dataset: Dataset, filename: str | os.PathLike[str] = "",
                  name: str | None = None) -> None:

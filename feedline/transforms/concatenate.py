@@ -21,6 +21,7 @@ from feedline.core.structure import (
     pack_as,
     same_structure,
 )
+from feedline.core.traits import POSITIONAL
 
 
 def common_spec(first: Element, second: Element, what: str) -> Element | None:
@@ -73,6 +74,8 @@ class ConcatenateDataset(Dataset):
         >>> len(ds.concatenate(fl.Dataset.range(1))._inputs)
         3
     """
+
+    TRAITS = POSITIONAL
 
     # Derived from the inputs, which the fingerprint covers already.
     _NOT_FINGERPRINTED = frozenset({"_spec"})

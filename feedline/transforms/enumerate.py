@@ -9,6 +9,7 @@ import numpy as np
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import Element, TensorSpec
+from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import as_int
 
@@ -21,6 +22,8 @@ class EnumerateDataset(UnaryDataset):
         >>> [(int(i), int(x)) for i, x in EnumerateDataset(fl.Dataset.range(10, 12), 3)]
         [(3, 10), (4, 11)]
     """
+
+    TRAITS = POSITIONAL
 
     def __init__(self, input_dataset: Dataset, start: int = 0, name: str | None = None) -> None:
         super().__init__(input_dataset)

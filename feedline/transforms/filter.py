@@ -11,6 +11,7 @@ from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, bind_free_variables, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.traits import INDEPENDENT
 from feedline.core.unary import UnaryDataset, UnaryIterator, require_callable
 
 
@@ -52,6 +53,8 @@ class FilterDataset(UnaryDataset):
         >>> [int(x) for x in FilterDataset(fl.Dataset.range(5), lambda x: x > 2)]
         [3, 4]
     """
+
+    TRAITS = INDEPENDENT
 
     def __init__(self, input_dataset: Dataset, predicate: Callable[..., Any],
                  name: str | None = None) -> None:

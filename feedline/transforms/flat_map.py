@@ -17,6 +17,7 @@ from feedline.core.functions import (
 from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator, State
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element, is_datasets_array
+from feedline.core.traits import READER_OF_NAMES
 from feedline.core.unary import UnaryDataset, UnaryIterator, require_callable
 
 
@@ -87,6 +88,8 @@ class FlatMapDataset(UnaryDataset):
         >>> [int(x) for x in ds]
         [0, 0, 0, 1, 0, 1]
     """
+
+    TRAITS = READER_OF_NAMES
 
     def __init__(self, input_dataset: Dataset, map_func: Callable[..., Dataset],
                  name: str | None = None) -> None:

@@ -38,6 +38,7 @@ from feedline.core.random_access import (
     require_random_access,
 )
 from feedline.core.seed_epochs import EpochCounter, restored_epoch, start_epoch
+from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset
 from feedline.core.validation import validate_seed
 
@@ -132,6 +133,8 @@ class GlobalShuffleDataset(UnaryDataset):
         >>> first == [int(ds[i]) for i in range(8)]
         True
     """
+
+    TRAITS = POSITIONAL
 
     # Drawn anew for every dataset object; a checkpoint holds the keys themselves. The
     # epoch counter is where this object's iterators are, not what the pipeline is.

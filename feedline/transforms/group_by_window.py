@@ -26,6 +26,7 @@ from feedline.core.functions import (
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element
+from feedline.core.traits import INDEPENDENT
 from feedline.core.unary import UnaryDataset, UnaryIterator, require_callable
 from feedline.core.validation import validate_int
 from feedline.transforms.window import ElementListDataset
@@ -84,6 +85,8 @@ class GroupByWindowDataset(UnaryDataset):
         >>> [b.tolist() for b in ds]
         [[0, 2, 4], [1, 3, 5], [6], [7]]
     """
+
+    TRAITS = INDEPENDENT
 
     def __init__(self, input_dataset: Dataset, key_func: KeyFunc, reduce_func: ReduceFunc,
                  window_size: int | None = None, window_size_func: WindowSizeFunc | None = None,

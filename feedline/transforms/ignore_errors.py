@@ -17,6 +17,7 @@ from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.error_records import is_fatal
 from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator, State
+from feedline.core.traits import INDEPENDENT
 from feedline.core.unary import UnaryDataset, UnaryIterator
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,8 @@ class IgnoreErrorsDataset(UnaryDataset):
         >>> [int(x) for x in IgnoreErrorsDataset(ds)]
         [10, 5]
     """
+
+    TRAITS = INDEPENDENT
 
     def __init__(self, input_dataset: Dataset, log_warning: bool = False,
                  name: str | None = None) -> None:

@@ -29,6 +29,7 @@ from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, bind_free_variables, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext
+from feedline.core.traits import READER_OF_NAMES
 from feedline.core.validation import (
     resolve_parallelism,
     schedulable_cpus,
@@ -107,6 +108,8 @@ class InterleaveDataset(Dataset):
         >>> [int(x) for x in ds]  # tf.data's documented example
         [1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 3, 3, 4, 4, 5, 5, 5, 5, 5, 5]
     """
+
+    TRAITS = READER_OF_NAMES
 
     def __init__(self, input_dataset: Dataset, map_func: Callable[..., Dataset],
                  cycle_length: int | None = None, block_length: int | None = 1,

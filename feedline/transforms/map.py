@@ -24,6 +24,7 @@ from feedline.core.functions import (
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import DerivedReader, RandomAccessReader
 from feedline.core.structure import normalize_output
+from feedline.core.traits import ONE_TO_ONE
 from feedline.core.validation import resolve_parallelism, validate_parallelism
 from feedline.execution.executor import make_executor
 from feedline.execution.executor_choice import (
@@ -47,6 +48,8 @@ from feedline.transforms.prefetch import element_bytes
 
 class MapDataset(Dataset):
     """The node of ``Dataset.map``."""
+
+    TRAITS = ONE_TO_ONE
 
     _RANDOM_ACCESS_FROM_INPUT = True
 

@@ -75,6 +75,7 @@ from feedline.core.errors import CheckpointError, WorkerProcessError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.options import Options
 from feedline.core.seed_epochs import EpochCounter, restored_epoch, start_epoch
+from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset
 from feedline.core.validation import validate_int
 from feedline.distribute.autoshard import ShardPlan, plan_sharding
@@ -91,6 +92,8 @@ interpreter imports NumPy and feedline, unpickles the pipeline, restores its pos
 
 class MultiprocessDataset(UnaryDataset):
     """The node of ``Dataset.multiprocess``."""
+
+    TRAITS = POSITIONAL
 
     # How far workers read ahead changes no element: checkpoints ignore it (the number of
     # workers does change the order, and stays in the fingerprint). The epoch counter is

@@ -23,6 +23,7 @@ from feedline.core.structure import (
     pack_as,
     same_structure,
 )
+from feedline.core.traits import INDEPENDENT
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import as_int
 from feedline.transforms.batch import batched_cardinality, pull_batch, validate_batch_size
@@ -328,6 +329,8 @@ class PaddedBatchDataset(UnaryDataset):
         >>> [(a.tolist(), b.tolist()) for a, b in PaddedBatchDataset(ds, 3, ([4], []), (-1, b"?"))]
         [([[0, -1, -1, -1], [0, 1, 2, -1], [0, 1, -1, -1]], [b'x', b'xxx', b'xx'])]
     """
+
+    TRAITS = INDEPENDENT
 
     def __init__(self, input_dataset: Dataset, batch_size: int, padded_shapes: Element = None,
                  padding_values: Element = None, drop_remainder: bool = False,

@@ -13,6 +13,7 @@ from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.options import AUTOTUNE_FIXED_BUFFER
 from feedline.core.random_access import RandomAccessReader
 from feedline.core.structure import Element, flatten
+from feedline.core.traits import ONE_TO_ONE
 from feedline.core.validation import validate_int
 from feedline.execution.executor import make_executor
 from feedline.execution.read_ahead import SequentialReader
@@ -51,6 +52,8 @@ class PrefetchDataset(Dataset):
         >>> PrefetchDataset(fl.Dataset.range(3), None).buffer_size == fl.AUTOTUNE
         True
     """
+
+    TRAITS = ONE_TO_ONE
 
     # Read-ahead changes when elements are made, never which: checkpoints ignore it.
     _FINGERPRINT_TRANSPARENT = True

@@ -35,6 +35,7 @@ from feedline.core.structure import (
     pack_as,
     same_structure,
 )
+from feedline.core.traits import BATCHING
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.formats.example.ragged import RaggedValues, stack_rows
 from feedline.transforms.batch import (
@@ -107,6 +108,8 @@ class RaggedBatchDataset(UnaryDataset):
         >>> [(n.tolist(), r.to_list()) for n, r in RaggedBatchDataset(ds, 3)]
         [([0, 1, 2], [[], [0], [0, 1]]), ([3, 4], [[0, 1, 2], [0, 1, 2, 3]])]
     """
+
+    TRAITS = BATCHING
 
     def __init__(self, input_dataset: Dataset, batch_size: int, drop_remainder: bool = False,
                  name: str | None = None) -> None:

@@ -23,6 +23,7 @@ from feedline.core.structure import (
     same_structure,
     unbatched_spec,
 )
+from feedline.core.traits import INDEPENDENT
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import as_int, validate_int
 from feedline.transforms.unbatch import check_static_batched, split_leaves
@@ -90,6 +91,8 @@ class RebatchDataset(UnaryDataset):
         >>> [b.tolist() for b in ds]
         [[0, 1], [2], [3], [4, 5], [6], [7]]
     """
+
+    TRAITS = INDEPENDENT
 
     def __init__(self, input_dataset: Dataset, batch_size: int | Sequence[int],
                  drop_remainder: bool = False, name: str | None = None) -> None:

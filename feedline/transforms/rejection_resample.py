@@ -44,6 +44,7 @@ from feedline.core.seeds import (
     rng_state_to_json,
 )
 from feedline.core.structure import Element, normalize_output
+from feedline.core.traits import INDEPENDENT, POSITIONAL
 from feedline.core.unary import UnaryDataset, require_callable
 from feedline.core.validation import validate_seed
 from feedline.sources.sample import SampleFromDatasetsDataset
@@ -189,6 +190,8 @@ class RejectionResampleDataset(UnaryDataset):
         True
     """
 
+    TRAITS = INDEPENDENT
+
     _NOT_FINGERPRINTED = frozenset({"_fallback"})
 
     def __init__(self, input_dataset: Dataset, class_func: Callable[..., Any],
@@ -290,6 +293,8 @@ class RejectionResampleIterator(DatasetIterator):
 class _RejectDataset(Dataset):
     """The filtered copy: ``(class, element)`` for the input elements drawn to be kept, each
     with its class's acceptance probability (tf.data's ``_filter_ds``: ``uniform < a``)."""
+
+    TRAITS = POSITIONAL
 
     def __init__(self, data: Dataset, estimates: Dataset | None, classify: _Classifier,
                  initial: np.ndarray | None, target: np.ndarray, seed_words: list[int],

@@ -16,6 +16,7 @@ from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import DerivedReader, RandomAccessReader, reads_vary_by_epoch
+from feedline.core.traits import INDEPENDENT
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_count
 
@@ -30,6 +31,8 @@ class RepeatDataset(UnaryDataset):
         >>> ds.count, ds.cardinality(), [int(x) for x in ds.take(5)]
         (-1, -1, [0, 1, 0, 1, 0])
     """
+
+    TRAITS = INDEPENDENT
 
     def __init__(self, input_dataset: Dataset, count: int | None = None,
                  name: str | None = None) -> None:

@@ -20,6 +20,7 @@ from feedline.core.structure import (
     pack_as,
     same_structure,
 )
+from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset, UnaryIterator, require_callable
 from feedline.sources.tensors import as_element
 
@@ -102,6 +103,8 @@ class ScanDataset(UnaryDataset):
         >>> [int(x) for x in ds]
         [1, 2, 6, 24]
     """
+
+    TRAITS = POSITIONAL
 
     def __init__(self, input_dataset: Dataset, initial_state: Element,
                  scan_func: Callable[[Any, Any], tuple[Any, Any]],

@@ -8,6 +8,7 @@ from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import RandomAccessReader, StrideReader
+from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import as_int
 
@@ -22,6 +23,8 @@ class ShardDataset(UnaryDataset):
         >>> [int(x) for x in ds], ds.cardinality()
         ([1, 5, 9], 3)
     """
+
+    TRAITS = POSITIONAL
 
     def __init__(self, input_dataset: Dataset, num_shards: int, index: int,
                  name: str | None = None) -> None:

@@ -36,6 +36,7 @@ from feedline.core.iterator import DatasetIterator, IteratorContext, State, chun
 from feedline.core.seed_epochs import EpochCounter, restored_epoch, start_epoch
 from feedline.core.seeds import pcg64_state_to_json, rng_from_json
 from feedline.core.state_codec import decode, encode
+from feedline.core.traits import INDEPENDENT
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_int, validate_seed
 
@@ -79,6 +80,8 @@ class ShuffleDataset(UnaryDataset):
         >>> first == second and sorted(first) == list(range(6))
         True
     """
+
+    TRAITS = INDEPENDENT
 
     # Drawn anew for every dataset object; a checkpoint holds the generator itself. The
     # epoch counter is where this object's iterators are, not what the pipeline is.

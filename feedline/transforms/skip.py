@@ -8,6 +8,7 @@ from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import RandomAccessReader, WindowReader
+from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_count
 
@@ -22,6 +23,8 @@ class SkipDataset(UnaryDataset):
         >>> [int(x) for x in ds], ds.cardinality()
         ([2, 3, 4], 3)
     """
+
+    TRAITS = POSITIONAL
 
     def __init__(self, input_dataset: Dataset, count: int, name: str | None = None) -> None:
         super().__init__(input_dataset)

@@ -40,6 +40,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError
 from feedline.core.fingerprint import PipelineFingerprint
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset
 from feedline.snapshot.chunks import compression_of
 from feedline.snapshot.store import (
@@ -66,6 +67,8 @@ class SnapshotDataset(UnaryDataset):
         >>> [int(x) for x in ds], [int(x) for x in ds]   # written, then read
         ([0, 10, 20, 30], [0, 10, 20, 30])
     """
+
+    TRAITS = POSITIONAL
 
     # Where and how the snapshot is kept changes no element.
     _NOT_FINGERPRINTED = frozenset({"path", "compression", "reader_func", "shard_func",

@@ -14,6 +14,7 @@ from feedline.core.functions import (
     function_name,
 )
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset, UnaryIterator, require_callable
 from feedline.transforms.filter import predicate_result
 
@@ -26,6 +27,8 @@ class TakeWhileDataset(UnaryDataset):
         >>> [int(x) for x in TakeWhileDataset(fl.Dataset.range(10), lambda x: x * x < 10)]
         [0, 1, 2, 3]
     """
+
+    TRAITS = POSITIONAL
 
     def __init__(self, input_dataset: Dataset, predicate: Callable[..., Any],
                  name: str | None = None) -> None:

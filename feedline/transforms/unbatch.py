@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from feedline.formats.example.sparse import SparseRows, SparseValues
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import StructureError
@@ -31,7 +30,9 @@ from feedline.core.structure import (
     pack_as,
     unbatched_spec,
 )
+from feedline.core.traits import INDEPENDENT
 from feedline.core.unary import UnaryDataset, UnaryIterator
+from feedline.formats.example.sparse import SparseRows, SparseValues
 
 
 def check_static_batched(spec: Element | None, stage: str) -> None:
@@ -119,6 +120,8 @@ class UnbatchDataset(UnaryDataset):
         >>> [(int(a), b) for a, b in ds]
         [(1, b'a'), (2, b'b')]
     """
+
+    TRAITS = INDEPENDENT
 
     def __init__(self, input_dataset: Dataset, name: str | None = None) -> None:
         super().__init__(input_dataset)

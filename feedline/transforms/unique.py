@@ -11,6 +11,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element, TensorSpec, describe
+from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset, UnaryIterator
 
 _SUPPORTED = "integer or bytes elements (scalars or arrays of any shape)"
@@ -68,6 +69,8 @@ class UniqueDataset(UnaryDataset):
         >>> list(UniqueDataset(fl.Dataset.from_tensor_slices([b"b", b"a", b"b"])))
         [b'b', b'a']
     """
+
+    TRAITS = POSITIONAL
 
     def __init__(self, input_dataset: Dataset, name: str | None = None) -> None:
         super().__init__(input_dataset)

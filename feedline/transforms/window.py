@@ -21,6 +21,7 @@ from feedline.core.structure import (
     same_structure,
     spec_of,
 )
+from feedline.core.traits import IN_MEMORY_SOURCE, POSITIONAL
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_int
 
@@ -55,6 +56,8 @@ class ElementListDataset(Dataset):
         >>> [b.tolist() for b in ds.batch(2)], ds.cardinality()
         ([[3, 4]], 2)
     """
+
+    TRAITS = IN_MEMORY_SOURCE
 
     def __init__(self, elements: Sequence[Element]) -> None:
         super().__init__()
@@ -170,6 +173,8 @@ class WindowDataset(UnaryDataset):
         >>> [[int(x) for x in w] for w in ds]
         [[0, 2, 4], [1, 3, 5], [2, 4, 6]]
     """
+
+    TRAITS = POSITIONAL
 
     def __init__(self, input_dataset: Dataset, size: int, shift: int | None = None,
                  stride: int = 1, drop_remainder: bool = False, name: str | None = None) -> None:

@@ -6,11 +6,14 @@ from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
 from feedline.core.random_access import RandomAccessReader
+from feedline.core.traits import ONE_TO_ONE
 from feedline.core.unary import UnaryDataset
 
 
 class OptionsDataset(UnaryDataset):
     """Carries options; at run time it adds no stage (its iterator is its input's)."""
+
+    TRAITS = ONE_TO_ONE
 
     # The options that change elements (the seed) enter the fingerprint once, merged.
     _FINGERPRINT_TRANSPARENT = True
