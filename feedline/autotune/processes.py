@@ -217,22 +217,35 @@ class AutoProcessesIterator(DatasetIterator):
             return
         busy = None
         if not forced:
-            busy, ended = self._trial()
-            if ended:
-                self._stay(budget, busy, "the data ended during the trial")
+            busy = self._trial_unless_it_ends(budget)
+            if busy is None:
                 return
             if budget < MIN_GAIN * busy:
                 self._stay(budget, busy, f"threads keep {busy:.2f} of {budget} cores busy")
                 return
         workers = max(2, min(budget, round(budget / max(busy or 1.0, 1.0))))
+        self._move_or_stay(ProcessDecision(
+            "processes", workers, busy, budget, "forced by AutotuneOptions(processes=True)"
+            if forced else f"threads kept {busy:.2f} of {budget} cores busy"))
+
+    def _trial_unless_it_ends(self, budget: int) -> float | None:
+        """The cores the trial kept busy, or ``None`` (recorded: staying) if the data ended
+        during it."""
+        busy, ended = self._trial()
+        if ended:
+            self._stay(budget, busy, "the data ended during the trial")
+            return None
+        return busy
+
+    def _move_or_stay(self, decision: ProcessDecision) -> None:
+        """Move to ``decision.workers`` processes and record it; stay if the pipeline does
+        not pickle."""
         try:
-            self._move(workers)
+            self._move(decision.workers)
         except TypeError as error:  # the pipeline does not pickle
-            self._stay(budget, busy, str(error))
+            self._stay(decision.cpu_budget, decision.cores_busy, str(error))
             return
-        self._record(ProcessDecision("processes", workers, busy, budget,
-                                     "forced by AutotuneOptions(processes=True)" if forced
-                                     else f"threads kept {busy:.2f} of {budget} cores busy"))
+        self._record(decision)
 
     def _feed_or_stay(self, budget: int, forced: bool, unshardable: str) -> None:
         """The pipeline cannot be split among processes (``unshardable`` says why): move it
@@ -240,9 +253,8 @@ class AutoProcessesIterator(DatasetIterator):
         CPU, measured by a trial on threads; otherwise stay."""
         busy = None
         if not forced:
-            busy, ended = self._trial()
-            if ended:
-                self._stay(budget, busy, "the data ended during the trial")
+            busy = self._trial_unless_it_ends(budget)
+            if busy is None:
                 return
             elements, cpu, size = self._trial_figures
             per_element = cpu / max(elements, 1)
@@ -261,16 +273,11 @@ class AutoProcessesIterator(DatasetIterator):
                            f"{per_element * 1e6:.0f} µs here, not much more than receiving "
                            f"its {size / max(elements, 1):,.0f} bytes would")
                 return
-        try:
-            self._move(1)
-        except TypeError as error:  # the pipeline does not pickle
-            self._stay(budget, busy, str(error))
-            return
         reason = "forced by AutotuneOptions(processes=True)" if forced else \
             f"threads kept {busy:.2f} of {budget} cores busy in this process"
-        self._record(ProcessDecision("feeder", 1, busy, budget,
-                                     f"{unshardable}; the whole pipeline runs in one feeder "
-                                     f"process, in its order ({reason})"))
+        self._move_or_stay(ProcessDecision("feeder", 1, busy, budget,
+                                           f"{unshardable}; the whole pipeline runs in one "
+                                           f"feeder process, in its order ({reason})"))
 
     def _trial(self) -> tuple[float, bool]:
         """Pull on threads for the trial; hold what it makes. Returns (cores busy, ended)."""
