@@ -194,6 +194,15 @@ class DatasetIterator(abc.ABC):
         """
         return []
 
+    def hold_order(self, hold: bool) -> None:
+        """While ``hold`` is true, hand items out in input order even where this stage (or
+        one below it) may take them as they complete (``deterministic=False``): a consumer
+        replaying positions after a restore skips items by the order they were counted in
+        (:class:`~feedline.execution.positions.PositionReader`). This stage passes it on to
+        its inputs; stages that may reorder also obey it."""
+        for inner in self._inputs:
+            inner.hold_order(hold)
+
     @property
     def replay_exact(self) -> bool:
         """Whether reading again from a restored state gives the same items in the same order.

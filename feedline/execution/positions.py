@@ -76,8 +76,12 @@ class PositionReader:
 
     def __init__(self, pull: Callable[[], Any], snapshot: Callable[[], State],
                  replay_exact: bool = True,
-                 pull_chunk: Callable[[int], list[Any]] | None = None) -> None:
+                 pull_chunk: Callable[[int], list[Any]] | None = None,
+                 hold_order: Callable[[bool], None] | None = None) -> None:
         self._pull = pull
+        # Asks an input that may reorder to keep its order while a restore is replayed.
+        self._hold_order = hold_order
+        self._holding = False
         self._pull_chunk = pull_chunk
         self._snapshot = snapshot
         self._replay_exact = replay_exact
@@ -102,6 +106,12 @@ class PositionReader:
         with self.errors_lock:
             self._restored_errors = {int(i): restore_error(r) for i, r in position["errors"]}
             self.errors.clear()
+        # Items are skipped by the order they were counted in: an input that may hand them
+        # out as they complete (restored into deterministic=False) keeps its order until
+        # the replay is over.
+        if not self._replay_exact and self._hold_order is not None and self.replaying:
+            self._hold_order(True)
+            self._holding = True
 
     def pull(self) -> tuple[int, bool, Any, tuple[int, State] | None]:
         """The next item not handed out before the checkpoint; ``StopIteration`` at the end."""
@@ -129,6 +139,8 @@ class PositionReader:
                         value, is_error = restored, True
                     if is_error:
                         self.errors[item] = value
+            if self._holding and not self.replaying:
+                self._release_order()
             return item, is_error, value, snapshot
 
     def pull_many(self, limit: int) -> list[tuple[int, bool, Any, tuple[int, State] | None]]:
@@ -156,6 +168,11 @@ class PositionReader:
             item, _, value, _ = items[-1]
             items[-1] = (item, False, value, self._take_snapshot())
         return items
+
+    def _release_order(self) -> None:
+        assert self._hold_order is not None
+        self._holding = False
+        self._hold_order(False)
 
     def _error_item(self, error: BaseException, seconds: float
                     ) -> tuple[int, bool, Any, tuple[int, State] | None]:

@@ -225,6 +225,11 @@ class ReadAhead:
             raise BufferClosed
         self._pending.append((tag, _failed(error)))
 
+    def set_ordered(self, ordered: bool) -> None:
+        """Hand tasks back in submission order from now on (``True``), or as they finish
+        (``False``)."""
+        self._deterministic = ordered
+
     def head_future(self) -> concurrent.futures.Future[Any] | None:
         """The future :meth:`take` returns next in order (``None`` when the window is empty)."""
         return self._pending[0][1] if self._pending else None
@@ -381,7 +386,8 @@ class SequentialReader:
         self._max_capacity = max(self._capacity, max_capacity or 0)
         self._positions = PositionReader(source.__next__, source.state_dict,
                                          getattr(source, "replay_exact", True),
-                                         chunk_reader(source))
+                                         chunk_reader(source),
+                                         hold_order=getattr(source, "hold_order", None))
         self._tracker = PositionTracker()
         self._window = ReadAhead(name, executor, limit=self._capacity,
                                  element_timeout=element_timeout,

@@ -329,13 +329,18 @@ class ParallelBatchIterator(DatasetIterator):
             limit=parallelism, deterministic=deterministic,
             element_timeout=threading_options.element_timeout,
             describe=lambda item: f"batch {item}")
-        self._positions = PositionReader(self._pull, upstream.state_dict, upstream.replay_exact)
+        self._positions = PositionReader(self._pull, upstream.state_dict, upstream.replay_exact,
+                                         hold_order=upstream.hold_order)
         self._tracker = PositionTracker()
         self._exhausted = False
 
     @property
     def replay_exact(self) -> bool:
         return self._deterministic and super().replay_exact
+
+    def hold_order(self, hold: bool) -> None:
+        self._window.set_ordered(self._deterministic or hold)
+        super().hold_order(hold)
 
     def read_aheads(self) -> list[ReadAhead]:
         return [self._window]

@@ -472,7 +472,7 @@ class ParallelMapIterator(DatasetIterator):
             limit=2 * parallelism, deterministic=deterministic,
             element_timeout=threading_options.element_timeout, describe=_describe_chunk)
         self._positions = PositionReader(upstream.__next__, upstream.state_dict,
-                                         upstream.replay_exact)
+                                         upstream.replay_exact, hold_order=upstream.hold_order)
         self._tracker = PositionTracker()
         # Computed but not yet handed out: (item, ok, result or error).
         self._ready: collections.deque[tuple[int, bool, Any]] = collections.deque()
@@ -490,6 +490,10 @@ class ParallelMapIterator(DatasetIterator):
     @property
     def replay_exact(self) -> bool:
         return self._deterministic and super().replay_exact
+
+    def hold_order(self, hold: bool) -> None:
+        self._window.set_ordered(self._deterministic or hold)
+        super().hold_order(hold)
 
     def read_aheads(self) -> list[ReadAhead]:
         return [self._window]

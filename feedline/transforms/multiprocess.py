@@ -150,7 +150,7 @@ class MultiprocessIterator(DatasetIterator):
         self._node = node
         self._epoch = epoch
         options = ctx.options
-        self._ordered = ctx.deterministic(node.deterministic)
+        self._ordered = self._deterministic = ctx.deterministic(node.deterministic)
         self._timeout = options.threading.element_timeout
         self._num_workers = (options.autotune_parallelism() if node.num_workers == AUTOTUNE
                              else node.num_workers)
@@ -271,6 +271,9 @@ class MultiprocessIterator(DatasetIterator):
                 self._ended[index] = True
                 continue
             return self._deliver(index, message)
+
+    def hold_order(self, hold: bool) -> None:
+        self._ordered = self._deterministic or hold  # the workers run in their own order
 
     def _advance(self) -> None:
         self._next_worker = (self._next_worker + 1) % self._num_workers
