@@ -31,10 +31,12 @@ import numpy as np
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.datasets.tfds_features import (
+    FALLBACK,
     Feature,
     FeaturesDict,
     decode_record,
     flat_infos,
+    record_plan,
 )
 from feedline.datasets.tfds_info import (
     DatasetInfo,
@@ -141,40 +143,58 @@ def _apply_decoders(feature: Feature, decoders: Any, where: str) -> Feature:
 
 
 class _Decoder:
-    """The decode function of one dataset (picklable: worker processes build it anew)."""
+    """The decode function of one dataset (picklable: worker processes build it anew).
+
+    A record goes through the feature tree's compiled :class:`RecordPlan` (the C Example
+    parser, one step per leaf) when the features allow one; a record the plan does not
+    decode itself (anything unusual, including every damaged record) goes through
+    :func:`decode_record`, which gives the same value or raises the error.
+    """
+
+    _DERIVED = ("info", "infos", "plan")
 
     def __init__(self, feature: Feature, supervised_keys: Any, as_supervised: bool,
                  add_id: bool) -> None:
         self.feature = feature
-        self.info = feature.serialized_info()
-        self.infos = flat_infos(self.info)
         self.supervised_keys = supervised_keys if as_supervised else None
         self.add_id = add_id
+        self._derive()
+
+    def _derive(self) -> None:
+        self.info = self.feature.serialized_info()
+        self.infos = flat_infos(self.info)
+        self.plan = record_plan(self.feature)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("info", "infos")}
+        return {k: v for k, v in self.__dict__.items() if k not in self._DERIVED}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.info = self.feature.serialized_info()
-        self.infos = flat_infos(self.info)
+        self._derive()
 
     def __call__(self, record: Any, tfds_id: Any = None) -> Any:
-        from feedline.formats.example_proto import decode_example
-
         if self.add_id:  # the reader yields (id, record)
             record, tfds_id = tfds_id, record
-        try:
-            example = decode_example(bytes(record))
-            value = decode_record(self.feature, self.infos, self.info, example)
-        except KeyError as error:
-            raise ValueError(f"a record lacks feature {error.args[0]!r} that features.json "
-                             "describes") from None
+        if type(record) is not bytes:
+            record = bytes(record)
+        value = FALLBACK if self.plan is None else self.plan(record)
+        if value is FALLBACK:
+            value = self._decode_slowly(record)
         if self.add_id and isinstance(value, dict):
             value["tfds_id"] = tfds_id
         if self.supervised_keys is not None:
             return _select(value, self.supervised_keys)
         return value
+
+    def _decode_slowly(self, record: bytes) -> Any:
+        from feedline.formats.example_proto import decode_example
+
+        try:
+            example = decode_example(record)
+            return decode_record(self.feature, self.infos, self.info, example)
+        except KeyError as error:
+            raise ValueError(f"a record lacks feature {error.args[0]!r} that features.json "
+                             "describes") from None
 
 
 def _select(value: Any, keys: Any) -> Any:
