@@ -67,6 +67,94 @@ def _compression(path: str, compression_type: str | None) -> str:
     return "GZIP" if path.endswith((".gz", ".tgz")) else ""
 
 
+# A number field in the form every common writer uses (octal digits between spaces, then a
+# NUL and anything): tarfile's nti() reads it as int(digits or "0", 8). Other forms (base-256,
+# tabs, underscores, garbage) go through tarfile.TarInfo.frombuf, which reads or refuses them.
+_PLAIN_NUMBER = re.compile(rb"[ ]*[0-7]*[ ]*(?:\0[\s\S]*)?")
+# (start, end) of mode, uid, gid, size, mtime, chksum, devmajor and devminor.
+_NUMBER_FIELDS = ((100, 108), (108, 116), (116, 124), (124, 136), (136, 148), (148, 156),
+                  (329, 337), (337, 345))
+# What tarfile, GNU tar and libarchive write in the ustar and GNU formats: mode, uid, gid,
+# size (group 1), mtime and the checksum (group 2, six digits, NUL, space), from offset 100;
+# then devmajor and devminor (digits, or all NUL) from offset 329.
+_WRITTEN = re.compile(rb"[0-7]{7}\0[0-7]{7}\0[0-7]{7}\0([0-7]{11})\0[0-7]{11}\0"
+                      rb"([0-7]{6})\0 ")
+_WRITTEN_DEVICE = re.compile(rb"(?:[0-7]{7}\0|\0{8}){2}")
+_ZERO_BLOCK = bytes(_BLOCK)
+_EXTENDED_TYPES = frozenset({tarfile.GNUTYPE_LONGNAME, tarfile.XHDTYPE, tarfile.XGLTYPE,
+                             tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGLINK})
+_GNU_TYPES = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.GNUTYPE_SPARSE)
+
+
+def _number(block: bytes, start: int, end: int) -> int:
+    field = block[start:end]
+    nul = field.find(0)
+    digits = (field if nul < 0 else field[:nul]).strip()
+    return int(digits, 8) if digits else 0
+
+
+def _text(block: bytes, start: int, end: int) -> str:
+    nul = block.find(0, start, end)
+    return block[start:end if nul < 0 else nul].decode("utf-8", "surrogateescape")
+
+
+def parse_header(block: bytes) -> tuple[str, bytes, int] | None:
+    """``(name, type, size)`` of a 512-byte tar header as :meth:`tarfile.TarInfo.frombuf`
+    reads it (ustar prefix joined, a V7 directory's slash dropped); ``None`` for the
+    all-zero end-of-archive block.
+
+    Headers in the form every common writer uses are read here with slicing (frombuf
+    decodes twenty fields, most of which a WebDataset never uses); any other form goes
+    through frombuf, so the result and the errors are frombuf's.
+
+    Raises:
+        tarfile.HeaderError: as frombuf (``"bad checksum"``, ``"invalid header"``,
+            ``"truncated header"``).
+
+    Example:
+        >>> info = tarfile.TarInfo("dir/a.txt")
+        >>> info.size = 3
+        >>> parse_header(info.tobuf(tarfile.USTAR_FORMAT))
+        ('dir/a.txt', b'0', 3)
+        >>> parse_header(bytes(512)) is None
+        True
+    """
+    if len(block) != _BLOCK or block[156:157] == tarfile.GNUTYPE_SPARSE:
+        return _frombuf(block)
+    if block == _ZERO_BLOCK:
+        return None
+    written = _WRITTEN.match(block, 100)
+    if written is not None and _WRITTEN_DEVICE.match(block, 329) is not None:
+        size, checksum = int(written[1], 8), int(written[2], 8)
+    else:
+        match = _PLAIN_NUMBER.fullmatch
+        for start, end in _NUMBER_FIELDS:
+            if match(block, start, end) is None:
+                return _frombuf(block)
+        size, checksum = _number(block, 124, 136), _number(block, 148, 156)
+    # The unsigned sum, the checksum field counted as spaces (frombuf also accepts the
+    # signed one, which old Sun tars wrote: it decides any header this sum does not match).
+    if checksum != sum(block) - sum(block[148:156]) + 256:
+        return _frombuf(block)
+    name = _text(block, 0, 100)
+    kind = block[156:157]
+    if kind == tarfile.AREGTYPE and name.endswith("/"):
+        kind = tarfile.DIRTYPE
+    if kind == tarfile.DIRTYPE:
+        name = name.rstrip("/")
+    if block[345] and kind not in _GNU_TYPES:  # a ustar prefix
+        name = _text(block, 345, 500) + "/" + name
+    return name, kind, size
+
+
+def _frombuf(block: bytes) -> tuple[str, bytes, int] | None:
+    try:
+        info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+    except tarfile.EOFHeaderError:
+        return None
+    return info.name, info.type, info.size
+
+
 def _pax_records(data: bytes, path: str, offset: int) -> dict[str, str]:
     """The ``key=value`` records of a PAX extended header (``"%d %s=%s\\n"`` each)."""
     records: dict[str, str] = {}
@@ -143,8 +231,9 @@ class _TarStream:
                 path=self.path, offset=start)
         return data
 
-    def _header(self) -> tarfile.TarInfo | None:
-        """The next 512-byte header; ``None`` at the end-of-archive block."""
+    def _header(self) -> tuple[str, bytes, int] | None:
+        """The next 512-byte header's ``(name, type, size)``; ``None`` at the end-of-archive
+        block."""
         start = self.offset
         block = self._file.read(_BLOCK)
         while 0 < len(block) < _BLOCK:
@@ -162,9 +251,7 @@ class _TarStream:
                 f"WebDataset: truncated archive {self.path}: it ends at offset {start} "
                 f"without the end-of-archive block{after}", path=self.path, offset=start)
         try:
-            return tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
-        except tarfile.EOFHeaderError:
-            return None
+            return parse_header(block)
         except tarfile.HeaderError as error:
             problem = "not a tar archive" if start == 0 else "a damaged tar header"
             raise DataLossError(
@@ -178,27 +265,26 @@ class _TarStream:
         size: int | None = None
         while True:
             header_at = self.offset
-            info = self._header()
-            if info is None:
+            header = self._header()
+            if header is None:
                 return None
-            data_size = info.size
-            if info.type in (tarfile.GNUTYPE_LONGNAME, tarfile.XHDTYPE, tarfile.XGLTYPE,
-                             tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGLINK):
+            header_name, kind, data_size = header
+            if kind in _EXTENDED_TYPES:
                 payload = self._read(data_size, "an extended header", header_at)
                 self._skip(-data_size % _BLOCK)
-                if info.type == tarfile.GNUTYPE_LONGNAME:
+                if kind == tarfile.GNUTYPE_LONGNAME:
                     name = payload.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-                elif info.type in (tarfile.XHDTYPE, tarfile.SOLARIS_XHDTYPE):
+                elif kind in (tarfile.XHDTYPE, tarfile.SOLARIS_XHDTYPE):
                     records = _pax_records(payload, self.path, header_at)
                     name = records.get("path", name)
                     if "size" in records:
                         size = int(records["size"])
                 continue  # a global header (XGLTYPE) sets nothing a sample uses
-            if info.type == tarfile.GNUTYPE_SPARSE:
+            if kind == tarfile.GNUTYPE_SPARSE:
                 raise InvalidArgumentError(
-                    f"WebDataset: member {info.name!r} at offset {start} of {self.path} is a "
-                    "GNU sparse file, which WebDataset shards do not use")
-            return _Member(start, name if name is not None else info.name, info.type,
+                    f"WebDataset: member {header_name!r} at offset {start} of {self.path} is "
+                    "a GNU sparse file, which WebDataset shards do not use")
+            return _Member(start, name if name is not None else header_name, kind,
                            size if size is not None else data_size)
 
     def read_data(self, member: _Member) -> bytes:

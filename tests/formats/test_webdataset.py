@@ -236,3 +236,102 @@ def test_bad_arguments():
         fl.WebDataset(SHARDS, fields="txt")
     with pytest.raises(ValueError, match="compression_type"):
         fl.WebDataset(SHARDS, compression_type="bz2")
+
+
+def _read_header(parse, block):
+    """What a header parser makes of ``block``: its fields, the end block, or its error."""
+    try:
+        result = parse(block)
+    except tarfile.HeaderError as error:
+        return ("error", type(error).__name__, str(error))
+    return ("end",) if result is None else ("member", *result)
+
+
+def _frombuf(block):
+    try:
+        info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+    except tarfile.EOFHeaderError:
+        return None
+    return info.name, info.type, info.size
+
+
+def _header_blocks():
+    """Every header of the golden shards and of archives in each tarfile format with long
+    names, ustar prefixes, directories, links, big sizes and ids, odd bytes in names."""
+    import gzip
+
+    blocks = []
+    for path in GOLDEN.glob("*.tar*"):
+        data = path.read_bytes()
+        data = gzip.decompress(data) if path.name.endswith(".gz") else data
+        blocks += [data[i:i + 512] for i in range(0, len(data), 512)]
+    infos = []
+    for name, kind, size in [("a.txt", tarfile.REGTYPE, 3), ("dir/", tarfile.DIRTYPE, 0),
+                             ("v7dir/", tarfile.AREGTYPE, 0), ("x" * 99 + ".b", tarfile.REGTYPE, 1),
+                             ("p/" * 60 + "deep.txt", tarfile.REGTYPE, 7),
+                             ("link", tarfile.SYMTYPE, 0), ("caf\xe9.txt", tarfile.REGTYPE, 2),
+                             ("big.bin", tarfile.REGTYPE, 8 ** 11 + 5),
+                             ("bad\udcff.txt", tarfile.REGTYPE, 1)]:
+        info = tarfile.TarInfo(name)
+        info.type, info.size = kind, size
+        info.linkname = "target" if kind == tarfile.SYMTYPE else ""
+        infos.append(info)
+    uid = tarfile.TarInfo("ids.txt")
+    uid.uid, uid.gid, uid.mtime = 8 ** 8, 5, -1  # base-256 fields in the GNU format
+    infos.append(uid)
+    for fmt in (tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT):
+        for info in infos:
+            try:
+                data = info.tobuf(fmt, "utf-8", "surrogateescape")
+            except ValueError:  # a field this format cannot hold
+                continue
+            blocks += [data[i:i + 512] for i in range(0, len(data), 512)]
+    return blocks
+
+
+def test_header_parser_reads_as_tarfile_does():
+    from feedline.formats.webdataset import parse_header
+
+    blocks = _header_blocks()
+    assert len(blocks) > 100
+    rng = np.random.default_rng(0)
+    checked = 0
+    for block in blocks:
+        variants = [block, block[:300], block[:-1] + b"x"]
+        if block.count(0) != 512:
+            # Numbers written with spaces (old tars), a signed checksum, damage anywhere.
+            spaced = bytearray(block)
+            spaced[100:108] = b" 644   \0"
+            total = 256 + sum(spaced) - sum(spaced[148:156])
+            spaced[148:156] = b"%06o\0 " % total
+            variants.append(bytes(spaced))
+            signed = bytearray(block)
+            signed[90] = 0xE9
+            total = 256 + sum(np.frombuffer(bytes(signed), np.int8).astype(int)) \
+                - sum(np.frombuffer(bytes(signed[148:156]), np.int8).astype(int))
+            signed[148:156] = b"%06o\0 " % total
+            variants.append(bytes(signed))
+            for _ in range(20):
+                damaged = bytearray(block)
+                at = int(rng.integers(0, 512))
+                damaged[at] = int(rng.choice([0, 0x20, 0x30, 0x37, 0x38, 0x5F, 0x80, 0xFF,
+                                              int(rng.integers(0, 256))]))
+                variants.append(bytes(damaged))
+        for variant in variants:
+            assert _read_header(parse_header, variant) == _read_header(_frombuf, variant), \
+                variant
+            checked += 1
+    assert checked > 2000
+    assert _read_header(parse_header, bytes(512)) == ("end",)
+
+
+def test_gnu_long_names_and_pax_headers_in_each_format(tmp_path):
+    # 152 characters: a GNU long name, a PAX path, a ustar prefix + name.
+    long_name = "f" * 60 + "/" + "n" * 80 + ".sample.txt"
+    for fmt in (tarfile.GNU_FORMAT, tarfile.PAX_FORMAT, tarfile.USTAR_FORMAT):
+        path = tmp_path / f"long-{fmt}.tar"
+        path.write_bytes(tar_bytes([(long_name, b"x"), ("folder/b.txt", b"y")], fmt))
+        got = list(fl.WebDataset(str(path)))
+        assert [(s["__key__"], list(s)[2:]) for s in got] == [
+            (long_name[:-len(".sample.txt")].encode(), ["sample.txt"]),
+            (b"folder/b", ["txt"])], fmt
