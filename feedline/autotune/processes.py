@@ -119,20 +119,14 @@ def wrap_for_processes(dataset: Dataset, options: Options) -> Dataset:
 def _run_epoch(dataset: Dataset, ctx: IteratorContext) -> int:
     """The epoch a run of ``dataset`` in ``ctx`` begins its reshuffling stages at
     (:mod:`feedline.core.seed_epochs`): where worker processes must begin it too."""
+    from feedline.core.graph import graph_nodes
     from feedline.core.seed_epochs import EpochCounter
 
     if not ctx.continue_epochs:
         return ctx.first_epoch
-    stack, seen, epochs = [dataset], set(), [ctx.first_epoch]
-    while stack:
-        node = stack.pop()
-        if id(node) not in seen:
-            seen.add(id(node))
-            counter = getattr(node, "_epochs", None)
-            if isinstance(counter, EpochCounter):
-                epochs.append(counter.next)
-            stack.extend(node._inputs)
-    return max(epochs)
+    counters = (getattr(node, "_epochs", None) for node in graph_nodes(dataset))
+    return max([ctx.first_epoch, *(counter.next for counter in counters
+                                   if isinstance(counter, EpochCounter))])
 
 
 class AutoProcessesDataset(UnaryDataset):

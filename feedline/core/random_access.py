@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Self
 
 from feedline.core.errors import OutOfRangeError
+from feedline.core.graph import graph_nodes
 from feedline.core.iterator import IteratorContext
 
 if TYPE_CHECKING:
@@ -186,15 +187,7 @@ def reads_vary_by_epoch(dataset: Dataset) -> bool:
         >>> reads_vary_by_epoch(fl.Dataset.range(4).global_shuffle(1, False))
         False
     """
-    stack, seen = [dataset], set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if getattr(node, "_reads_vary_by_epoch", False):
-            return True
-        stack.extend(node._inputs)
+    return any(getattr(node, "_reads_vary_by_epoch", False) for node in graph_nodes(dataset))
     return False
 
 

@@ -54,6 +54,7 @@ import warnings
 from typing import Any, Literal
 
 from feedline.core.dataset import Dataset
+from feedline.core.graph import graph_nodes
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset, UnaryIterator
@@ -193,18 +194,12 @@ def _global_batch_block(path: list[Dataset]) -> int | None:
 
 
 def _refuse_file_caches(dataset: Dataset) -> None:
-    stack, seen = [dataset], set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
+    for node in graph_nodes(dataset):
         if node.traits().writes_files:
             raise ValueError(
-                f"a cache({getattr(node, 'filename', '')!r}) inside the pipeline would be written by every "
-                "worker process at once; put cache() after the worker processes, or cache "
-                "in memory (cache() with no file name)")
-        stack.extend(node._inputs)
+                f"a cache({getattr(node, 'filename', '')!r}) inside the pipeline would be "
+                "written by every worker process at once; put cache() after the worker "
+                "processes, or cache in memory (cache() with no file name)")
 
 
 def shard_pipeline(dataset: Dataset, num_shards: int, index: int,

@@ -240,13 +240,10 @@ class _WorkerLoop:
     def _catch_up(self, epoch: int) -> None:
         """A worker first started at ``epoch`` > 0 (its pool was made after a restore) counts
         the epochs before it as run, so per-epoch behaviour (reshuffling) matches."""
-        stack, seen = [self._graph], set()
-        while stack:
-            node = stack.pop()
-            if id(node) not in seen:
-                seen.add(id(node))
-                self._ctx.set_iterations(node, epoch)
-                stack.extend(node._inputs)
+        from feedline.core.graph import graph_nodes
+
+        for node in graph_nodes(self._graph):
+            self._ctx.set_iterations(node, epoch)
 
     def run(self) -> None:
         channel = self._channel

@@ -113,16 +113,12 @@ def input_files(dataset: Dataset) -> list[list[Any]]:
         >>> input_files(fl.Dataset.range(3))
         []
     """
+    from feedline.core.graph import graph_nodes
     from feedline.formats._file_reader import FileReaderDataset
     from feedline.formats.tfrecord_index import _file_identity
 
     files: list[list[Any]] = []
-    stack, seen = [dataset], set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
+    for node in graph_nodes(dataset):
         if isinstance(node, FileReaderDataset) and node.filenames:
             for name in node.filenames:
                 try:
@@ -130,7 +126,6 @@ def input_files(dataset: Dataset) -> list[list[Any]]:
                 except OSError:
                     size, mtime = -1, -1  # missing: reading it will say so
                 files.append([name, size, mtime])
-        stack.extend(node._inputs)
     return sorted(files)
 
 
