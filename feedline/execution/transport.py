@@ -14,7 +14,8 @@ when the last of them is freed, the receiver notes the buffer as released
 (:meth:`Channel.released`), the owner of the channel tells the sender
 (:meth:`Channel.reclaim`), and the sender writes a later element into it: after warm-up,
 sending an element costs one ``memcpy`` of its payload, with no allocation, page fault or
-system call for the memory, and receiving it none at all.
+system call for the memory, and receiving it none at all. Arrays received are writable,
+whichever way they came.
 
 Anonymous memory has no name: nothing is ever created in ``/dev/shm``, and the memory is
 freed by the kernel when the last mapping and descriptor are gone, whichever process dies
@@ -167,7 +168,9 @@ from feedline.core.error_records import RestoredError, error_record, restore_err
         if not raws:
             self._send_message(pickle.dumps((header, None), protocol=5))
         elif not self._shared or total < SHARED_MEMORY_THRESHOLD:
-            inline = [raw.tobytes() for raw in raws]
+            # bytearrays, not bytes: the arrays rebuilt on them are writable, like those in
+            # shared memory (a later map may update its input in place).
+            inline = [bytearray(raw) for raw in raws]
             self._send_message(pickle.dumps((header, inline), protocol=5))
         else:
             self._send_shared(header, raws)
