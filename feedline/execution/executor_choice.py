@@ -457,7 +457,10 @@ class ExecutorChoice:
                                                          + per_task),
                                1 / max(2 * transport + per_task, 1e-9))
             measured["process_rate"] = process_rate
-            if process_rate < MIN_GAIN * thread_rate:
+            # Against the better of the threads and one call at a time: calls that hold the
+            # GIL run inline when they stay (the tuner's serial setting), often faster than
+            # threads that take turns at the GIL.
+            if process_rate < MIN_GAIN * max(thread_rate, 1 / max(per_element, 1e-9)):
                 reason = ("held back by the GIL, but moving its elements between processes "
                           "would cost more than it gains")
             elif not self._pickles():

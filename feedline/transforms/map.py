@@ -307,7 +307,12 @@ class _ChunkRunner:
             return outcomes, seconds, cpu, None
         probe = clock.stop(len(chunk))
         if self.transport:  # off the clock: the call's own time is measured above
-            cost, payload = transport_cost(chunk, [value for ok, value in outcomes if ok])
+            # As a process would send them back (stacked where they can be), timed warm: a
+            # first pickling of a type fills pickle's and NumPy's caches (~5x slower for a
+            # 1-element chunk), which made the estimate of processes flip from run to run.
+            results = _pack([outcome for outcome in outcomes if outcome[0]])
+            transport_cost(chunk, results)
+            cost, payload = transport_cost(chunk, results)
             probe = dataclasses.replace(probe, transport=cost, payload=payload)
         return outcomes, seconds, cpu, probe
 
