@@ -122,11 +122,16 @@ class OptimizationOptions:
             such as ``lambda x: x % 2 == 0``), and the inline ``batch`` after them, on chunks
             of elements with NumPy (:mod:`feedline.optimize.map_vectorization`); elements,
             errors and checkpoints are those of the element-by-element run.
+        map_and_batch_fusion: Run ``map(f).batch(n)`` as one stage that calls ``f``'s batch
+            form once per batch, when ``f`` offers one (feedline's record decoders, such as
+            ``fl.datasets.load``'s; :mod:`feedline.transforms.map_and_batch`); elements and
+            errors are those of ``map`` then ``batch``, checkpoints the fused stage's own.
     """
 
     map_fusion: bool = True
     inject_prefetch: bool = False
     map_vectorization: bool = True
+    map_and_batch_fusion: bool = True
 
     def __post_init__(self) -> None:
         _check_types(self)

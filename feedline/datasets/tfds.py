@@ -50,6 +50,8 @@ from feedline.datasets.tfds_splits import (
     file_instructions,
     parse_split,
 )
+from feedline.transforms.batch import stack_leaves
+from feedline.transforms.map_and_batch import NOT_BATCHED
 
 __all__ = ["ReadConfig", "ReadInstruction", "SkipDecoding", "SplitNotFoundError", "load"]
 
@@ -182,6 +184,28 @@ class _Decoder:
             value = self._decode_slowly(record)
         if self.add_id and isinstance(value, dict):
             value["tfds_id"] = tfds_id
+        if self.supervised_keys is not None:
+            return _select(value, self.supervised_keys)
+        return value
+
+    def feedline_batch_form(self, records: list[Any]) -> Any:
+        """The batch of ``[self(r) for r in records]`` as ``batch`` stacks it, the records
+        parsed by one C call (see :mod:`feedline.transforms.map_and_batch`); NOT_BATCHED
+        for a batch with any record the plan does not decode itself."""
+        if self.plan is None:
+            return NOT_BATCHED
+        ids = None
+        if self.add_id:  # the reader yields (id, record)
+            ids = [tfds_id for tfds_id, _ in records]
+            records = [record for _, record in records]
+        records = [r if type(r) is bytes else bytes(r) for r in records]
+        value = self.plan.batch(records)
+        if value is FALLBACK:
+            return NOT_BATCHED
+        if ids is not None:
+            if not isinstance(value, dict):
+                return NOT_BATCHED
+            value["tfds_id"] = stack_leaves(ids)
         if self.supervised_keys is not None:
             return _select(value, self.supervised_keys)
         return value

@@ -18,6 +18,7 @@ feature holds float32 values), strings stay ``bytes``; 0-d values come out as Nu
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import zlib
 from collections.abc import Callable, Iterator, Mapping
@@ -641,9 +642,10 @@ class RecordPlan:
     """
 
     def __init__(self, parse: Callable[..., Any], native: tuple[Any, ...],
-                 steps: list[Callable[[Any], Any]], build: Callable[[Iterator[Any]], Any]
-                 ) -> None:
+                 steps: list[Callable[[Any], Any]], build: Callable[[Iterator[Any]], Any],
+                 batch_steps: list[Callable[[Any, Any, int], Any]] | None = None) -> None:
         self._parse, self._native, self._steps, self._build = parse, native, steps, build
+        self._batch_steps = batch_steps
 
     def __call__(self, record: bytes) -> Any:
         parsed = self._parse([record], self._native)
@@ -656,6 +658,53 @@ class RecordPlan:
                 return FALLBACK
             values.append(value)
         return self._build(iter(values))
+
+    def batch(self, records: list[bytes]) -> Any:
+        """What ``batch`` stacks from ``[plan(r) for r in records]``, each leaf read for all
+        records at once (one C parser call); :data:`FALLBACK` when any record needs
+        :func:`decode_record` (the caller then decodes record by record)."""
+        if self._batch_steps is None or not records:
+            return FALLBACK
+        parsed = self._parse(records, self._native)
+        if parsed is None:
+            return FALLBACK
+        count = len(records)
+        columns = []
+        for batch_step, (data, aux) in zip(self._batch_steps, parsed):
+            value = batch_step(data, aux, count)
+            if value is FALLBACK:
+                return FALLBACK
+            columns.append(value)
+        return self._build(iter(columns))
+
+
+def _batch_step(step: Callable[[Any], Any], kind: int, size: int, dims: tuple[int, ...],
+                native: np.dtype | None, direct: bool) -> Callable[[Any, Any, int], Any]:
+    """The leaf's batch: ``stack_leaves`` of ``step`` on each record's share of the parsed
+    values (``direct``: a reshape of the values, which is the same array for a fixed-size
+    numeric leaf stored as its own dtype)."""
+    from feedline.transforms.batch import stack_leaves
+
+    def batch_step(data: Any, aux: Any, count: int) -> Any:
+        if size >= 0:
+            if aux:
+                return FALLBACK  # a record lacks the feature: decode_record names it
+            if direct:
+                return np.frombuffer(data, native).reshape((count, *dims))
+            bounds = [start * size for start in range(count + 1)]
+        else:
+            bounds = np.frombuffer(aux, np.int64).tolist()
+        if kind != 1:
+            data = np.frombuffer(data, native)
+        values = []
+        for start, stop in itertools.pairwise(bounds):
+            value = step(data[start:stop])
+            if value is FALLBACK:
+                return FALLBACK
+            values.append(value)
+        return stack_leaves(values)
+
+    return batch_step
 
 
 def _leaf_step(info: TensorInfo, post: Callable[[Any], Any] | None) -> tuple[Any, Any] | None:
@@ -679,6 +728,7 @@ def _leaf_step(info: TensorInfo, post: Callable[[Any], Any] | None) -> tuple[Any
     dims = tuple(-1 if d is None else d for d in shape)
     dtype = info.dtype
 
+    same = False
     if kind == 1:
         if not dims:
             def convert(data: Any) -> Any:
@@ -708,7 +758,10 @@ def _leaf_step(info: TensorInfo, post: Callable[[Any], Any] | None) -> tuple[Any
         def step(data: Any) -> Any:
             value = convert(data)
             return value if value is FALLBACK else _scalars(post(value))
-    return (info, kind, size), step
+    direct = post is None and kind != 1 and same and size >= 0 and bool(dims or size == 1)
+    batch = _batch_step(step, kind, size, dims, None if kind == 1 else _NATIVE_DTYPE[kind],
+                        direct)
+    return (info, kind, size), step, batch
 
 
 def record_plan(feature: Feature) -> RecordPlan | None:
@@ -730,6 +783,7 @@ def record_plan(feature: Feature) -> RecordPlan | None:
         return None
     native: list[tuple[bytes, int, int, bool]] = []
     steps: list[Callable[[Any], Any]] = []
+    batch_steps: list[Callable[[Any, Any, int], Any]] = []
 
     def compile_node(node: Feature, key: str) -> Callable[[Iterator[Any]], Any] | None:
         if type(node) is FeaturesDict:
@@ -755,9 +809,10 @@ def record_plan(feature: Feature) -> RecordPlan | None:
         leaf = _leaf_step(info, post)
         if leaf is None:
             return None
-        (_, kind, size), step = leaf
+        (_, kind, size), step, batch_step = leaf
         native.append((key.encode(), kind, size, False))
         steps.append(step)
+        batch_steps.append(batch_step)
         return next
 
     try:
@@ -768,4 +823,5 @@ def record_plan(feature: Feature) -> RecordPlan | None:
         return None
     if not isinstance(feature, FeaturesDict):
         return None  # a lone leaf: decode_record wraps nothing around it, kept simple
-    return RecordPlan(cbridge.extension.parse_examples, tuple(native), steps, build)
+    return RecordPlan(cbridge.extension.parse_examples, tuple(native), steps, build,
+                      batch_steps)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from feedline.core.dataset import Dataset
 from feedline.core.options import Options
+from feedline.optimize.map_and_batch_fusion import fuse_map_and_batch
 from feedline.optimize.map_fusion import fuse_maps
 from feedline.optimize.map_vectorization import vectorize_maps
 
@@ -24,6 +25,8 @@ def optimize(dataset: Dataset, options: Options) -> Dataset:
         dataset = fuse_maps(dataset)
     if options.optimization.map_vectorization:
         dataset = vectorize_maps(dataset)
+    if options.optimization.map_and_batch_fusion:
+        dataset = fuse_map_and_batch(dataset)
     if options.optimization.inject_prefetch:
         from feedline.transforms.prefetch import PrefetchDataset
 
