@@ -7,19 +7,28 @@ slows them alike:
 
 - ``inline``: ``map(tokenize)``;
 - ``autotune-threads``: ``map(tokenize, num_parallel_calls=AUTOTUNE)`` with
-  ``Options(autotune=AutotuneOptions(processes=False))``;
+  ``Options(autotune=AutotuneOptions(processes=False, choose_executor=False))`` (threads
+  only: ``processes=False`` alone still let the map's executor choice move it to processes);
 - ``autotune``: the same with the default options;
 - ``process2``: ``map(tokenize, num_parallel_calls=2, executor="process")``.
 
 Printed: each setting's lines/s (median of its rounds), its ratio to ``inline`` and, for the
 AUTOTUNE settings, where the map's calls ran (the executor choice, and whether the stage
-went inline). Run it with ``python -m benchmarks.gil_map`` (``--lines 20000 --rounds 3``:
-about a minute on 2 loaded cores).
+went inline); then the same from the first batch on (``after start``), which leaves out
+what starting costs (worker processes: ~0.3 s of an interpreter and NumPy each, on a
+loaded machine), so that a short run's figures can be told apart from the steady rate;
+and the CPU each setting spent per line (median): in this process (the consumer: pulling,
+batching, its threads) and in its worker processes (their start included), with the rate they predict on 2 cores
+(``min(1 / consumer, 2 / (consumer + workers))``: the consumer's share is serial), a figure
+that a loaded machine's wall clock moves far less than the rates.
+Run it with ``python -m benchmarks.gil_map`` (``--lines 20000 --rounds 3``: about a minute
+on 2 loaded cores).
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import time
 from typing import Any
@@ -64,21 +73,42 @@ def pipeline(setting: str, lines: np.ndarray) -> fl.Dataset:
     else:
         ds = ds.map(common.tokenize, num_parallel_calls=fl.AUTOTUNE)
         if setting == "autotune-threads":
-            ds = ds.with_options(fl.Options(autotune=fl.AutotuneOptions(processes=False)))
+            ds = ds.with_options(fl.Options(autotune=fl.AutotuneOptions(
+                processes=False, choose_executor=False)))
     return ds.batch(common.TEXT_BATCH)
 
 
-def run_once(setting: str, lines: np.ndarray) -> tuple[float, str]:
-    """Lines per second of one full pass, and where the map ran."""
+def _cpu() -> tuple[float, float]:
+    """CPU seconds of this process and of its ended (waited for) child processes."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+def run_once(setting: str, lines: np.ndarray) -> tuple[float, str, float, float, float]:
+    """Lines per second of one full pass, where the map ran, lines per second from the
+    first batch on (the steady rate, without what starting costs), and the CPU seconds per
+    line of this process and of the worker processes (ended when the pass is)."""
     ds = pipeline(setting, lines)
+    cpu_before = _cpu()
     started = time.perf_counter()
     count = 0
     where = ""
+    first: tuple[float, int] | None = None
     with iter(ds) as it:
         for batch in it:
             count += len(batch)
+            if first is None:
+                first = (time.perf_counter(), count)
         where = _where(it)
-    return count / (time.perf_counter() - started), where
+    ended = time.perf_counter()
+    cpu_after = _cpu()
+    steady = 0.0
+    if first is not None and count > first[1]:
+        steady = (count - first[1]) / max(ended - first[0], 1e-9)
+    per_line = max(count, 1)
+    return (count / (ended - started), where, steady,
+            (cpu_after[0] - cpu_before[0]) / per_line, (cpu_after[1] - cpu_before[1]) / per_line)
 
 
 def _where(it: Any) -> str:
@@ -110,27 +140,44 @@ def main(argv: list[str] | None = None) -> None:
     settings = args.settings.split(",")
     lines = make_lines(args.lines)
     rates: dict[str, list[float]] = {s: [] for s in settings}
+    steady: dict[str, list[float]] = {s: [] for s in settings}
+    cpu: dict[str, list[tuple[float, float]]] = {s: [] for s in settings}
     where: dict[str, set[str]] = {s: set() for s in settings}
     for round_ in range(args.rounds):
         order = settings if round_ % 2 == 0 else settings[::-1]
         for setting in order:
-            rate, ran = run_once(setting, lines)
+            rate, ran, after_start, own, workers = run_once(setting, lines)
             rates[setting].append(rate)
+            cpu[setting].append((own, workers))
+            steady[setting].append(after_start)
             if ran:
                 where[setting].add(ran)
-            print(f"round {round_ + 1} {setting:18s} {rate:10,.0f} lines/s {ran}", flush=True)
-    base = statistics.median(rates["inline"]) if "inline" in rates else None
-    print(f"\n{args.lines} lines, batch {common.TEXT_BATCH}, {args.rounds} rounds (median)")
+            print(f"round {round_ + 1} {setting:18s} {rate:10,.0f} lines/s "
+                  f"({after_start:,.0f} after start) {ran}", flush=True)
+    for title, table in (("", rates), (" after start (from the first batch)", steady)):
+        base = statistics.median(table["inline"]) if "inline" in table else None
+        print(f"\n{args.lines} lines, batch {common.TEXT_BATCH}, {args.rounds} rounds "
+              f"(median){title}")
+        for setting in settings:
+            rate = statistics.median(table[setting])
+            ratio = f"{rate / base:5.2f}x inline" if base else ""
+            # Per-round ratios to the inline run of the same round: the load moves between
+            # rounds.
+            per_round = ""
+            if base and setting != "inline":
+                per_round = " rounds: " + " ".join(
+                    f"{a / b:.2f}" for a, b in zip(table[setting], table["inline"]))
+            print(f"{setting:18s} {rate:10,.0f} lines/s {ratio}{per_round} "
+                  f"[{'; '.join(sorted(where[setting]))}]")
+    print("\nCPU per line (median, us): consumer + workers = total; the lines/s that predicts "
+          "on 2 cores")
     for setting in settings:
-        rate = statistics.median(rates[setting])
-        ratio = f"{rate / base:5.2f}x inline" if base else ""
-        # Per-round ratios to the inline run of the same round: the load moves between rounds.
-        per_round = ""
-        if base and setting != "inline":
-            per_round = " rounds: " + " ".join(
-                f"{a / b:.2f}" for a, b in zip(rates[setting], rates["inline"]))
-        print(f"{setting:18s} {rate:10,.0f} lines/s {ratio}{per_round} "
-              f"[{'; '.join(sorted(where[setting]))}]")
+        own = statistics.median(c[0] for c in cpu[setting])
+        workers = statistics.median(c[1] for c in cpu[setting])
+        total = own + workers
+        predicted = min(1 / max(own, 1e-12), 2 / max(total, 1e-12))
+        print(f"{setting:18s} {own * 1e6:7.1f} + {workers * 1e6:7.1f} = {total * 1e6:7.1f}   "
+              f"{predicted:10,.0f}")
 
 
 if __name__ == "__main__":

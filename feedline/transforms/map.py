@@ -255,10 +255,10 @@ microseconds (the identity on 2 processes: 29,000 elements/s with 64 a task, 46,
 
 
 MAX_FILL_SECONDS = 0.001
-"""Longest a task's chunk waits for its input: past it (or when the input's measured time
-per element says it would be), the elements pulled go out as they are. A chunk is sized
-from the function's time per call, for its work to outweigh its hand-off; an input that
-gives elements slowly (a remote read, a generator, a stage upstream that is behind) must not
+"""Longest a task's chunk for worker processes waits for its input: past it (or when the
+input's measured time per element says it would be), the elements pulled go out as they
+are. A chunk is sized from the function's time per call, for its work to outweigh its
+hand-off; an input that gives elements slowly (a remote read, a generator, a stage upstream that is behind) must not
 hold back the elements it gave already, nor leave the workers idle while the consumer waits
 for more: with a slow input, chunks shrink to one element. Only where chunks end changes:
 elements, errors and positions are the same."""
@@ -415,9 +415,14 @@ class ParallelMapIterator(DatasetIterator):
     """Runs the function on ``parallelism`` workers; pulls inputs on the consumer's thread.
 
     Pulling on the consumer's thread keeps the upstream single-threaded (no locks there).
-    Elements travel to workers in chunks sized from measured call times, so cheap functions
-    do not pay a thread hand-off per element; the chunks run on a
-    :class:`~feedline.execution.read_ahead.ReadAhead` window of ``2 * parallelism`` tasks.
+    Elements travel to workers in chunks sized from measured call times (a task is worth
+    :data:`TARGET_TASK_SECONDS` of calls; one element when a call takes that long), so cheap
+    functions do not pay a hand-off per element; a chunk takes only what its input gives
+    without making it wait (:data:`MAX_FILL_SECONDS`). The chunks run on a
+    :class:`~feedline.execution.read_ahead.ReadAhead` window of ``2 * parallelism`` tasks. On
+    worker processes, a chunk is one message each way, and its results, when they are arrays
+    of one dtype and shape, one array (:class:`StackedResults`). Chunks change no result,
+    error or position: each element's outcome is kept in its place.
 
     An error of the upstream takes its place in the window: the elements pulled before it
     come out first, in order, then the error, then the elements after it (as in tf.data;
@@ -754,7 +759,10 @@ class ParallelMapIterator(DatasetIterator):
             failure: tuple[int, BaseException] | None = None
             pulling_since = clock()
             size = self._chunk_size
-            if size > 1 and self._pull_seconds is not None:
+            # Processes only: on threads, a pull also waits for the GIL the workers hold,
+            # which would read as a slow input and cut every chunk short.
+            bounded = self._executor_kind == "process"
+            if size > 1 and bounded and self._pull_seconds is not None:
                 # An input slow to give elements fills smaller chunks (see MAX_FILL_SECONDS).
                 size = max(1, min(size, int(MAX_FILL_SECONDS / max(self._pull_seconds, 1e-9))))
             deadline = 0.0
@@ -770,7 +778,7 @@ class ParallelMapIterator(DatasetIterator):
                     break
                 items.append(item)
                 values.append(value)
-                if size > 1:
+                if size > 1 and bounded:
                     now = clock()
                     if not deadline:  # from the first element: waiting for it is no choice
                         deadline = now + MAX_FILL_SECONDS
@@ -778,7 +786,7 @@ class ParallelMapIterator(DatasetIterator):
                         break  # the input gives elements slowly: the workers get these now
             pulled = clock() - pulling_since
             self._counters.input += pulled
-            if items and failure is None and not self._exhausted:
+            if bounded and items and failure is None and not self._exhausted:
                 per_element = pulled / len(items)
                 self._pull_seconds = per_element if self._pull_seconds is None else \
                     0.8 * self._pull_seconds + 0.2 * per_element
