@@ -286,10 +286,13 @@ class ReadAhead:
         """
         futures = [future for _, future in self._pending]
         self._pending.clear()
-        for future in futures:
-            future.cancel()
+        # Only a future that could not be cancelled has a task on it (running or done). A
+        # cancelled one is never waited for: ``wait`` counts it as done only once its task
+        # calls ``set_running_or_notify_cancel``, which a task that never runs (or stopped at
+        # an earlier cancelled future) never does, and waiting for it would hang.
+        started = [future for future in futures if not future.cancel()]
         if wait:
-            concurrent.futures.wait(futures)
+            concurrent.futures.wait(started)
 
     def shutdown(self, stop_all: bool = True) -> None:
         """Wake a waiting :meth:`take`, cancel queued tasks, stop the executor. Idempotent.

@@ -199,3 +199,46 @@ def test_a_huge_prefetch_buffer_is_filled_as_elements_arrive_not_allocated_up_fr
         assert len(reader.window._pending) <= MAX_GROUPS_PER_READ
         assert [int(x) for x in it] == list(range(3, 10))
         it.close()
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_discard_waits_for_the_running_read_only_never_for_cancelled_ones():
+    # One task sets three futures; the consumer discards while it works on the first. The
+    # two cancelled futures are never notified by the task (it stops at the first cancelled
+    # one, or never runs): waiting for them hung a checkpoint restore in CI.
+    started, release = threading.Event(), threading.Event()
+    finished: list[str] = []
+
+    def read(futures, _):
+        for future in futures:
+            if not future.set_running_or_notify_cancel():
+                finished.append("stopped")
+                return
+            started.set()
+            release.wait(TIMEOUT)
+            future.set_result("item")
+
+    with no_leaked_threads():
+        calls = window()
+        calls.submit_reads(["a", "b", "c"], read, None)
+        assert started.wait(TIMEOUT)
+        threading.Timer(0.2, release.set).start()
+        calls.discard(wait=True)  # returns once "a" is read, though "b" and "c" stay unset
+        assert release.is_set() and calls.tags() == []
+        calls.shutdown()
+    assert finished == ["stopped"]
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_discard_with_wait_returns_when_the_task_never_ran():
+    blocker, release = threading.Event(), threading.Event()
+    with no_leaked_threads():
+        calls = ReadAhead("test-stage", lambda: ThreadExecutor(1, "test-stage", 0.1), limit=4)
+        calls.submit("busy", lambda: blocker.set() or release.wait(TIMEOUT))
+        assert blocker.wait(TIMEOUT)
+        calls.submit_reads(["x", "y", "z"], lambda futures, _: None, None)  # queued behind
+        calls.discard(wait=False)  # drop "busy" from the window without waiting
+        calls.submit_reads(["p", "q"], lambda futures, _: None, None)
+        calls.discard(wait=True)  # the queued task has not started: nothing to wait for
+        release.set()
+        calls.shutdown()
