@@ -20,6 +20,8 @@ if os.environ.get("FEEDLINE_PURE_PYTHON", "") in ("", "0"):
     if sys.byteorder == "little":  # it reads TFRecord's little-endian integers directly
         ext_modules.append(Extension("feedline.formats._tfrecord_fast",
                                      ["feedline/formats/_tfrecord_fast.c"], optional=True))
+    ext_modules.append(Extension("feedline.transforms._shuffle_fast",
+                                 ["feedline/transforms/_shuffle_fast.c"], optional=True))
     ext_modules.append(Extension("feedline.profiling._probe",
                                  ["feedline/profiling/_probe.c"], optional=True))
 

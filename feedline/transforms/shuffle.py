@@ -40,6 +40,11 @@ from feedline.core.traits import INDEPENDENT
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_int, validate_seed
 
+try:  # built by setup.py; the Python loops below are the reference and the fallback
+    from feedline.transforms import _shuffle_fast
+except ImportError:  # pragma: no cover - FEEDLINE_PURE_PYTHON builds
+    _shuffle_fast = None
+
 RANDOM_BLOCK = 1024
 """Uniform draws made at once: one NumPy call per block instead of one per element."""
 
@@ -203,8 +208,28 @@ class ShuffleIterator(UnaryIterator):
                 if out:
                     break
                 raise StopIteration
-            self._draw_into(out, fresh)
+            if self._exhausted and not fresh:
+                self._drain_into(out, limit - len(out))
+            else:
+                self._draw_into(out, fresh)
         return out
+
+    def _drain_into(self, out: list[Any], count: int) -> None:
+        """``count`` draws (at most the buffer's size) from a buffer the input no longer
+        refills, as ``count`` calls of :meth:`_draw` make them."""
+        buffer = self._buffer
+        count = min(count, len(buffer))
+        while count:
+            if self._used == RANDOM_BLOCK:
+                self._start_block(self._generator)
+            take = min(count, RANDOM_BLOCK - self._used)
+            if _shuffle_fast is not None:
+                _shuffle_fast.drain(buffer, self._block_array[self._used:self._used + take], out)
+                self._used += take
+            else:
+                for _ in range(take):
+                    out.append(self._draw())
+            count -= take
 
     def _draw_into(self, out: list[Any], fresh: list[Any]) -> None:
         """One draw from the buffer, then for each of ``fresh``: add it, draw again."""
@@ -219,9 +244,13 @@ class ShuffleIterator(UnaryIterator):
             if self._used == RANDOM_BLOCK:
                 self._start_block(self._generator)
             take = min(len(fresh) - done, RANDOM_BLOCK - self._used)
-            draws = self._block_array[self._used:self._used + take] * n
-            places = np.minimum(draws.astype(np.int64), n - 1).tolist()
+            uniforms = self._block_array[self._used:self._used + take]
             self._used += take
+            if _shuffle_fast is not None:
+                _shuffle_fast.swap_draws(buffer, uniforms, fresh, done, out)
+                done += take
+                continue
+            places = np.minimum((uniforms * n).astype(np.int64), n - 1).tolist()
             top = n - 1
             for i, element in zip(places, fresh[done:done + take]):
                 if i < top:

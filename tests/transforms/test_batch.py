@@ -46,6 +46,15 @@ def test_batch_structure_mismatch_is_clear():
         list(ds)
 
 
+def test_batch_of_single_leaves_names_the_element_that_is_a_structure():
+    from feedline.transforms.batch import stack_elements
+
+    with pytest.raises(fl.StructureError,
+                       match=r"cannot batch: element 2 is .*, element 0 is a single leaf"):
+        stack_elements([b"a", b"b", (b"c", b"d"), b"e"])
+    assert stack_elements([b"a", b"b"]).tolist() == [b"a", b"b"]
+
+
 @pytest.mark.parametrize("size, error", [(0, ValueError), (-1, ValueError), (1.5, TypeError),
                                          (True, TypeError)])
 def test_invalid_batch_size(size, error):
