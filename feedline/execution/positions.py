@@ -61,6 +61,11 @@ def initial_position(input_state: State, pulled: int = 0) -> State:
     return {"at": pulled, "next": pulled, "done": [], "errors": [], "input": input_state}
 
 
+RUN = 3
+"""The tag of a run entry of :meth:`PositionReader.pull_many` (elements and errors are tagged
+0 and 1, ``False`` and ``True``, as :meth:`PositionReader.pull` gives them)."""
+
+
 class PositionReader:
     """Pulls numbered items from an input, takes snapshots, and replays after a restore.
 
@@ -143,10 +148,16 @@ class PositionReader:
                 self._release_order()
             return item, is_error, value, snapshot
 
-    def pull_many(self, limit: int) -> list[tuple[int, bool, Any, tuple[int, State] | None]]:
-        """Up to ``limit`` items as :meth:`pull` gives them (at least one), read in one chunk
-        from an input that reads in chunks (``pull_chunk``), up to the next snapshot; one
-        :meth:`pull` otherwise, and while re-reading after a restore."""
+    def pull_many(self, limit: int) -> list[tuple[int, int, Any, tuple[int, State] | None]]:
+        """Up to ``limit`` items (at least one), read in one chunk from an input that reads
+        in chunks (``pull_chunk``), up to the next snapshot; one :meth:`pull` otherwise, and
+        while re-reading after a restore.
+
+        A chunk comes back as one *run* entry ``(first, RUN, values, snapshot)``: items
+        ``first, first + 1, ...`` are the elements ``values`` (none an error) and
+        ``snapshot`` (or ``None``) follows the last; anything else as :meth:`pull` gives it.
+        Runs keep per-element work (a tuple per record) off the chunked path.
+        """
         chunk = self._pull_chunk
         if chunk is None or self.pulled < self._skip_below or self._skip \
                 or self._restored_errors:
@@ -163,11 +174,8 @@ class PositionReader:
         first = self.pulled
         self.pulled = first + len(values)
         self._since += len(values)
-        items = [(item, False, value, None) for item, value in enumerate(values, first)]
-        if self._since >= self._interval:
-            item, _, value, _ = items[-1]
-            items[-1] = (item, False, value, self._take_snapshot())
-        return items
+        snapshot = self._take_snapshot() if self._since >= self._interval else None
+        return [(first, RUN, values, snapshot)]
 
     def _release_order(self) -> None:
         assert self._hold_order is not None

@@ -28,7 +28,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import itertools
-import operator
 import threading
 import time
 from collections.abc import Callable
@@ -36,7 +35,7 @@ from typing import Any
 
 from feedline.core.iterator import chunk_reader
 from feedline.execution.executor import Executor
-from feedline.execution.positions import PositionReader, PositionTracker, initial_position
+from feedline.execution.positions import RUN, PositionReader, PositionTracker, initial_position
 
 _FIRST = concurrent.futures.FIRST_COMPLETED
 
@@ -330,9 +329,9 @@ def wait_any(windows: list[ReadAhead], stop: StopSignal, timeout: float | None) 
 
 
 ELEMENT, ERROR, END = 0, 1, 2
-_VALUE, _SNAPSHOT = operator.itemgetter(2), operator.itemgetter(3)
 """Tags of the items a :class:`SequentialReader` hands over: an element, an error of the
-input (reading goes on after it), the end of the input."""
+input (reading goes on after it), the end of the input. Read ahead, a chunk of elements is
+one entry tagged :data:`~feedline.execution.positions.RUN` until handed out."""
 
 TARGET_GROUP_SECONDS = 0.0002
 """Reading time of the items handed over together (one future): long enough that the
@@ -398,8 +397,10 @@ class SequentialReader:
         self._requested = 0  # items asked of tasks so far: the next one's output index
         self._in_window = 0  # items asked of the tasks in the window
         self._group = 1  # items per future: grows when items are cheap
-        # Items of the group taken last, not handed out yet.
+        # Items of the group taken last, not handed out yet: (item, tag, value, snapshot),
+        # or a run (first, RUN, values, snapshot) of which ``_run_pos`` values went out.
         self._ready: collections.deque[tuple[int, int, Any, Any]] = collections.deque()
+        self._run_pos = 0
         self._end_asked = False  # a task has seen the end: ask for nothing more
         self._ended = False  # the consumer has reached the end
         self.seconds_per_item: float | None = None
@@ -425,8 +426,8 @@ class SequentialReader:
     def _read(self, futures: list[concurrent.futures.Future[Any]], group: int) -> None:
         """On a worker: read ``group`` items into each future, in order; stop when one was
         cancelled (the reader was discarded or shut down)."""
-        # Items are (item, tag, value, snapshot) with the tag ELEMENT (0) or ERROR (1): the
-        # reader's own (item, is_error, value, snapshot) tuples, as they come.
+        # Items are (item, tag, value, snapshot) with the tag ELEMENT (0) or ERROR (1) (the
+        # reader's own (item, is_error, value, snapshot) tuples, as they come), or runs.
         pull_many = self._positions.pull_many
         clock = time.perf_counter
         ended = False
@@ -435,15 +436,19 @@ class SequentialReader:
                 return
             started = clock()
             items: list[tuple[int, int, Any, Any]] = []
-            while len(items) < group and not ended:
+            count = 0
+            while count < group and not ended:
                 try:
-                    items += pull_many(group - len(items))
+                    pulled = pull_many(group - count)
                 except StopIteration:
                     ended = True
                     items.append((-1, END, None, None))
+                    continue
+                items += pulled
+                count += sum(len(e[2]) if e[1] == RUN else 1 for e in pulled)
             if ended and not items:
                 items.append((-1, END, None, None))
-            future.set_result((items, clock() - started))
+            future.set_result((items, clock() - started, count))
 
     def _fill(self) -> None:
         room = self.capacity - self._in_window
@@ -480,26 +485,32 @@ class SequentialReader:
         """The next ``(tag, value)``: ``(ELEMENT, element)``, ``(ERROR, error)`` or
         ``(END, None)`` (again on every later call)."""
         ready = self._ready
-        if len(ready) > 1:
+        if ready:
             # The common case, once per element: an element of the group in hand, handed
-            # out in order, no snapshot attached.
-            entry = ready.popleft()
-            item, tag, value, snapshot = entry
+            # out in order, no snapshot attached, and more in hand after it.
+            item, tag, value, snapshot = ready[0]
             tracker = self._tracker
-            if tag == ELEMENT and snapshot is None and item == tracker.next and not tracker.done:
+            if tag == RUN:
+                pos = self._run_pos
+                if pos < len(value) - 1 and item + pos == tracker.next and not tracker.done:
+                    tracker.next += 1
+                    self._run_pos = pos + 1
+                    return ELEMENT, value[pos]
+            elif tag == ELEMENT and snapshot is None and len(ready) > 1 \
+                    and item == tracker.next and not tracker.done:
+                ready.popleft()
                 tracker.next = item + 1
                 return ELEMENT, value
-            ready.appendleft(entry)
         return self._next_item()
 
     def _take_group(self) -> None:
         """Wait for the next group (a future) and put its items in hand."""
         (_, group), future = self._window.take()
         self._in_window -= group
-        items, seconds = future.result()
+        items, seconds, count = future.result()
         if items[-1][1] != END:
             # Items per hand-off: as many as are read in about TARGET_GROUP_SECONDS.
-            per_item = seconds / len(items)
+            per_item = seconds / count
             previous = self.seconds_per_item
             self.seconds_per_item = per_item if previous is None else \
                 previous + (per_item - previous) * ITEM_SECONDS_WEIGHT
@@ -521,39 +532,55 @@ class SequentialReader:
         """How many elements (not errors, not the end) :meth:`take_elements` can return now,
         up to ``limit``, without waiting: groups already read are taken in hand."""
         ready = self._ready
-        count = 0
+        count = scanned = 0
         while True:
-            for entry in itertools.islice(ready, count, None):
-                if entry[1] != ELEMENT or count == limit:
-                    return count
-                count += 1
-            if count == limit or self._ended or not self._group_ready():
+            for entry in itertools.islice(ready, scanned, None):
+                tag = entry[1]
+                if tag == RUN:
+                    count += len(entry[2]) - (self._run_pos if scanned == 0 else 0)
+                elif tag == ELEMENT:
+                    count += 1
+                else:
+                    return min(count, limit)
+                if count >= limit:
+                    return limit
+                scanned += 1
+            if self._ended or not self._group_ready():
                 return count
             self._take_group()
 
     def take_elements(self, count: int) -> list[Any]:
         """The next ``count`` elements, which :meth:`elements_in_hand` said are in hand."""
         ready, tracker = self._ready, self._tracker
-        if count == len(ready):
-            entries = list(ready)
-            ready.clear()
-        else:
-            popleft = ready.popleft
-            entries = [popleft() for _ in range(count)]
-        first = entries[0][0]
-        if first == tracker.next and not tracker.done and \
-                entries[-1][0] == first + count - 1 and \
-                list(map(_SNAPSHOT, entries)).count(None) == count:
-            # The common case: consecutive items, none with a snapshot.
-            tracker.next = first + count
-            out = list(map(_VALUE, entries))
-        else:
-            out = []
-            for item, _tag, value, snapshot in entries:
-                if snapshot is not None:
-                    tracker.add_snapshot(snapshot)
-                tracker.handed_out(item)
-                out.append(value)
+        out: list[Any] = []
+        while len(out) < count:
+            first, tag, values, snapshot = ready[0]
+            if tag != RUN:  # a single element
+                ready.popleft()
+                tracker.add_snapshot(snapshot)
+                tracker.handed_out(first)
+                out.append(values)
+                continue
+            # A run: its values in one slice, the tracker moved once (the common case).
+            pos = self._run_pos
+            taken = min(count - len(out), len(values) - pos)
+            if pos + taken == len(values):
+                ready.popleft()
+                self._run_pos = 0
+            else:
+                self._run_pos = pos + taken
+                snapshot = None  # it follows the run's last value
+            if not out and pos == 0 and taken == len(values):
+                out = values
+            else:
+                out += values[pos:pos + taken]
+            start = first + pos
+            if start == tracker.next and not tracker.done:
+                tracker.next = start + taken
+            else:
+                for item in range(start, start + taken):
+                    tracker.handed_out(item)
+            tracker.add_snapshot(snapshot)
         if not ready:
             self._fill()  # keep reading while the consumer works
         return out
@@ -565,10 +592,21 @@ class SequentialReader:
                 return END, None
             self._fill()
             self._take_group()
-        item, tag, value, snapshot = ready.popleft()
+        item, tag, value, snapshot = ready[0]
+        if tag == RUN:  # its next value, as an element (the snapshot follows its last)
+            pos = self._run_pos
+            item, tag, value = item + pos, ELEMENT, value[pos]
+            if pos + 1 < len(ready[0][2]):
+                self._run_pos, snapshot = pos + 1, None
+            else:
+                ready.popleft()
+                self._run_pos = 0
+        else:
+            ready.popleft()
         if tag == END:
             self._ended = self._end_asked = True
             ready.clear()
+            self._run_pos = 0
             self._window.discard()
             return END, None
         tracker = self._tracker
@@ -607,6 +645,7 @@ class SequentialReader:
         """Drop what was read ahead (before a restore); waits for the task reading now."""
         self._window.discard(wait=True)
         self._ready.clear()
+        self._run_pos = 0
         self._in_window = 0
         self._end_asked = self._ended = False
 

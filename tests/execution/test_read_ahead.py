@@ -242,3 +242,70 @@ def test_discard_with_wait_returns_when_the_task_never_ran():
         calls.discard(wait=True)  # the queued task has not started: nothing to wait for
         release.set()
         calls.shutdown()
+
+
+def _record_file(tmp_path, count: int) -> str:
+    path = str(tmp_path / "records.tfrecord")
+    with fl.TFRecordWriter(path) as writer:
+        for i in range(count):
+            writer.write(b"%d" % i)
+    return path
+
+
+def _take(reader: SequentialReader, step: int) -> list[int]:
+    """One step of a consumer that mixes the element and the chunk paths."""
+    if step % 3 == 0:
+        return [int(reader.next())]
+    count = reader.elements_in_hand(7 * step % 40 + 1)
+    if not count:
+        return [int(reader.next())]
+    return [int(v) for v in reader.take_elements(count)]
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_runs_of_a_chunk_source_hand_out_exactly_and_restore_at_every_step(tmp_path):
+    # A file reader gives whole chunks: they travel as runs, taken whole, in slices, or one
+    # element at a time; every position saved on the way restores to the same continuation.
+    ctx = IteratorContext()
+    dataset = fl.TFRecordDataset(_record_file(tmp_path, 3000))
+
+    def reader() -> SequentialReader:
+        return SequentialReader("doc", dataset._make_iterator(ctx),
+                                lambda: ThreadExecutor(1, "doc"), 8, max_capacity=256)
+
+    with no_leaked_threads():
+        first = reader()
+        taken: list[int] = []
+        saved: list[tuple[int, dict]] = []
+        step = 0
+        with pytest.raises(StopIteration):
+            while True:
+                saved.append((len(taken), first.position()))
+                taken += _take(first, step)
+                step += 1
+        first.shutdown()
+        assert taken == list(range(3000))
+        for done, position in saved[::25] + saved[-3:]:
+            again = reader()
+            again.restore(position)
+            rest: list[int] = []
+            with pytest.raises(StopIteration):
+                while True:
+                    rest += _take(again, len(rest))
+            again.shutdown()
+            assert rest == list(range(done, 3000)), done
+
+
+@pytest.mark.timeout(TIMEOUT)
+def test_a_run_entry_covers_a_chunk_and_carries_the_snapshot_after_its_last(tmp_path):
+    from feedline.execution.positions import RUN
+
+    ctx = IteratorContext()
+    source = fl.TFRecordDataset(_record_file(tmp_path, 10))._make_iterator(ctx)
+    reader = PositionReader(source.__next__, source.state_dict, True, source.next_chunk)
+    first, tag, values, snapshot = reader.pull_many(4)[0]
+    assert (first, tag, values) == (0, RUN, [b"0"]) and snapshot is not None  # interval 1
+    reader._interval = 100
+    first, tag, values, snapshot = reader.pull_many(4)[0]
+    assert (first, tag, values, snapshot) == (1, RUN, [b"1", b"2", b"3", b"4"], None)
+    source.close()
