@@ -8,7 +8,6 @@ the cycle position and checkpoint layout it shares with the sequential iterator 
 from __future__ import annotations
 
 import collections
-import itertools
 import threading
 from typing import Any
 
@@ -311,7 +310,10 @@ class ParallelInterleaveIterator(InterleaveBase):
         block = self._block_length
         taken = [slot.reader.take_elements(rounds * block) for slot in self._cycle]
         if block == 1:
-            out.extend(itertools.chain.from_iterable(zip(*taken)))
+            merged: list[Any] = [None] * (rounds * len(taken))
+            for offset, elements in enumerate(taken):  # one strided copy per dataset
+                merged[offset::len(taken)] = elements
+            out += merged
         else:
             for start in range(0, rounds * block, block):
                 for elements in taken:

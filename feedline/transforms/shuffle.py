@@ -149,7 +149,9 @@ class ShuffleIterator(UnaryIterator):
         # was a third of the chunked path's cost).
         self._block_state = generator.bit_generator.state
         self._block_array = generator.random(RANDOM_BLOCK)
-        self._block: list[float] = self._block_array.tolist()
+        # As Python floats for the one-draw path (made when it first draws: the chunked
+        # path reads the array).
+        self._block: list[float] | None = None
         self._used = used
 
     def __next__(self) -> Any:
@@ -171,7 +173,10 @@ class ShuffleIterator(UnaryIterator):
         buffer = self._buffer
         if self._used == RANDOM_BLOCK:
             self._start_block(self._generator)
-        u = self._block[self._used]
+        block = self._block
+        if block is None:
+            block = self._block = self._block_array.tolist()
+        u = block[self._used]
         self._used += 1
         n = len(buffer)
         # A 53-bit uniform scaled to n: bias below n / 2**53, far under any measurable level.
