@@ -247,18 +247,31 @@ def image_stack_seconds(repeats: int = 5) -> float:
     return (time.thread_time() - started) / (repeats * IMAGE_BATCH)
 
 
-def image_consumer_seconds(files: list[str], params: np.ndarray, batches: int = 30) -> float:
-    """CPU of the consumer's thread per image when it pops ready batches."""
+def image_consumer_seconds(files: list[str], params: np.ndarray, map_seconds: float,
+                           batches: int = 30) -> float:
+    """CPU of the consumer's thread per image when it pops ready batches.
+
+    The buffer fills first (for the time the map needs to make ``batches`` batches on this
+    machine's cores, with a margin): on a machine where the map is the bottleneck (2 cores),
+    popping batches as they arrive would measure the consumer's waits, which more cores
+    take away.
+    """
+    import os
+
     import feedline as fl
 
     ds = _image_prefix(files).map(_image_map(params), num_parallel_calls=fl.AUTOTUNE)
-    it = iter(ds.prefetch(4))
+    it = iter(ds.prefetch(batches))
     try:
         for _ in range(3):
             next(it)
+        time.sleep(1.5 * batches * IMAGE_BATCH * map_seconds / (os.cpu_count() or 1) + 0.5)
+        # Popped batches are kept until the clock stops: freeing a 38 MB batch (unmapping
+        # its pages, ~300 µs) is the training loop's, whatever system made it.
+        held = []
         started = time.thread_time()
         for _ in range(batches):
-            next(it)
+            held.append(next(it))
         return (time.thread_time() - started) / (batches * IMAGE_BATCH)
     finally:
         it.close()
@@ -284,9 +297,9 @@ def predict_images(parts: dict[str, float], cores: int) -> float:
 
 def measure_images(files: list[str], params: np.ndarray, images: int) -> dict[str, Any]:
     parts = {"feeder": image_feeder_seconds(files, images),
-             "map": image_map_seconds(files, params),
-             "consumer": image_consumer_seconds(files, params),
-             "stack": image_stack_seconds()}
+             "map": image_map_seconds(files, params)}
+    parts["consumer"] = image_consumer_seconds(files, params, parts["map"])
+    parts["stack"] = image_stack_seconds()
     serial = parts["feeder"] + parts["consumer"]
     return {"workload": "images",
             "parts_us_per_image": {k: v * 1e6 for k, v in parts.items()},
