@@ -232,7 +232,15 @@ class PositionReader:
                 self.errors.pop(item, None)
 
     def pending_errors(self, tracker: PositionTracker) -> list[list[Any]]:
-        """Records of errors pulled and not handed out, for a checkpoint."""
+        """Records of errors pulled and not handed out, for a checkpoint.
+
+        None for an input whose re-read may differ (``replay_exact`` false): it is
+        snapshotted after every item, so the position's snapshot is the input's state after
+        the last item handed out, errors it had read ahead included; a record would stand in
+        for whatever item its re-read gives in that place (an element lost, the error twice).
+        """
+        if not self._replay_exact:
+            return []
         with self.errors_lock:
             errors = sorted([*self.errors.items(), *self._restored_errors.items()])
         return [[item, error_record(error)] for item, error in errors
