@@ -24,7 +24,6 @@ from feedline.core.errors import (
     WorkerProcessError,
 )
 from feedline.core.functions import late_bound
-from feedline.core.iterator import PipelineIterator
 from feedline.core.options import (
     AutoShardPolicy,
     AutotuneOptions,
@@ -63,6 +62,7 @@ from feedline.formats.parquet import ParquetDataset
 from feedline.formats.text import TextLineDataset
 from feedline.formats.tfrecord import TFRecordDataset, TFRecordWriter, write_tfrecord
 from feedline.formats.webdataset import WebDataset
+from feedline.pipeline import PipelineIterator
 from feedline.profiling.report import profile
 from feedline.snapshot.info import SnapshotInfo, snapshot_info
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
-from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator
+from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
 from feedline.core.structure import Element
 from feedline.core.traits import POSITIONAL, OperationTraits
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from feedline.core.options import AutoShardPolicy
     from feedline.core.random_access import RandomAccessReader
     from feedline.distribute.input_context import InputContext
+    from feedline.pipeline import PipelineIterator
 
 
 class Dataset(abc.ABC):
@@ -137,6 +138,8 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in ds] != [int(x) for x in ds]
             True
         """
+        from feedline.pipeline import PipelineIterator  # the runner sits above core
+
         return PipelineIterator(self, continue_epochs=True)
 
     def __len__(self) -> int:
@@ -183,6 +186,8 @@ class Dataset(abc.ABC):
             >>> list(fl.Dataset.from_tensor_slices([1, 2]).as_numpy_iterator())
             [np.int64(1), np.int64(2)]
         """
+        from feedline.pipeline import PipelineIterator  # the runner sits above core
+
         return PipelineIterator(self, continue_epochs=True)
 
     # ----------------------------------------------------------------- sources
@@ -836,6 +841,8 @@ class Dataset(abc.ABC):
             10
         """
         state = initial_state
+        from feedline.pipeline import PipelineIterator  # the runner sits above core
+
         with PipelineIterator(self, continue_epochs=True) as iterator:
             for element in iterator:
                 state = reduce_func(state, element)

@@ -45,7 +45,7 @@ class BufferClosed(BaseException):
 
     A ``BaseException``, like ``GeneratorExit``: it must pass through every ``except
     Exception`` on its way up (``ignore_errors()`` would otherwise swallow it and ask the
-    closed stage again, forever). :class:`~feedline.core.iterator.PipelineIterator` turns it
+    closed stage again, forever). :class:`~feedline.pipeline.PipelineIterator` turns it
     into ``StopIteration`` for a consumer whose ``next()`` was ended by ``close()``.
     """
 

@@ -34,7 +34,7 @@ import numpy as np
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.errors import DataLossError
-from feedline.core.iterator import IteratorContext, PipelineIterator
+from feedline.core.iterator import IteratorContext
 from feedline.core.random_access import RandomAccessReader
 from feedline.core.structure import TensorSpec
 from feedline.core.validation import validate_optional_int
@@ -457,6 +457,8 @@ def write_tfrecord(dataset: Dataset, path: Any, compression_type: str | None = N
     if not isinstance(dataset, Dataset):
         raise TypeError(f"write_tfrecord() needs a Dataset; found {type(dataset).__name__}")
     count = 0
+    from feedline.pipeline import PipelineIterator  # the runner sits above this layer
+
     with PipelineIterator(dataset) as iterator, TFRecordWriter(path, compression_type) as writer:
         for element in iterator:
             writer.write(_as_record(element, f"element {count}"))

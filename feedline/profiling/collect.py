@@ -1,7 +1,7 @@
 """Collecting statistics from a running pipeline.
 
-When ``Options().profiling.statistics`` is on, :class:`~feedline.core.iterator.
-PipelineIterator` gives its :class:`~feedline.core.iterator.IteratorContext` a
+When ``Options().profiling.statistics`` is on, :class:`~feedline.pipeline.PipelineIterator`
+gives its :class:`~feedline.core.iterator.IteratorContext` a
 :class:`Collector`, and every stage iterator is built through :meth:`Collector.build`
 (``Dataset.__init_subclass__`` routes each node's ``_make_iterator``). The collector hands
 the stage's consumer a *probe* in place of the iterator: a C object

@@ -30,8 +30,8 @@ from typing import Any
 
 from feedline.core.dataset import Dataset
 from feedline.core.error_records import error_record
-from feedline.core.iterator import PipelineIterator
 from feedline.core.options import Options
+from feedline.pipeline import PipelineIterator
 from feedline.service.splits import Part, describe, part_dataset
 from feedline.transforms.prefetch import element_bytes
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from feedline.core.constants import INFINITE
 from feedline.core.dataset import Dataset
-from feedline.core.iterator import PipelineIterator
+from feedline.pipeline import PipelineIterator
 from feedline.testing.elements import elements_equal
 from feedline.testing.failures import Failed, take_outcomes
 from feedline.testing.threads import no_leaked_threads

@@ -11,14 +11,17 @@ process is that element's error (see :mod:`feedline.execution.processes` and
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.error_records import is_fatal
-from feedline.core.iterator import DatasetIterator, IteratorContext, PipelineIterator, State
+from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.traits import INDEPENDENT
 from feedline.core.unary import UnaryDataset, UnaryIterator
+
+if TYPE_CHECKING:
+    from feedline.pipeline import PipelineIterator
 
 logger = logging.getLogger(__name__)
 
