@@ -81,8 +81,9 @@ class AutotuneOptions:
             ``executor`` measures ``f`` on threads over its first calls and moves the rest
             to worker processes when the GIL serializes them and processes pay
             (:mod:`feedline.execution.executor_choice`); ``False`` (or ``enabled=False``)
-            keeps such maps on threads. An explicit ``executor`` is always obeyed. What it
-            measured also sets where the tuner starts such a map: one worker for calls the
+            keeps such maps on threads (a tuned map still measures its first calls). An
+            explicit ``executor`` is always obeyed. What it measured also sets where the
+            tuner starts such a map: one worker (on its consumer's thread) for calls the
             GIL serializes, all its threads for calls that leave CPUs idle.
         processes: Whether a pipeline ending with ``prefetch(AUTOTUNE)`` may move to worker
             processes (:mod:`feedline.autotune.processes`): ``None`` decides from a short

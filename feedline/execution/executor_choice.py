@@ -330,8 +330,12 @@ class ExecutorChoice:
     """
 
     def __init__(self, stage: str, workers: int, fn: Callable[..., Any],
-                 close_timeout: float | None = None, threads: int | None = None) -> None:
+                 close_timeout: float | None = None, threads: int | None = None,
+                 allow_processes: bool = True) -> None:
         self.stage = stage
+        # False: measure only (``AutotuneOptions(choose_executor=False)``): the figures still
+        # tell the tuner where to start (one worker for calls the GIL serializes).
+        self._allow_processes = allow_processes
         self.workers = workers
         self._threads = threads
         self._fn = fn
@@ -440,6 +444,9 @@ class ExecutorChoice:
             reason = "the function mostly waits (I/O, sleep), which threads overlap"
         elif slowdown < MIN_SLOWDOWN or (gil_share or 0.0) < MIN_GIL_SHARE:
             reason = "the calls run in parallel on threads (the GIL is released)"
+        elif not self._allow_processes:
+            reason = ("held back by the GIL; kept on threads "
+                      "(AutotuneOptions(choose_executor=False))")
         elif (idle := self._idle_cpus()) is not None and idle < MIN_IDLE_CPUS:
             reason = (f"held back by the GIL, but the machine had {idle:.1f} CPU idle (other "
                       "processes use them): processes would not run faster")

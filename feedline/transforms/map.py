@@ -85,10 +85,12 @@ class MapDataset(Dataset):
         if self.num_parallel_calls is None:
             return MapIterator(ctx, upstream, fn, self.name)
         autotune = ctx.options.autotune
-        choose = (self.executor is None and self.num_parallel_calls == AUTOTUNE
-                  and autotune.enabled and autotune.choose_executor)
         tune = (self.num_parallel_calls == AUTOTUNE and autotune.enabled and autotune.tune
                 and self.executor != "process")
+        # Measured whenever tuned (where the tuner starts it), moved to processes only with
+        # choose_executor.
+        choose = (self.executor is None and self.num_parallel_calls == AUTOTUNE
+                  and autotune.enabled and (autotune.choose_executor or tune))
         parallelism = resolve_parallelism(self.num_parallel_calls, ctx)
         cpu_workers = threads = parallelism
         if tune:
@@ -106,7 +108,7 @@ class MapDataset(Dataset):
             ctx, upstream, fn, self.name, parallelism,
             ctx.deterministic(self.deterministic), self.executor or "thread",
             choose_executor=choose, tune=tune, stage_key=self, max_parallelism=threads,
-            cpu_workers=cpu_workers)
+            cpu_workers=cpu_workers, allow_processes=autotune.choose_executor)
 
 
     def _offers_random_access(self) -> bool:
@@ -478,7 +480,8 @@ class ParallelMapIterator(DatasetIterator):
                  map_func: Callable[..., Any], name: str, parallelism: int,
                  deterministic: bool, executor_kind: str, choose_executor: bool = False,
                  tune: bool = False, stage_key: object = None,
-                 max_parallelism: int | None = None, cpu_workers: int | None = None) -> None:
+                 max_parallelism: int | None = None, cpu_workers: int | None = None,
+                 allow_processes: bool = True) -> None:
         super().__init__(ctx, [upstream])
         self._upstream = upstream
         self._name = name
@@ -510,7 +513,7 @@ class ParallelMapIterator(DatasetIterator):
             if choice is None:
                 choice = ctx.remembered[key] = ExecutorChoice(
                     name, parallelism, map_func, ctx.options.threading.close_timeout,
-                    threads=self._ceiling)
+                    threads=self._ceiling, allow_processes=allow_processes)
             else:
                 choice.carry_on()
             if choice.decision is not None:

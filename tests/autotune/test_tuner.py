@@ -759,10 +759,11 @@ def test_a_map_measures_the_bytes_a_worker_holds():
         assert stage.bytes_per_worker == 2 * chunk * per_element + THREAD_BYTES
 
 
-def _first_decision(fn, done, budget: int | None = None):
+def _first_decision(fn, done, budget: int | None = None, choose_executor: bool = True):
     """Reads ``map(fn, AUTOTUNE)`` over ``range(200)`` repeated, checking every epoch's
     output, until the tuner makes a decision for which ``done(decision)`` holds; returns it."""
-    options = fl.Options(autotune=fl.AutotuneOptions(processes=False, cpu_budget=budget),
+    options = fl.Options(autotune=fl.AutotuneOptions(processes=False, cpu_budget=budget,
+                                                     choose_executor=choose_executor),
                          profiling=fl.ProfilingOptions(statistics=True))
     ds = fl.Dataset.range(200).map(fn, num_parallel_calls=fl.AUTOTUNE)
     deadline = time.monotonic() + 60
@@ -794,6 +795,26 @@ def test_an_autotune_map_of_calls_holding_the_gil_settles_inline(monkeypatch):
     decision = _first_decision(spin, lambda d: d.setting == "inline")
     assert (decision.old, decision.new) == (0, 1)
     assert decision.figures["gil_share"] == pytest.approx(1.0)
+
+
+def test_a_threads_only_autotune_map_of_calls_holding_the_gil_also_settles_inline(
+        monkeypatch):
+    # AutotuneOptions(choose_executor=False) keeps the map off processes, not unmeasured: a
+    # picklable function the GIL serializes runs on its consumer's thread too (on two
+    # threads it ran 0.64x the inline map in benchmarks/gil_map.py).
+    from feedline.core.validation import schedulable_cpus
+
+    if schedulable_cpus() < 2:
+        pytest.skip("the executor choice measures nothing on one CPU")
+    measure_as(monkeypatch, serialized_by_the_gil)
+    decision = _first_decision(_identity, lambda d: d.setting == "inline",
+                               choose_executor=False)
+    assert (decision.old, decision.new) == (0, 1)
+    assert decision.figures["gil_share"] == pytest.approx(1.0)
+
+
+def _identity(x):
+    return x
 
 
 def test_an_autotune_map_of_waiting_calls_gets_every_thread_at_once(monkeypatch):

@@ -92,13 +92,23 @@ def test_function_that_releases_the_gil_stays_on_threads(monkeypatch):
 
 
 @needs_two_cpus
-def test_explicit_executors_and_the_option_are_obeyed():
+def test_explicit_executors_and_the_option_are_obeyed(monkeypatch):
     for executor in ("thread", "process"):
         _, kind, decision = decision_of(
             auto_map(fl.Dataset.range(40), _busy, executor=executor), 40)
         assert (kind, decision) == (executor, None)
+    # choose_executor=False: calls the GIL serializes are measured (where the tuner starts
+    # the map) but stay on threads.
+    measure_as(monkeypatch, serialized_by_the_gil)
     off = fl.Options(autotune=fl.AutotuneOptions(choose_executor=False))
-    _, kind, decision = decision_of(auto_map(fl.Dataset.range(40), _busy).with_options(off), 40)
+    elements, kind, decision = decision_of(
+        auto_map(fl.Dataset.range(80), _busy).with_options(off), 80)
+    assert [int(x) for x in elements] == [_busy(i) for i in range(80)]
+    assert kind == "thread" and decision.kind == "thread"
+    assert "choose_executor=False" in decision.reason
+    untuned = fl.Options(autotune=fl.AutotuneOptions(choose_executor=False, tune=False))
+    _, kind, decision = decision_of(
+        auto_map(fl.Dataset.range(40), _busy).with_options(untuned), 40)
     assert (kind, decision) == ("thread", None)
     # A fixed number of calls is the user's setting too: no measurement.
     ds = fl.Dataset.range(40).apply(lambda d: MapDataset(d, _busy, 2))
