@@ -452,6 +452,8 @@ class ParallelMapIterator(DatasetIterator):
     threads and may move its later tasks to worker processes, once, from what its first
     tasks measured (:mod:`feedline.execution.executor_choice`); positions, order and errors
     do not depend on where a task ran. :attr:`executor_decision` tells what was chosen.
+    ``allow_processes=False`` (``AutotuneOptions(choose_executor=False)``) measures the same
+    first tasks for the tuner and keeps them all on threads.
 
     Tuned and chosen (an ``AUTOTUNE`` map on threads), a stage whose calls the measurement
     finds held by the GIL (:func:`~feedline.autotune.tuner.holds_the_gil`) and that the
