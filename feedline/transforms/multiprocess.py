@@ -213,6 +213,7 @@ class MultiprocessIterator(DatasetIterator):
                                     self._num_workers, self._node.name,
                                     self._ctx.options.threading.close_timeout)
         positions, self._positions = self._positions, []
+        self._pool.start([i for i in range(self._num_workers) if not self._ended[i]])
         for index in range(self._num_workers):
             if not self._ended[index]:
                 self._start_worker(index, positions[index] if positions else None)
