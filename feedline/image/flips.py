@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import functools
+from types import ModuleType
+
 import numpy as np
 
+from feedline.image import _native
 from feedline.image._random import Seed, generator_for
 from feedline.image._shape import as_images, restore
 
@@ -23,7 +27,39 @@ def flip_left_right(image: np.ndarray) -> np.ndarray:
         [[2, 1, 0]]
     """
     batch, single = as_images(image, "flip_left_right")
-    return restore(np.ascontiguousarray(batch[:, :, ::-1]), single)
+    return restore(_mirror_columns(batch), single)
+
+
+# What cv2.flip copies (CV_8U ... CV_64F); other dtypes take the NumPy path.
+_CV2_DTYPES = frozenset(np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32,
+                                              np.float32, np.float64))
+_CV2_MAX_CHANNELS = 512  # CV_CN_MAX
+
+
+@functools.cache
+def _cv2() -> ModuleType | None:
+    try:
+        return _native.cv2()
+    except ImportError:
+        return None
+
+
+def _mirror_columns(batch: np.ndarray) -> np.ndarray:
+    """``batch[:, :, ::-1]`` (``[N, H, W, C]``) as a contiguous copy.
+
+    NumPy copies a reversed axis one innermost run at a time, here one pixel's few channel
+    values: 620 µs for a 224x224x3 uint8 image. OpenCV's flip (the GIL released) takes 20
+    µs; without OpenCV, moving whole pixels as one C-byte value each takes 250 µs.
+    """
+    n, h, w, c = batch.shape
+    if batch.size == 0:
+        return np.ascontiguousarray(batch[:, :, ::-1])
+    contiguous = np.ascontiguousarray(batch)
+    cv2 = _cv2()
+    if cv2 is not None and batch.dtype in _CV2_DTYPES and c <= _CV2_MAX_CHANNELS:
+        return cv2.flip(contiguous.reshape(n * h, w, c), 1).reshape(batch.shape)
+    pixels = contiguous.view(np.dtype((np.void, c * batch.itemsize)))
+    return np.ascontiguousarray(pixels[:, :, ::-1]).view(batch.dtype).reshape(batch.shape)
 
 
 def flip_up_down(image: np.ndarray) -> np.ndarray:
@@ -48,7 +84,8 @@ def _random_flip(image: np.ndarray, seed: Seed, axis: int, op: str) -> np.ndarra
     # One draw per image, in order: tf.image's per-image coin with probability 1/2.
     flips = generator_for(seed).random(batch.shape[0]) < 0.5
     out = batch.copy()
-    out[flips] = np.flip(batch[flips], axis=axis)
+    chosen = batch[flips]
+    out[flips] = _mirror_columns(chosen) if axis == 2 else np.flip(chosen, axis=axis)
     return restore(out, single)
 
 

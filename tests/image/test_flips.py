@@ -9,6 +9,7 @@ import pytest
 
 import feedline as fl
 from feedline import image as fli
+from feedline.image._random import generator_for
 
 GOLDEN = np.load(Path(__file__).with_name("golden_codecs_geometry.npz"))
 
@@ -65,3 +66,34 @@ def test_wrong_rank_names_the_shape():
                fli.random_flip_left_right, fli.random_flip_up_down):
         with pytest.raises(fl.InvalidArgumentError, match=r"got shape \(4, 5\)"):
             op(np.zeros((4, 5)))
+
+
+DTYPES = [np.uint8, np.int8, np.uint16, np.int16, np.int32, np.float32, np.float64,
+          np.float16, np.int64, np.uint32, np.uint64, np.bool_]
+SHAPES = [(2, 5, 7, 3), (1, 4, 6, 1), (3, 2, 9, 4), (1, 3, 5, 600), (2, 0, 3, 3), (1, 2, 3, 0)]
+
+
+@pytest.mark.parametrize("with_opencv", [True, False])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flip_left_right_is_numpys_reversal_for_every_dtype_and_channel_count(
+        monkeypatch, dtype, with_opencv):
+    # OpenCV copies its own dtypes and up to 512 channels; the rest (and every dtype without
+    # OpenCV) moves whole pixels through NumPy: both must be the plain reversal, exactly.
+    from feedline.image import flips
+
+    if not with_opencv:
+        monkeypatch.setattr(flips, "_cv2", lambda: None)
+    rng = np.random.default_rng(7)
+    for shape in SHAPES:
+        batch = (rng.random(shape) * 100).astype(dtype)
+        flipped = fli.flip_left_right(batch)
+        assert flipped.dtype == batch.dtype and flipped.shape == batch.shape
+        assert flipped.flags.c_contiguous
+        np.testing.assert_array_equal(flipped, batch[:, :, ::-1])
+        np.testing.assert_array_equal(fli.flip_left_right(batch[0]), batch[0][:, ::-1])
+    strided = rng.integers(0, 255, (4, 10, 12, 3), dtype=np.uint8)[:, ::2, 1::2]
+    np.testing.assert_array_equal(fli.flip_left_right(strided), strided[:, :, ::-1])
+    chosen = fli.random_flip_left_right(strided, seed=(1, 2))
+    flags = generator_for((1, 2)).random(4) < 0.5  # one draw per image, as the op
+    np.testing.assert_array_equal(chosen[flags], strided[flags][:, :, ::-1])
+    np.testing.assert_array_equal(chosen[~flags], strided[~flags])
