@@ -3,12 +3,15 @@
 Each peer gets its own environment so that their pinned dependencies never meet (TensorFlow
 and PyTorch want different NumPy/protobuf ranges at times) and feedline is measured without
 any of them installed. An environment is reused while its ``installed.json`` lists the same
-requirements; a failed install is reported with its log, never hidden.
+requirements; a failed install is reported with its log, never hidden. On a machine with no
+package registry (a lent GPU machine), ``FEEDLINE_BENCH_PEERS_PYTHON`` names one interpreter
+that already holds the peers; every system then runs in it and nothing is installed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -37,6 +40,10 @@ PEERS: dict[str, list[str]] = {
     "datasets": ["datasets"],
 }
 INSTALL_TIMEOUT_S = 1800
+PEERS_PYTHON_VARIABLE = "FEEDLINE_BENCH_PEERS_PYTHON"
+# The module whose import says a peer is there (FEEDLINE_BENCH_PEERS_PYTHON).
+PEER_MODULE = {"tf": "tensorflow", "torch": "torch", "grain": "grain",
+               "webdataset": "webdataset", "datasets": "datasets"}
 # Variants that need more than their system's environment: the module each imports. A pip
 # install can succeed and the module still fail to load (torchvision's PyPI wheel is built
 # for CUDA torch; against a ``+cpu`` torch its native ops do not load): the variant is then
@@ -96,6 +103,13 @@ def ensure(system: str, log: Path | None = None) -> Environment:
     """The environment of ``system``, creating or updating it if needed."""
     if system == "feedline":
         return _ensure_feedline()
+    shared = os.environ.get(PEERS_PYTHON_VARIABLE)
+    if shared:
+        module = PEER_MODULE.get(system, system)
+        if not can_import(shared, module):
+            return Environment(system, None, f"import {module} failed in {shared} "
+                                             f"(${PEERS_PYTHON_VARIABLE})")
+        return Environment(system, shared)
     python = VENVS / system / "bin" / "python"
     if is_current(system):
         return Environment(system, str(python))
