@@ -1,5 +1,5 @@
-"""Declares the optional C fast paths of ``parse_example``, of TFRecord random access and of
-the statistics probe;
+"""Declares the optional C fast paths of ``parse_example``, of TFRecord random access, of
+shuffle, of feedline.image's normalize and of the statistics probe;
 everything else is in pyproject.toml.
 
 The extensions are optional: if it does not compile (no C compiler, no Python headers), the
@@ -22,6 +22,12 @@ if os.environ.get("FEEDLINE_PURE_PYTHON", "") in ("", "0"):
                                      ["feedline/formats/_tfrecord_fast.c"], optional=True))
     ext_modules.append(Extension("feedline.transforms._shuffle_fast",
                                  ["feedline/transforms/_shuffle_fast.c"], optional=True))
+    # Two roundings, as NumPy's multiply then add: no fused multiply-add (MSVC never fuses
+    # under its default /fp:precise).
+    no_fma = [] if sys.platform == "win32" else ["-ffp-contract=off"]
+    ext_modules.append(Extension("feedline.image._normalize_fast",
+                                 ["feedline/image/_normalize_fast.c"], optional=True,
+                                 extra_compile_args=no_fma))
     ext_modules.append(Extension("feedline.profiling._probe",
                                  ["feedline/profiling/_probe.c"], optional=True))
 

@@ -8,12 +8,21 @@ integers map to integers by a power-of-two shift, floats to floats by a plain ca
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Sequence
 
 import numpy as np
 
 from feedline.core.errors import InvalidArgumentError
 from feedline.image._shape import as_images, restore
+
+try:
+    from feedline.image import _normalize_fast
+except ImportError:  # pragma: no cover - built without a C compiler or FEEDLINE_PURE_PYTHON
+    _normalize_fast = None
+if os.environ.get("FEEDLINE_PURE_PYTHON", "") not in ("", "0"):
+    _normalize_fast = None  # as for feedline's other C paths: ignore a built one
 
 __all__ = ["convert_image_dtype", "normalize", "per_image_standardization"]
 
@@ -135,6 +144,28 @@ def convert_image_dtype(image: np.ndarray, dtype: DTypeLike,
     return cast
 
 
+def _values_key(values: float | Sequence[float] | np.ndarray) -> tuple[float, ...]:
+    """``values`` as a hashable tuple of floats (a ``mean`` or ``std`` argument)."""
+    if isinstance(values, (int, float)):
+        return (float(values),)
+    return tuple(np.asarray(values, dtype=np.float64).reshape(-1).tolist())
+
+
+@functools.lru_cache(maxsize=64)
+def _affine(mean: tuple[float, ...], std: tuple[float, ...], channels: int, unit: float,
+            out_dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """normalize's per-channel ``scale`` and ``shift`` in ``out_dtype``, checked once per
+    distinct argument set: per call, the checks cost as much as the C loop they feed."""
+    mean64 = _per_channel(mean, channels, "mean")
+    std64 = _per_channel(std, channels, "std")
+    if np.any(std64 == 0):
+        raise InvalidArgumentError(f"normalize: std must be non-zero; got {std64.tolist()}")
+    scale = (1.0 / (unit * std64)).astype(out_dtype)
+    shift = (-mean64 / std64).astype(out_dtype)
+    scale.flags.writeable = shift.flags.writeable = False
+    return scale, shift
+
+
 def _per_channel(values: float | Sequence[float] | np.ndarray, channels: int,
                  name: str) -> np.ndarray:
     array = np.asarray(values, dtype=np.float64).reshape(-1)
@@ -187,19 +218,21 @@ def normalize(images: np.ndarray, mean: float | Sequence[float],
         raise InvalidArgumentError(f"normalize: dtype must be a floating point dtype; "
                                    f"got {out_dtype}")
     channels = batch.shape[-1]
-    mean64 = _per_channel(mean, channels, "mean")
-    std64 = _per_channel(std, channels, "std")
-    if np.any(std64 == 0):
-        raise InvalidArgumentError(f"normalize: std must be non-zero; got {std64.tolist()}")
     unit = float(np.iinfo(batch.dtype).max) if batch.dtype.kind in "iu" else 1.0
-    scale = 1.0 / (unit * std64)
-    shift = -mean64 / std64
+    scale, shift = _affine(_values_key(mean), _values_key(std), channels, unit, out_dtype)
     n, height, width, _ = batch.shape
+    if (_normalize_fast is not None and batch.dtype == np.uint8 and out_dtype == np.float32
+            and batch.size):
+        # One C loop with the GIL released, the same two float32 roundings as below: the
+        # cast and two passes each retake the GIL, which serializes threads.
+        out = np.empty(batch.shape, np.float32)
+        _normalize_fast.normalize_u8(np.ascontiguousarray(batch), out, scale, shift)
+        return restore(out, single)
     # Rows of width * channels: a per-channel constant broadcast over a last axis of 3 runs
     # NumPy's inner loop 3 elements at a time, several times slower than one row per call.
     out = batch.astype(out_dtype).reshape(n * height, width * channels)
-    out *= np.tile(scale.astype(out_dtype), width)
-    out += np.tile(shift.astype(out_dtype), width)
+    out *= np.tile(scale, width)
+    out += np.tile(shift, width)
     return restore(out.reshape(batch.shape), single)
 
 

@@ -180,3 +180,64 @@ def test_per_image_standardization_bad_rank():
     with pytest.raises(InvalidArgumentError, match=r"per_image_standardization: .*got shape "
                                                    r"\(2, 3, 4, 5, 6\)"):
         per_image_standardization(np.zeros((2, 3, 4, 5, 6)))
+
+
+@pytest.mark.parametrize("shape", [(224, 224, 3), (5, 7, 9, 3), (2, 3, 4, 1), (1, 6, 5, 4),
+                                   (3, 3, 3, 7), (0, 4, 4, 3)])
+def test_normalize_c_path_is_bit_identical_to_the_numpy_path(monkeypatch, shape):
+    from feedline.image import dtype as dtype_module
+
+    if dtype_module._normalize_fast is None:
+        pytest.skip("built without the C extension")
+    rng = np.random.default_rng(3)
+    images = rng.integers(0, 256, shape, dtype=np.uint8)
+    channels = shape[-1]
+    arguments = [(0.5, 0.25), ([0.1] * channels, np.array([0.3] * channels)),
+                 (list(rng.random(channels)), tuple(rng.random(channels) + 0.01))]
+    for mean, std in arguments:
+        fast = normalize(images, mean, std)
+        with monkeypatch.context() as patch:
+            patch.setattr(dtype_module, "_normalize_fast", None)
+            plain = normalize(images, mean, std)
+        assert fast.dtype == plain.dtype == np.float32 and fast.shape == plain.shape
+        np.testing.assert_array_equal(fast.view(np.uint32), plain.view(np.uint32))
+        assert fast.flags.writeable and fast.flags.c_contiguous
+    strided = images[..., ::-1]  # not contiguous: copied first
+    np.testing.assert_array_equal(normalize(strided, 0.5, 0.25),
+                                  normalize(np.ascontiguousarray(strided), 0.5, 0.25))
+
+
+def test_normalize_checks_every_call_though_its_constants_are_cached():
+    image = np.zeros((2, 2, 3), np.uint8)
+    normalize(image, 0.5, 0.25)
+    for mean, std, match in [(0.5, 0.0, "std must be non-zero"),
+                             (float("nan"), 0.25, "mean must be finite"),
+                             ([0.5, 0.5], 0.25, "mean has 2 values")]:
+        for _ in range(2):  # the second call meets the same (uncached) error
+            with pytest.raises(InvalidArgumentError, match=match):
+                normalize(image, mean, std)
+
+
+def test_normalize_c_function_rejects_mismatched_buffers():
+    from feedline.image import dtype as dtype_module
+
+    fast = dtype_module._normalize_fast
+    if fast is None:
+        pytest.skip("built without the C extension")
+    source = np.zeros(12, np.uint8)
+    three = np.ones(3, np.float32)
+    with pytest.raises(TypeError, match="uint8"):
+        fast.normalize_u8(source.astype(np.int16), np.empty(12, np.float32), three, three)
+    with pytest.raises(TypeError, match="out must be a contiguous float32"):
+        fast.normalize_u8(source, np.empty(12, np.float64), three, three)
+    with pytest.raises(ValueError, match="as many items"):
+        fast.normalize_u8(source, np.empty(11, np.float32), three, three)
+    with pytest.raises(ValueError, match="same number"):
+        fast.normalize_u8(source, np.empty(12, np.float32), three, np.ones(2, np.float32))
+    with pytest.raises(ValueError, match="multiple of the channel count"):
+        fast.normalize_u8(source, np.empty(12, np.float32), np.ones(5, np.float32),
+                          np.ones(5, np.float32))
+    out = np.empty(12, np.float32)
+    fast.normalize_u8(np.arange(12, dtype=np.uint8), out, np.float32([1, 2, 3]),
+                      np.float32([0, -1, 0.5]))
+    assert out.tolist() == [0, 1, 6.5, 3, 7, 15.5, 6, 13, 24.5, 9, 19, 33.5]
