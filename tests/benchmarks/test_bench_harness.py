@@ -154,3 +154,19 @@ def test_one_worker_count_means_no_tuning_and_only_experts_get_it():
     assert bench.extra_for("feedline", "recommended", "chess") == {}
     with pytest.raises(SystemExit):
         run.parse_args(["--workers", "0"])
+
+
+def test_peers_python_variable_uses_one_interpreter_and_installs_nothing(monkeypatch, tmp_path):
+    from benchmarks import envs
+
+    monkeypatch.setattr(envs, "VENVS", tmp_path / "venvs")  # nothing may be made there
+    monkeypatch.setenv(envs.PEERS_PYTHON_VARIABLE, sys.executable)
+    monkeypatch.setattr(envs, "can_import",
+                        lambda python, module: python == sys.executable and module == "torch")
+    torch = envs.ensure("torch")
+    assert torch == envs.Environment("torch", sys.executable)
+    tf = envs.ensure("tf")
+    assert tf.python is None
+    assert tf.error == (f"import tensorflow failed in {sys.executable} "
+                        f"(${envs.PEERS_PYTHON_VARIABLE})")
+    assert not (tmp_path / "venvs").exists()
