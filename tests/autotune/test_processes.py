@@ -359,3 +359,52 @@ def test_a_feeder_state_restores_its_pending_errors_on_threads(tmp_path):
     with iter(ds.with_options(NEVER)) as again:
         again.load_state_dict(state)
         assert head + outcomes(again) == reference
+
+
+def _double(x):
+    return x * 2
+
+
+@pytest.mark.timeout(60)
+def test_a_map_already_in_worker_processes_keeps_the_pipeline_here_without_a_trial(monkeypatch):
+    # A trial would see this process idle (the map's work is in its pool's processes) and
+    # move the whole pipeline into processes that each start a pool of their own.
+    monkeypatch.setattr(AutoProcessesIterator, "_trial",
+                        lambda self: pytest.fail("no trial for a map in processes"))
+    ds = fl.Dataset.range(40).map(_double, num_parallel_calls=2, executor="process") \
+        .batch(4).prefetch(fl.AUTOTUNE).with_options(AUTO)
+    with iter(ds) as it:
+        assert [b.tolist() for b in it] == _expected()
+        decision = _root(it).decision
+    assert (decision.mode, decision.workers, decision.cores_busy) == ("threads", 0, None)
+    assert decision.reason == "map(_double): calls already in worker processes " \
+                              "(executor='process')"
+    # processes=True still forces the move.
+    forced = fl.Dataset.range(40).map(_double, num_parallel_calls=2, executor="process") \
+        .batch(4).prefetch(fl.AUTOTUNE).with_options(FORCED)
+    with iter(forced) as it:
+        assert [b.tolist() for b in it] == _expected()
+        assert _root(it).decision.mode == "processes"
+
+
+def test_a_map_autotune_moved_to_processes_during_the_trial_keeps_the_pipeline_here(
+        trial, monkeypatch):
+    from feedline.execution.executor_choice import ExecutorChoice, ExecutorDecision
+
+    trial(busy=0.05)  # this process idle: its map's calls ran elsewhere
+
+    original = AutoProcessesIterator._trial_unless_it_ends
+
+    def with_a_process_decision(self, budget):
+        choice = ExecutorChoice.__new__(ExecutorChoice)
+        choice.decision = ExecutorDecision("map(f)", "process", "measured")
+        self._ctx.remembered[("executor choice", "map(f)")] = choice
+        return original(self, budget)
+
+    monkeypatch.setattr(AutoProcessesIterator, "_trial_unless_it_ends", with_a_process_decision)
+    with iter(_pipeline()) as it:
+        assert [b.tolist() for b in it] == _expected()
+        decision = _root(it).decision
+    assert (decision.mode, decision.cores_busy) == ("threads", 0.05)
+    assert decision.reason == "map(f): calls moved to worker processes by AUTOTUNE during " \
+                              "the trial"
