@@ -269,8 +269,8 @@ def chunk_reader(iterator: Any) -> Callable[[int], list[Any]] | None:
     """``iterator.next_chunk`` when its stage reads in chunks (overrides
     :meth:`DatasetIterator.next_chunk`), else ``None``: per element is as fast then.
 
-    A statistics probe in front of a stage is not such a stage (``type()`` sees through
-    its ``__class__``): its counts stay per element.
+    A statistics probe in front of such a stage reads in chunks too, counting each chunk's
+    elements (:class:`feedline.profiling.collect.ChunkProbe`); other probes do not.
 
     Example:
         >>> import feedline as fl

@@ -183,9 +183,79 @@ class PythonProbe:
         setattr(self.__dict__["_probe_inner"], name, value)
 
 
+class ChunkProbe(PythonProbe):
+    """The probe of a stage that also hands out elements in chunks (``next_chunk``): a
+    chunk of ``n`` counts as ``n`` calls, every one timed at the chunk's mean, so the stage
+    keeps its chunked path with statistics on (per element, the chess prefix cost 2.5 µs a
+    record more: statistics on ran at 0.64 of off).
+
+    Example:
+        >>> from feedline.core.iterator import IteratorContext
+        >>> import feedline as fl
+        >>> stage = fl.Dataset.range(5).shuffle(5, seed=1)._make_iterator(IteratorContext())
+        >>> probe = ChunkProbe(stage)
+        >>> chunk = probe.next_chunk(3)
+        >>> len(chunk) == probe._probe_counts()["calls"]
+        True
+        >>> sorted(int(x) for x in chunk + list(probe))
+        [0, 1, 2, 3, 4]
+    """
+
+    def next_chunk(self, limit: int) -> list[Any]:
+        counts = self._probe_state
+        cpu_start = time.thread_time_ns()
+        start = time.monotonic_ns()
+        try:
+            values = self._probe_inner.next_chunk(limit)
+        except BaseException as error:
+            counts[0] += 1
+            counts[1 if isinstance(error, StopIteration) else 2] += 1
+            raise
+        duration = time.monotonic_ns() - start
+        cpu = time.thread_time_ns() - cpu_start
+        count = len(values)
+        if not count:
+            return values
+        timed, wall, used = count, float(duration), float(cpu)
+        if counts[0] == 0:  # the first element is kept apart, as __next__ does
+            counts[6] = int(wall / count + _CLOCK_NS)
+            counts[8] = int(used / count + _CPU_CLOCK_NS)
+            timed, wall, used = count - 1, wall - wall / count, used - used / count
+        counts[0] += count
+        if timed:
+            # One clock read for the whole chunk: add back the per-call clock cost that
+            # the estimate subtracts from each timed call.
+            counts[3] += timed
+            counts[4] += int(wall + timed * _CLOCK_NS)
+            counts[7] += int(used + timed * _CPU_CLOCK_NS)
+        self._probe_threads.add(threading.get_ident())
+        spans = self._probe_spans
+        if spans is not None and len(spans) < self._probe_max_spans:
+            spans.append((start, duration, threading.get_ident()))
+        sizer = self._probe_sizer
+        if sizer is not None:
+            try:
+                counts[11] += int(sizer(values[0]))
+                counts[10] += 1
+            except Exception as error:  # noqa: BLE001 - statistics never break the pipeline
+                self.__dict__["_probe_sizer"] = None
+                warnings.warn(f"feedline: measuring an element's size failed: {error!r}",
+                              RuntimeWarning, stacklevel=2)
+        tick = self._probe_tick
+        if tick is not None and start >= tick[2]:
+            tick[2] = start + duration + tick[1]
+            try:
+                tick[0]()
+            except Exception as error:  # noqa: BLE001 - a sample never breaks the pipeline
+                warnings.warn(f"feedline: a statistics sample failed: {error!r}",
+                              RuntimeWarning, stacklevel=2)
+        return values
+
+
 def make_probe(inner: Any, spans: list[Any] | None = None, max_spans: int = 0,
                sizer: Callable[[Any], int] | None = None) -> Any:
-    """A probe of ``inner``: the compiled one when built, else :class:`PythonProbe`.
+    """A probe of ``inner``: a :class:`ChunkProbe` for a stage that reads in chunks, else
+    the compiled one when built, else :class:`PythonProbe`.
 
     ``sizer(element) -> bytes`` is called on the first ``SIZED_FIRST`` timed calls, then
     one in ``SIZE_EVERY`` (the probe keeps the count and the sum, ``sized`` and
@@ -196,13 +266,17 @@ def make_probe(inner: Any, spans: list[Any] | None = None, max_spans: int = 0,
         >>> "".join(probe), probe._probe_counts()["calls"]
         ('ab', 3)
     """
+    from feedline.core.iterator import chunk_reader
+
+    if chunk_reader(inner) is not None:
+        return ChunkProbe(inner, spans, max_spans, sizer)
     if _CProbe is not None:
         return _CProbe(inner, spans, max_spans, sizer)
     return PythonProbe(inner, spans, max_spans, sizer)
 
 
 def is_probe(value: Any) -> bool:
-    return type(value) is _CProbe or type(value) is PythonProbe
+    return type(value) in (_CProbe, PythonProbe, ChunkProbe)
 
 
 def _thread_cpu(thread: threading.Thread) -> float | None:
