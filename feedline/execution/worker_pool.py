@@ -459,17 +459,30 @@ class WorkerPool:
                 raise RuntimeError(f"the worker processes of {self.name} are shut down")
             fresh = [index for index in dict.fromkeys(indices)
                      if self._channels[index] is None]
-            for index in fresh:
-                process = start_worker(_ENTRY)
-                self._processes[index] = process
-                self._channels[index] = process.channel  # type: ignore[attr-defined]
-                # Readable when the process ends: a death is seen even if a child of the
-                # worker still holds its socket open.
-                self._exits[index] = exit_watch(process.pid)
-            for index in fresh:
-                channel = self._channels[index]
-                assert channel is not None
-                channel.send((index, self.num_workers, self._payload, list(sys.path)))
+            unsent: list[int] = []
+            try:
+                for index in fresh:
+                    process = start_worker(_ENTRY)
+                    self._processes[index] = process
+                    self._channels[index] = process.channel  # type: ignore[attr-defined]
+                    # Readable when the process ends: a death is seen even if a child of
+                    # the worker still holds its socket open.
+                    self._exits[index] = exit_watch(process.pid)
+                    unsent.append(index)
+                while unsent:
+                    channel = self._channels[unsent[0]]
+                    assert channel is not None
+                    try:
+                        channel.send((unsent[0], self.num_workers, self._payload,
+                                      list(sys.path)))
+                    except OSError:
+                        pass  # it died: the next receive reports how (and restarts it)
+                    del unsent[0]
+            except BaseException:
+                # A worker never sent its pipeline would take the first command for it:
+                # end it, the next start starts it again.
+                self._end(unsent, 0.0)
+                raise
 
     def _spawn(self, index: int) -> None:
         self.start([index])
