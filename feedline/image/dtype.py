@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import struct
 from collections.abc import Sequence
 
 import numpy as np
@@ -144,20 +145,21 @@ def convert_image_dtype(image: np.ndarray, dtype: DTypeLike,
     return cast
 
 
-def _values_key(values: float | Sequence[float] | np.ndarray) -> tuple[float, ...]:
-    """``values`` as a hashable tuple of floats (a ``mean`` or ``std`` argument)."""
+def _values_key(values: float | Sequence[float] | np.ndarray) -> bytes:
+    """``values`` (a ``mean`` or ``std`` argument) as the bytes of its float64 values: a
+    hashable key that tells -0.0 from 0.0 (equal as floats, their shifts' signs differ)."""
     if isinstance(values, (int, float)):
-        return (float(values),)
-    return tuple(np.asarray(values, dtype=np.float64).reshape(-1).tolist())
+        return struct.pack("d", float(values))
+    return np.asarray(values, dtype=np.float64).reshape(-1).tobytes()
 
 
 @functools.lru_cache(maxsize=64)
-def _affine(mean: tuple[float, ...], std: tuple[float, ...], channels: int, unit: float,
+def _affine(mean: bytes, std: bytes, channels: int, unit: float,
             out_dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """normalize's per-channel ``scale`` and ``shift`` in ``out_dtype``, checked once per
     distinct argument set: per call, the checks cost as much as the C loop they feed."""
-    mean64 = _per_channel(mean, channels, "mean")
-    std64 = _per_channel(std, channels, "std")
+    mean64 = _per_channel(np.frombuffer(mean), channels, "mean")
+    std64 = _per_channel(np.frombuffer(std), channels, "std")
     if np.any(std64 == 0):
         raise InvalidArgumentError(f"normalize: std must be non-zero; got {std64.tolist()}")
     scale = (1.0 / (unit * std64)).astype(out_dtype)

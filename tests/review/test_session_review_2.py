@@ -5,10 +5,12 @@ Each test pins a bug found in review: it failed before the fix committed with it
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import feedline as fl
 from feedline.execution import worker_pool
+from feedline.image import dtype as image_dtype
 from tests.execution.process_helpers import wait_gone
 
 QUICK = fl.Options(threading=fl.ThreadingOptions(close_timeout=0.5))
@@ -88,3 +90,16 @@ def test_a_failed_start_leaves_no_worker_without_its_pipeline(monkeypatch):
     assert got == list(range(10))
     assert wait_gone([p for p in pids if p > 0], 10.0) == []
 
+
+def test_normalize_keeps_the_sign_of_a_zero_mean():
+    # The cached constants were keyed by value: -0.0 == 0.0, so a call with mean=-0.0 got
+    # the constants of an earlier mean=0.0 (a zero pixel with a negative std came out +0.0
+    # instead of -0.0, unlike the NumPy computation it is meant to match bit for bit).
+    image = np.zeros((1, 1, 2), np.uint8)
+    for dtype in (np.float32, np.float64):
+        positive = image_dtype.normalize(image, 0.0, -1.0, dtype)
+        negative = image_dtype.normalize(image, -0.0, -1.0, dtype)
+        assert np.signbit(positive).tolist() == [[[False, False]]]
+        assert np.signbit(negative).tolist() == [[[True, True]]]
+        assert image_dtype.normalize(image, [-0.0, 0.0], -1.0, dtype).tobytes() == \
+            np.array([-0.0, 0.0], dtype).tobytes()
