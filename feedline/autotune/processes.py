@@ -71,11 +71,13 @@ _log = logging.getLogger("feedline.autotune")
 
 def _stages_in_processes(dataset: Dataset) -> list[str]:
     """Names of the stages of ``dataset``'s pipeline told to call their function in worker
-    processes (``map(executor="process")``)."""
+    processes (``map(executor="process")`` with ``num_parallel_calls``: without, it runs
+    inline here)."""
     from feedline.core.graph import graph_nodes
 
     return [node.name for node in graph_nodes(dataset)
-            if getattr(node, "executor", None) == "process"]
+            if getattr(node, "executor", None) == "process"
+            and getattr(node, "num_parallel_calls", None) is not None]
 
 
 def _executor_decisions(ctx: IteratorContext) -> list[Any]:

@@ -103,3 +103,30 @@ def test_normalize_keeps_the_sign_of_a_zero_mean():
         assert np.signbit(negative).tolist() == [[[True, True]]]
         assert image_dtype.normalize(image, [-0.0, 0.0], -1.0, dtype).tobytes() == \
             np.array([-0.0, 0.0], dtype).tobytes()
+
+
+def _double(x):
+    return int(x) * 2  # not vectorized (a whole batch in one call) by the optimizer
+
+
+def test_an_inline_map_given_executor_process_still_gets_the_trial(monkeypatch):
+    # map(f, executor="process") without num_parallel_calls runs inline, on this process's
+    # threads; it was taken for a map in worker processes: no trial, never moved.
+    from feedline.autotune.processes import AutoProcessesIterator
+
+    original = AutoProcessesIterator._trial
+    trials = []
+
+    def gil_bound(self):
+        trials.append(original(self))
+        return 1.0, False  # one core of two busy: moving pays
+
+    monkeypatch.setattr(AutoProcessesIterator, "_trial", gil_bound)
+    ds = fl.Dataset.range(40).map(_double, executor="process").batch(4) \
+        .prefetch(fl.AUTOTUNE).with_options(fl.Options(autotune=fl.AutotuneOptions(cpu_budget=2)))
+    with iter(ds) as it:
+        got = [batch.tolist() for batch in it]
+        decision = it._root.decision
+    assert got == [[2 * x for x in range(i, i + 4)] for i in range(0, 40, 4)]
+    assert len(trials) == 1
+    assert (decision.mode, decision.workers, decision.cpu_budget) == ("processes", 2, 2)
