@@ -397,8 +397,8 @@ class _WorkerLoop:
 class WorkerPool:
     """``num_workers`` processes, each running shard ``i`` of ``graph``.
 
-    Processes start on the first :meth:`start` of a worker (or :meth:`start_all`) and stay
-    alive until :meth:`shutdown`, so one pool serves run after run (epochs, restores).
+    Processes start on :meth:`start` (or the first :meth:`send` to a worker) and stay alive
+    until :meth:`shutdown`, so one pool serves run after run (epochs, restores).
 
     Args:
         graph: The pipeline (before sharding), pickled once here.

@@ -146,16 +146,26 @@ class PythonProbe:
         if error is not None:
             counts[1 if isinstance(error, StopIteration) else 2] += 1
             raise error
-        sizer = self._probe_sizer
-        if sizer is not None and (counts[3] <= SIZED_FIRST or counts[3] % SIZE_EVERY == 1):
-            # The number, never the element: holding one changes how memory is reused.
-            try:
-                counts[11] += int(sizer(result))
-                counts[10] += 1
-            except Exception as error:  # noqa: BLE001 - statistics never break the pipeline
-                self.__dict__["_probe_sizer"] = None
-                warnings.warn(f"feedline: measuring an element's size failed: {error!r}",
-                              RuntimeWarning, stacklevel=2)
+        if self._probe_sizer is not None and (counts[3] <= SIZED_FIRST
+                                              or counts[3] % SIZE_EVERY == 1):
+            self._probe_size(result)
+        self._probe_maybe_tick(start, duration)
+        return result
+
+    def _probe_size(self, element: Any) -> None:
+        """Add ``element``'s size to the sized count (the number, never the element: holding
+        one changes how memory is reused)."""
+        counts = self._probe_state
+        try:
+            counts[11] += int(self._probe_sizer(element))
+            counts[10] += 1
+        except Exception as error:  # noqa: BLE001 - statistics never break the pipeline
+            self.__dict__["_probe_sizer"] = None
+            warnings.warn(f"feedline: measuring an element's size failed: {error!r}",
+                          RuntimeWarning, stacklevel=3)
+
+    def _probe_maybe_tick(self, start: int, duration: int) -> None:
+        """Take the pipeline's sample if its interval has passed (see :meth:`_probe_drive`)."""
         tick = self._probe_tick
         if tick is not None and start >= tick[2]:
             tick[2] = start + duration + tick[1]
@@ -163,8 +173,7 @@ class PythonProbe:
                 tick[0]()
             except Exception as error:  # noqa: BLE001 - a sample never breaks the pipeline
                 warnings.warn(f"feedline: a statistics sample failed: {error!r}",
-                              RuntimeWarning, stacklevel=2)
-        return result
+                              RuntimeWarning, stacklevel=3)
 
     def _probe_counts(self) -> dict[str, Any]:
         (calls, stops, errors, sampled, sampled_ns, _, first_ns, cpu_ns, first_cpu_ns, untimed,
@@ -232,23 +241,9 @@ class ChunkProbe(PythonProbe):
         spans = self._probe_spans
         if spans is not None and len(spans) < self._probe_max_spans:
             spans.append((start, duration, threading.get_ident()))
-        sizer = self._probe_sizer
-        if sizer is not None:
-            try:
-                counts[11] += int(sizer(values[0]))
-                counts[10] += 1
-            except Exception as error:  # noqa: BLE001 - statistics never break the pipeline
-                self.__dict__["_probe_sizer"] = None
-                warnings.warn(f"feedline: measuring an element's size failed: {error!r}",
-                              RuntimeWarning, stacklevel=2)
-        tick = self._probe_tick
-        if tick is not None and start >= tick[2]:
-            tick[2] = start + duration + tick[1]
-            try:
-                tick[0]()
-            except Exception as error:  # noqa: BLE001 - a sample never breaks the pipeline
-                warnings.warn(f"feedline: a statistics sample failed: {error!r}",
-                              RuntimeWarning, stacklevel=2)
+        if self._probe_sizer is not None:
+            self._probe_size(values[0])
+        self._probe_maybe_tick(start, duration)
         return values
 
 
