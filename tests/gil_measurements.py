@@ -29,6 +29,14 @@ def serialized_by_the_gil(choice: ExecutorChoice, probe: Probe) -> Probe:
     return Probe(start, start, 10 * MS, 5 * MS, 0.0, probe.elements)
 
 
+def serialized_short(choice: ExecutorChoice, probe: Probe) -> Probe:
+    """:func:`serialized_by_the_gil` with calls of 50 µs (a tokenizer's line): short enough
+    to run inline (``map.INLINE_MAX_CALL_SECONDS``)."""
+    long = serialized_by_the_gil(choice, probe)
+    return Probe(long.submitted / 100, long.start / 100, long.wall / 100, long.cpu / 100,
+                 long.waited, long.elements, long.transport, long.payload)
+
+
 def waiting(choice: ExecutorChoice, probe: Probe) -> Probe:
     """Calls of 5 ms that use 0.05 ms of CPU (a sleep, a read): they overlap freely."""
     if len(choice._solo) < executor_choice.SOLO_TASKS:

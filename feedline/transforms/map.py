@@ -265,6 +265,14 @@ hold back the elements it gave already, nor leave the workers idle while the con
 for more: with a slow input, chunks shrink to one element. Only where chunks end changes:
 elements, errors and positions are the same."""
 
+INLINE_MAX_CALL_SECONDS = 200e-6
+"""Longest call (alone, as measured) that a tuned map whose calls hold the GIL runs inline
+on its consumer's thread once at one worker. A task's hand-off to a worker thread costs
+some 20-30 µs: a shorter call pays it as overhead (the tokenizer, 40 µs a line, ran 2.5x
+slower on a worker), while during a longer one the consumer pulls the map's input on its
+own thread, whose reads and C parsing release the GIL (the chess parse of a 512-record
+batch, ~2 ms a call: 154k records/s inline, 205k on one worker thread)."""
+
 
 class _ChunkRunner:
     """Runs the map function over a chunk of elements on a worker; never raises.
@@ -575,7 +583,7 @@ class ParallelMapIterator(DatasetIterator):
                 self, stage_key if stage_key is not None else name)
         self._call = _caller(map_func)
         if self._tuner is not None and (measured := self.measured_calls) is not None:
-            self._serial = holds_the_gil(measured)  # measured by an earlier epoch
+            self._serial = self._inline_pays(measured)  # measured by an earlier epoch
 
     @property
     def replay_exact(self) -> bool:
@@ -722,6 +730,15 @@ class ParallelMapIterator(DatasetIterator):
         return CallMeasurement(decision.gil_share, decision.busy_together,
                                decision.concurrency, decision.busy_alone,
                                decision.thread_rate)
+
+    def _inline_pays(self, measured: CallMeasurement) -> bool:
+        """Whether calls measured so run better inline at one worker: they hold the GIL,
+        and are short enough that a hand-off would cost more than the overlap with the
+        input gains (:data:`INLINE_MAX_CALL_SECONDS`)."""
+        decision = self.executor_decision
+        seconds = None if decision is None else decision.seconds_per_element
+        return holds_the_gil(measured) and seconds is not None \
+            and seconds < INLINE_MAX_CALL_SECONDS
 
     @property
     def executor_kind(self) -> str:
@@ -870,7 +887,7 @@ class ParallelMapIterator(DatasetIterator):
                     self._switch_to_processes()
                 elif choice.decision is not None and self._tuner is not None:
                     measured = self.measured_calls
-                    self._serial = measured is not None and holds_the_gil(measured)
+                    self._serial = measured is not None and self._inline_pays(measured)
                     self._tuner.wake()  # it starts the stage from the measurement
             self._adapt_chunk_size(len(tag), seconds)
             self._ready.extend((item, ok, value) for item, (ok, value) in zip(tag, outcomes))
