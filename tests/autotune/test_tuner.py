@@ -23,7 +23,7 @@ from feedline.autotune.tuner import (
     TuningCounters,
 )
 from feedline.testing.threads import no_leaked_threads
-from gil_measurements import measure_as, serialized_by_the_gil, waiting
+from gil_measurements import measure_as, serialized_short, waiting
 
 
 class FakeStage:
@@ -777,14 +777,14 @@ def _first_decision(fn, done, budget: int | None = None, choose_executor: bool =
 
 
 def test_an_autotune_map_of_calls_holding_the_gil_settles_inline(monkeypatch):
-    # Calls measured serialized by the GIL (the lock in the closure does not pickle: they
-    # stay on threads): one worker would only add a hand-off per task, so the stage calls
-    # its function on its consumer's thread. The output is exact meanwhile.
+    # Short calls (50 µs) measured serialized by the GIL (the lock in the closure does not
+    # pickle: they stay on threads): one worker would only add a hand-off per task, so the
+    # stage calls its function on its consumer's thread. The output is exact meanwhile.
     from feedline.core.validation import schedulable_cpus
 
     if schedulable_cpus() < 2:
         pytest.skip("the executor choice measures nothing on one CPU")
-    measure_as(monkeypatch, serialized_by_the_gil)
+    measure_as(monkeypatch, serialized_short)
     unpicklable = threading.Lock()
 
     def spin(x):
@@ -806,7 +806,7 @@ def test_a_threads_only_autotune_map_of_calls_holding_the_gil_also_settles_inlin
 
     if schedulable_cpus() < 2:
         pytest.skip("the executor choice measures nothing on one CPU")
-    measure_as(monkeypatch, serialized_by_the_gil)
+    measure_as(monkeypatch, serialized_short)
     decision = _first_decision(_identity, lambda d: d.setting == "inline",
                                choose_executor=False)
     assert (decision.old, decision.new) == (0, 1)
