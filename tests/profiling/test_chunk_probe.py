@@ -105,3 +105,20 @@ def test_only_stages_that_read_in_chunks_get_the_chunk_probe():
     assert type(collect.make_probe(mapped)) is not collect.ChunkProbe
     assert collect.is_probe(collect.make_probe(shuffled))
     assert np.array_equal(sorted(collect.make_probe(shuffled)), [0, 1, 2, 3])
+
+
+def test_per_element_and_chunk_calls_add_up_in_one_count():
+    # Per-element calls go through the compiled probe (when built), chunks through the
+    # Python part: _probe_counts adds both.
+    from feedline.core.iterator import IteratorContext
+
+    stage = fl.Dataset.range(10).shuffle(10, seed=3)._make_iterator(IteratorContext())
+    probe = collect.ChunkProbe(stage)
+    got = [int(next(probe)), int(next(probe))]
+    got += [int(x) for x in probe.next_chunk(5)]
+    got += [int(x) for x in probe]
+    assert sorted(got) == list(range(10))
+    counts = probe._probe_counts()
+    assert (counts["calls"], counts["stops"]) == (11, 1)  # 2 + 5 + 3 elements, one stop
+    assert counts["sampled"] >= 5  # every element of the chunk is timed
+    assert set(counts) >= set(collect._COUNTS) | {"threads"}
