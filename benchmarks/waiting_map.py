@@ -20,7 +20,7 @@ Run it with ``python -m benchmarks.waiting_map`` (about 90 seconds; ``--processe
 keeps the pipeline on threads, as ``AutotuneOptions(processes=False)`` does, about 45
 seconds; ``--rounds``, ``--seconds``, ``--settings 1,2,4,16,32,64,128,256``). By default
 AUTOTUNE may move a pipeline that ends with ``prefetch(AUTOTUNE)`` to worker processes
-(:mod:`feedline.autotune.processes`), fixed settings too: a trial on threads keeps few
+(:mod:`feedline.placement.auto`), fixed settings too: a trial on threads keeps few
 cores busy while its calls wait.
 """
 

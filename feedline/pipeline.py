@@ -138,7 +138,7 @@ class PipelineIterator:
     @property
     def process_decision(self) -> Any:
         """What AUTOTUNE chose between threads and worker processes for this pipeline (a
-        :class:`~feedline.autotune.processes.ProcessDecision`: mode, workers, cores kept
+        :class:`~feedline.placement.policy.ProcessDecision`: mode, workers, cores kept
         busy, reason), or ``None`` if it had no choice to make or has not made it yet.
 
         Example:

@@ -13,15 +13,15 @@ from collections.abc import Callable
 
 import pytest
 
-from feedline.execution import executor_choice
-from feedline.execution.executor_choice import ExecutorChoice, Probe
+from feedline.placement import map_executor
+from feedline.placement.map_executor import ExecutorChoice, Probe
 
 MS = 1e-3
 
 
 def serialized_by_the_gil(choice: ExecutorChoice, probe: Probe) -> Probe:
     """Busy calls of 5 ms CPU: alone each runs all its time; together one runs at a time."""
-    if len(choice._solo) < executor_choice.SOLO_TASKS:
+    if len(choice._solo) < map_executor.SOLO_TASKS:
         start = len(choice._solo) * 10 * MS
         return Probe(start, start, 5 * MS, 5 * MS, 0.0, probe.elements, probe.transport,
                      probe.payload)
@@ -31,7 +31,7 @@ def serialized_by_the_gil(choice: ExecutorChoice, probe: Probe) -> Probe:
 
 def serialized_short(choice: ExecutorChoice, probe: Probe) -> Probe:
     """:func:`serialized_by_the_gil` with calls of 50 µs (a tokenizer's line): short enough
-    to run inline (``map.INLINE_MAX_CALL_SECONDS``)."""
+    to run inline (``placement.policy.INLINE_MAX_CALL_SECONDS``)."""
     long = serialized_by_the_gil(choice, probe)
     return Probe(long.submitted / 100, long.start / 100, long.wall / 100, long.cpu / 100,
                  long.waited, long.elements, long.transport, long.payload)
@@ -39,7 +39,7 @@ def serialized_short(choice: ExecutorChoice, probe: Probe) -> Probe:
 
 def waiting(choice: ExecutorChoice, probe: Probe) -> Probe:
     """Calls of 5 ms that use 0.05 ms of CPU (a sleep, a read): they overlap freely."""
-    if len(choice._solo) < executor_choice.SOLO_TASKS:
+    if len(choice._solo) < map_executor.SOLO_TASKS:
         start = len(choice._solo) * 10 * MS
         return Probe(start, start, 5 * MS, 0.05 * MS, 0.0, probe.elements, probe.transport,
                      probe.payload)

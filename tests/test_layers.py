@@ -10,7 +10,7 @@ import feedline
 
 PACKAGE = Path(feedline.__file__).parent
 BELOW_THE_RUNNER = ("core", "sources", "transforms", "formats", "execution", "optimize",
-                    "autotune", "snapshot", "distribute", "profiling")
+                    "autotune", "placement", "snapshot", "distribute", "profiling")
 
 
 def _module_level_imports(path: Path) -> set[str]:

@@ -378,7 +378,7 @@ class Dataset(abc.ABC):
             executor: ``"thread"`` (NumPy, I/O and codecs release the GIL), ``"process"`` for
                 pure-Python functions that hold the GIL, or ``None`` (default): threads, and
                 with ``AUTOTUNE`` a measurement of the first calls may move the rest to
-                processes (:mod:`feedline.execution.executor_choice`).
+                processes (:mod:`feedline.placement.map_executor`).
 
         Example:
             >>> import feedline as fl
@@ -718,7 +718,7 @@ class Dataset(abc.ABC):
         their arrays reach the consumer through shared memory, without copies. The input is
         sharded by file when the pipeline reads files, else by element; what that changes in
         element order, and how to get output identical for any ``num_workers``, is in
-        :mod:`feedline.transforms.multiprocess`.
+        :mod:`feedline.placement.multiprocess`.
 
         Args:
             num_workers: Processes; ``AUTOTUNE``: one per CPU (within the CPU budget).
@@ -733,7 +733,7 @@ class Dataset(abc.ABC):
             >>> [b.tolist() for b in ds]
             [[0, 10], [20, 30], [40, 50], [60, 70]]
         """
-        from feedline.transforms.multiprocess import MultiprocessDataset
+        from feedline.placement.multiprocess import MultiprocessDataset
 
         return MultiprocessDataset(self, num_workers, deterministic, buffer_size, name)
 

@@ -80,13 +80,13 @@ class AutotuneOptions:
         choose_executor: Whether a ``map(f, num_parallel_calls=AUTOTUNE)`` given no
             ``executor`` measures ``f`` on threads over its first calls and moves the rest
             to worker processes when the GIL serializes them and processes pay
-            (:mod:`feedline.execution.executor_choice`); ``False`` (or ``enabled=False``)
+            (:mod:`feedline.placement.map_executor`); ``False`` (or ``enabled=False``)
             keeps such maps on threads (a tuned map still measures its first calls). An
             explicit ``executor`` is always obeyed. What it measured also sets where the
             tuner starts such a map: one worker (on its consumer's thread) for calls the
             GIL serializes, all its threads for calls that leave CPUs idle.
         processes: Whether a pipeline ending with ``prefetch(AUTOTUNE)`` may move to worker
-            processes (:mod:`feedline.autotune.processes`): ``None`` decides from a short
+            processes (:mod:`feedline.placement.auto`): ``None`` decides from a short
             trial on threads, ``True`` moves whenever it keeps the output, ``False`` never.
         tune: Whether the tuner (:mod:`feedline.autotune.tuner`) sets how many workers of
             each threaded ``map(num_parallel_calls=AUTOTUNE)`` run at once, from what the

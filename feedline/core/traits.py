@@ -1,5 +1,5 @@
 """What each operation is, declared by the operation, for the planners that shard and place
-pipelines (:mod:`feedline.distribute.autoshard`, :mod:`feedline.autotune.processes`).
+pipelines (:mod:`feedline.distribute.autoshard`, :mod:`feedline.placement.auto`).
 
 Every dataset class of feedline declares its :class:`OperationTraits` in its own body
 (``TRAITS = ...``; ``tests/core/test_traits.py`` checks that none is left out), so a new

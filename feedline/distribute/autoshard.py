@@ -1,6 +1,6 @@
 """Splitting one pipeline into disjoint shards that together produce every element once.
 
-Worker processes (:mod:`feedline.transforms.multiprocess`) each run one shard of the same
+Worker processes (:mod:`feedline.placement.multiprocess`) each run one shard of the same
 pipeline. :func:`shard_pipeline` rewrites the graph for shard ``index`` of ``num_shards``,
 choosing the first policy that applies, as tf.data's ``AutoShardPolicy.AUTO`` does:
 

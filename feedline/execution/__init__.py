@@ -1,7 +1,8 @@
 """Where work runs: executors, the one read-ahead mechanism, positions, clean shutdown.
 
-* :mod:`~feedline.execution.executor`: daemon thread pools (and process pools) whose
-  shutdown waits a bounded time, and strands that serialize readers on a shared pool;
+* :mod:`~feedline.execution.executor`: daemon thread pools whose shutdown waits a bounded
+  time, and strands that serialize readers on a shared pool (process pools, and every
+  decision to leave this process's threads, are :mod:`feedline.placement`'s);
 * :mod:`~feedline.execution.read_ahead`: :class:`~feedline.execution.read_ahead.ReadAhead`,
   the bounded window of tasks every read-ahead stage (prefetch, parallel map and batch,
   interleave) runs on, and the :class:`~feedline.execution.read_ahead.SequentialReader`
@@ -10,5 +11,6 @@
   their input, never copies of the elements read ahead.
 
 Transformations ask for these and never start threads themselves, so a process-based
-executor can replace the thread one without touching them.
+executor (:mod:`feedline.placement.process_executor`) can replace the thread one without
+touching them.
 """

@@ -318,7 +318,7 @@ def make_executor(workers: int, name: str, kind: str = "thread",
     if kind == "thread":
         return ThreadExecutor(workers, name, close_timeout, gate)
     if kind == "process":
-        from feedline.execution.processes import ProcessExecutor
+        from feedline.placement.process_executor import ProcessExecutor
 
         return ProcessExecutor(workers, name, close_timeout)
     raise ValueError(f"unknown executor kind {kind!r}: expected 'thread' or 'process'")

@@ -4,8 +4,8 @@ It drops an *element's* error, and never turns a broken stream into a normal end
 marked fatal (:func:`~feedline.core.error_records.mark_fatal`: a stage that cannot go on,
 such as worker processes that cannot start, or a ``multiprocess`` worker that keeps dying
 at the same element) is raised through it. An element whose computation kills its worker
-process is that element's error (see :mod:`feedline.execution.processes` and
-:mod:`feedline.transforms.multiprocess`), and is dropped like any other.
+process is that element's error (see :mod:`feedline.placement.process_executor` and
+:mod:`feedline.placement.multiprocess`), and is dropped like any other.
 """
 
 from __future__ import annotations

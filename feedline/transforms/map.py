@@ -29,14 +29,6 @@ from feedline.core.structure import normalize_output
 from feedline.core.traits import ONE_TO_ONE
 from feedline.core.validation import resolve_parallelism, validate_parallelism
 from feedline.execution.executor import make_executor
-from feedline.execution.executor_choice import (
-    PROCESS_TARGET_TASK_SECONDS,
-    ExecutorChoice,
-    ExecutorDecision,
-    Probe,
-    ProbeClock,
-    transport_cost,
-)
 from feedline.execution.gate import WorkerGate
 from feedline.execution.positions import (
     PositionReader,
@@ -45,6 +37,8 @@ from feedline.execution.positions import (
     replay_from,
 )
 from feedline.execution.read_ahead import ReadAhead
+from feedline.placement.map_executor import ExecutorChoice, Probe, ProbeClock, transport_cost
+from feedline.placement.policy import PROCESS_TARGET_TASK_SECONDS, ExecutorDecision, runs_inline
 from feedline.transforms.prefetch import element_bytes
 
 
@@ -265,14 +259,6 @@ hold back the elements it gave already, nor leave the workers idle while the con
 for more: with a slow input, chunks shrink to one element. Only where chunks end changes:
 elements, errors and positions are the same."""
 
-INLINE_MAX_CALL_SECONDS = 200e-6
-"""Longest call (alone, as measured) that a tuned map whose calls hold the GIL runs inline
-on its consumer's thread once at one worker. A task's hand-off to a worker thread costs
-some 20-30 µs: a shorter call pays it as overhead (the tokenizer, 40 µs a line, ran 2.5x
-slower on a worker), while during a longer one the consumer pulls the map's input on its
-own thread, whose reads and C parsing release the GIL (the chess parse of a 512-record
-batch, ~2 ms a call: 154k records/s inline, 205k on one worker thread)."""
-
 
 class _ChunkRunner:
     """Runs the map function over a chunk of elements on a worker; never raises.
@@ -280,7 +266,7 @@ class _ChunkRunner:
     Each outcome is ``(True, result)`` or ``(False, exception)`` so one bad element does not
     cost the others. In a worker process the traceback would be lost in pickling, so it is
     attached to the exception as a note. While an ``AUTOTUNE`` stage chooses its executor,
-    runners with ``probe`` measure each task (:mod:`feedline.execution.executor_choice`),
+    runners with ``probe`` measure each task (:mod:`feedline.placement.map_executor`),
     and with ``transport`` also what pickling its inputs and results costs.
     """
 
@@ -458,7 +444,7 @@ class ParallelMapIterator(DatasetIterator):
 
     With ``choose_executor`` (an ``AUTOTUNE`` map given no executor) the stage starts on
     threads and may move its later tasks to worker processes, once, from what its first
-    tasks measured (:mod:`feedline.execution.executor_choice`); positions, order and errors
+    tasks measured (:mod:`feedline.placement.map_executor`); positions, order and errors
     do not depend on where a task ran. :attr:`executor_decision` tells what was chosen.
     ``allow_processes=False`` (``AutotuneOptions(choose_executor=False)``) measures the same
     first tasks for the tuner and keeps them all on threads.
@@ -732,13 +718,9 @@ class ParallelMapIterator(DatasetIterator):
                                decision.thread_rate)
 
     def _inline_pays(self, measured: CallMeasurement) -> bool:
-        """Whether calls measured so run better inline at one worker: they hold the GIL,
-        and are short enough that a hand-off would cost more than the overlap with the
-        input gains (:data:`INLINE_MAX_CALL_SECONDS`)."""
-        decision = self.executor_decision
-        seconds = None if decision is None else decision.seconds_per_element
-        return holds_the_gil(measured) and seconds is not None \
-            and seconds < INLINE_MAX_CALL_SECONDS
+        """Whether calls measured so run better inline at one worker (the placement
+        policy's :func:`~feedline.placement.policy.runs_inline`)."""
+        return runs_inline(self.executor_decision, holds_the_gil(measured))
 
     @property
     def executor_kind(self) -> str:

@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from gil_measurements import measure_as, serialized_short, waiting
 
 import feedline as fl
 from feedline.autotune import tuner as tuner_module
@@ -23,7 +24,6 @@ from feedline.autotune.tuner import (
     TuningCounters,
 )
 from feedline.testing.threads import no_leaked_threads
-from gil_measurements import measure_as, serialized_short, waiting
 
 
 class FakeStage:
@@ -632,7 +632,7 @@ def test_checkpoints_do_not_depend_on_the_tuning():
 def _prefetch(it):
     """The pipeline's last prefetch: AUTOTUNE's placement wraps a pipeline ending with
     ``prefetch(AUTOTUNE)``, also where it stays on threads (``processes=False``)."""
-    from feedline.autotune.processes import AutoProcessesIterator
+    from feedline.placement.auto import AutoProcessesIterator
 
     root = it._root
     return root._inner if isinstance(root, AutoProcessesIterator) else root
@@ -689,12 +689,12 @@ def test_prefetch_autotune_does_not_deepen_for_an_input_slower_on_average_but_bu
 
 
 def test_an_autotune_map_chooses_its_executor_once_per_run_not_every_epoch(monkeypatch):
-    from feedline.execution import executor_choice
+    from feedline.placement import map_executor
     from feedline.transforms import map as map_module
 
     made = []
 
-    class Counting(executor_choice.ExecutorChoice):
+    class Counting(map_executor.ExecutorChoice):
         def __init__(self, *args, **kwargs):
             made.append(1)
             super().__init__(*args, **kwargs)

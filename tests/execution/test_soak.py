@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 
 import pytest
-from process_helpers import feedline_mappings, wait_gone
+from tests.placement.process_helpers import feedline_mappings, wait_gone
 from soak import soak
 
 SHORT_ALLOWED_GROWTH = 128 * 1024

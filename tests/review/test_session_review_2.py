@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import feedline as fl
-from feedline.execution import worker_pool
+from feedline.placement import worker_loop
 from feedline.image import dtype as image_dtype
-from tests.execution.process_helpers import wait_gone
+from tests.placement.process_helpers import wait_gone
 
 QUICK = fl.Options(threading=fl.ThreadingOptions(close_timeout=0.5))
 
@@ -19,7 +19,7 @@ QUICK = fl.Options(threading=fl.ThreadingOptions(close_timeout=0.5))
 def _killing_first_payload(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Make the first worker started die just before its pipeline is sent; return the pids
     of every worker started."""
-    real_start = worker_pool.start_worker
+    real_start = worker_loop.start_worker
     pids: list[int] = []
 
     def start(entry: str, *args: str):
@@ -38,7 +38,7 @@ def _killing_first_payload(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             channel.send = send
         return process
 
-    monkeypatch.setattr(worker_pool, "start_worker", start)
+    monkeypatch.setattr(worker_loop, "start_worker", start)
     return pids
 
 
@@ -67,7 +67,7 @@ def test_a_failed_start_leaves_no_worker_without_its_pipeline(monkeypatch):
     # Starting worker 1 fails (too many open files); worker 0 had started but was never sent
     # its pipeline, and the next start skipped it: it took the "start" command for its
     # pipeline and the run failed.
-    real_start = worker_pool.start_worker
+    real_start = worker_loop.start_worker
     pids: list[int] = []
 
     def start(entry: str, *args: str):
@@ -78,7 +78,7 @@ def test_a_failed_start_leaves_no_worker_without_its_pipeline(monkeypatch):
         pids.append(process.pid)
         return process
 
-    monkeypatch.setattr(worker_pool, "start_worker", start)
+    monkeypatch.setattr(worker_loop, "start_worker", start)
     iterator = iter(fl.Dataset.range(10).multiprocess(2).with_options(QUICK))
     try:
         with pytest.raises(OSError, match="Too many open files"):
@@ -112,7 +112,7 @@ def _double(x):
 def test_an_inline_map_given_executor_process_still_gets_the_trial(monkeypatch):
     # map(f, executor="process") without num_parallel_calls runs inline, on this process's
     # threads; it was taken for a map in worker processes: no trial, never moved.
-    from feedline.autotune.processes import AutoProcessesIterator
+    from feedline.placement.auto import AutoProcessesIterator
 
     original = AutoProcessesIterator._trial
     trials = []

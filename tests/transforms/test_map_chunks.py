@@ -7,7 +7,7 @@ import psutil
 import pytest
 
 import feedline as fl
-from feedline.execution.executor_choice import PROCESS_TARGET_TASK_SECONDS
+from feedline.placement.policy import PROCESS_TARGET_TASK_SECONDS
 from feedline.testing.threads import no_leaked_threads
 from feedline.transforms.map import (
     MAX_CHUNK,
@@ -25,7 +25,7 @@ def worker_processes() -> list[psutil.Process]:
     for child in psutil.Process().children(recursive=True):
         try:
             if child.status() != psutil.STATUS_ZOMBIE and any(
-                    "feedline.execution.processes" in part for part in child.cmdline()):
+                    "feedline.placement.process_executor" in part for part in child.cmdline()):
                 found.append(child)
         except psutil.NoSuchProcess:
             pass

@@ -16,8 +16,8 @@ from gil_measurements import measure_as, serialized_by_the_gil, serialized_short
 
 import feedline as fl
 from feedline.core.validation import schedulable_cpus
-from feedline.execution import executor_choice
-from feedline.execution.executor_choice import ExecutorChoice
+from feedline.placement import map_executor, policy
+from feedline.placement.map_executor import ExecutorChoice
 from feedline.testing import check_checkpointing
 from feedline.testing.failures import Failed, fail_at
 from feedline.testing.threads import no_leaked_threads
@@ -44,9 +44,9 @@ def _serialized_on_threads(monkeypatch):
     iterator switches at the same element."""
     measure_as(monkeypatch, serialized_short)
     monkeypatch.setattr(ExecutorChoice, "_pickles", lambda self: False)
-    monkeypatch.setattr(executor_choice, "SOLO_TASKS", 1)
-    monkeypatch.setattr(executor_choice, "CONCURRENT_TASKS", 10)
-    monkeypatch.setattr(executor_choice, "CONCURRENT_SECONDS", 0.0)
+    monkeypatch.setattr(map_executor, "SOLO_TASKS", 1)
+    monkeypatch.setattr(map_executor, "CONCURRENT_TASKS", 10)
+    monkeypatch.setattr(map_executor, "CONCURRENT_SECONDS", 0.0)
     monkeypatch.setattr(map_module, "MAX_CHUNK", 1)
 
 
@@ -205,7 +205,7 @@ def test_long_calls_that_hold_the_gil_keep_one_worker_thread_not_inline(monkeypa
             time.sleep(0.005)
         got += _outcomes(it)
         assert got == [3 * i for i in range(40)]
-        assert stage.executor_decision.seconds_per_element >= map_module.INLINE_MAX_CALL_SECONDS
+        assert stage.executor_decision.seconds_per_element >= policy.INLINE_MAX_CALL_SECONDS
         assert not stage.runs_inline
         assert "inline" not in [d.setting for d in it.statistics().tuning]
 

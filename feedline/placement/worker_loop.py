@@ -4,7 +4,7 @@ The graph is pickled once (cloudpickle: lambdas and closures work) and shipped o
 worker at its start; a worker shards it (:mod:`feedline.distribute.autoshard`), builds the
 iterator and produces elements ahead of the consumer, at most ``credits`` beyond what the
 consumer has taken (flow control: the consumer returns one credit per element it takes).
-Elements cross through :class:`~feedline.execution.transport.Channel`: arrays arrive in the
+Elements cross through :class:`~feedline.placement.ipc.transport.Channel`: arrays arrive in the
 consumer as views of shared memory the worker wrote, never pickled or copied.
 
 Messages, worker to consumer (each carries the *token* of the run it belongs to, so that
@@ -34,7 +34,7 @@ this worker; once past the watched item, the worker goes back to its own pipelin
 the state it reached. It announces the watched item before computing it (``"reached"``),
 so the consumer knows when a second death is that item's, and the shard cannot go on.
 
-Workers are fresh interpreters (:mod:`feedline.execution.spawn`): a script needs no ``if
+Workers are fresh interpreters (:mod:`feedline.placement.ipc.spawn`): a script needs no ``if
 __name__ == "__main__"`` guard; they get the parent's ``sys.path``. They ignore ``SIGINT``
 (Ctrl-C is the parent's to handle: it closes the pipeline, which ends them), and exit as
 soon as the parent's end of their socket closes, whoever closes it (``close()``, interpreter
@@ -62,14 +62,14 @@ from feedline.core.errors import WorkerProcessError
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
 from feedline.execution.positions import PackedState, PositionReader, State
-from feedline.execution.spawn import (
+from feedline.placement.ipc.spawn import (
     describe_exit,
     end_process,
     exit_watch,
     serve_as_worker,
     start_worker,
 )
-from feedline.execution.transport import Channel, PackedError
+from feedline.placement.ipc.transport import Channel, PackedError
 
 _IN_WORKER = False
 
@@ -91,7 +91,7 @@ def in_worker_process() -> bool:
     return _IN_WORKER
 
 
-_ENTRY = ("import sys; from feedline.execution.worker_pool import worker_entry; "
+_ENTRY = ("import sys; from feedline.placement.worker_loop import worker_entry; "
           "worker_entry(int(sys.argv[1]), int(sys.argv[2]))")
 
 

@@ -11,7 +11,7 @@ def worker_processes() -> list[psutil.Process]:
     for child in psutil.Process().children(recursive=True):
         try:
             if child.status() != psutil.STATUS_ZOMBIE and any(
-                    "feedline.execution.processes" in part for part in child.cmdline()):
+                    "feedline.placement.process_executor" in part for part in child.cmdline()):
                 found.append(child)
         except psutil.NoSuchProcess:
             pass

@@ -3,7 +3,7 @@
 A parent killed (``SIGKILL``) or terminated (``SIGTERM``) runs no cleanup of its own; its
 workers must end anyway, even one inside a long C call that holds the GIL (a catastrophic
 regular expression here): a Python thread watching the parent never runs then, so the
-kernel must end them (``PR_SET_PDEATHSIG``, :mod:`feedline.execution.spawn`). Each test
+kernel must end them (``PR_SET_PDEATHSIG``, :mod:`feedline.placement.ipc.spawn`). Each test
 proves every worker it saw has ended, and leaves no process behind.
 """
 
@@ -22,7 +22,7 @@ import pytest
 from process_helpers import alive, feedline_mappings, wait_gone
 
 import feedline as fl
-from feedline.execution.spawn import start_worker
+from feedline.placement.ipc.spawn import start_worker
 
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE = 20.0  # seconds the workers get to end: generous, only a bound against hangs

@@ -2,7 +2,7 @@
 
 ``map(f, num_parallel_calls=AUTOTUNE)`` with no ``executor`` starts on threads, measures
 whether ``f`` is held back by the GIL, and moves the stage's remaining calls to worker
-processes (:class:`~feedline.execution.processes.ProcessExecutor`) when it is and processes
+processes (:class:`~feedline.placement.process_executor.ProcessExecutor`) when it is and processes
 would pay. The evidence, gathered over the stage's first tasks (chunks of elements):
 
 1. **Alone.** The first :data:`SOLO_TASKS` tasks run one at a time. Each measures its
@@ -20,27 +20,19 @@ would pay. The evidence, gathered over the stage's first tasks (chunks of elemen
    run one after the other. The run-queue term keeps a machine loaded by other processes
    from looking like GIL contention (that is CPU starvation: processes would not help).
 
-From these: ``slowdown = busy alone / (CPUs used together / c)`` and the **GIL share**
-``(slowdown - 1) / (c - 1)``, about 1 for a function serialized by the GIL and 0 for one
-that is not. The stage switches to processes when the function is busy
-(:data:`MIN_BUSY`), the calls overlapped (:data:`MIN_CONCURRENCY`), the slowdown is large
-(:data:`MIN_SLOWDOWN`), the machine has two CPUs or more, the stage has two workers or
-more, the function pickles with cloudpickle, and the machine left CPUs idle meanwhile
-(:data:`MIN_IDLE_CPUS`: with every CPU busy, other processes hold them and processes
-would not run faster), and the estimated process throughput beats the measured thread
-throughput by :data:`MIN_GAIN`. The process estimate charges each
-element the measured cost of pickling its input and result (the solo tasks pickle theirs
-once, off the clock), their array bytes through shared memory, and a fixed cost per task
-(:data:`PROCESS_TASK_SECONDS`); the consumer's own share of that transport caps it too.
-Margins are wide on purpose (a GIL-bound function measures a slowdown near the number of
-threads; one that is not, near 1), so the decision does not flip on a noisy machine; when
-the evidence is missing (the input ends first, the calls never overlap) the stage stays on
-threads.
+From these (:class:`~feedline.placement.policy.MapCallFigures`): ``slowdown = busy alone /
+(CPUs used together / c)`` and the **GIL share** ``(slowdown - 1) / (c - 1)``, about 1 for a
+function serialized by the GIL and 0 for one that is not. Each element is also charged the
+measured cost of pickling its input and result (the solo tasks pickle theirs once, off the
+clock) and its array bytes through shared memory, and the machine's idle CPUs are read
+meanwhile. Whether the stage switches is the placement policy's rule
+(:func:`~feedline.placement.policy.place_map_calls`); when the evidence is missing (the input
+ends first, the calls never overlap) the stage stays on threads.
 
 The switch changes where calls run, nothing else: tasks already running on threads finish
 there and keep their place, and checkpoints are positions
 (:mod:`feedline.execution.positions`), so order, errors in place and states are those of
-a thread-only run. The decision is logged (logger ``feedline.execution.executor_choice``,
+a thread-only run. The decision is logged (logger ``feedline.placement.map_executor``,
 level ``DEBUG``) and kept as an :class:`ExecutorDecision` (the map iterator's
 ``executor_decision``). ``executor="thread"`` or ``"process"`` is always obeyed, and
 ``Options(autotune=AutotuneOptions(choose_executor=False))`` keeps ``AUTOTUNE`` maps on
@@ -61,6 +53,12 @@ from typing import Any
 from feedline.core.validation import schedulable_cpus
 from feedline.execution.executor import Executor, ThreadExecutor
 from feedline.execution.gate import WorkerGate
+from feedline.placement.policy import (
+    SHARED_MEMORY_BYTES_PER_SECOND,
+    ExecutorDecision,
+    MapCallFigures,
+    place_map_calls,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,31 +69,6 @@ CONCURRENT_TASKS = 6
 CONCURRENT_SECONDS = 0.2
 """Fewest seconds of wall time the concurrent tasks measured must span (long enough for
 the machine's idle time, counted in 10 ms ticks, to mean something)."""
-MIN_BUSY = 0.4
-"""Busy fraction alone below which the function mostly waits (I/O, sleep): threads."""
-MIN_CONCURRENCY = 1.5
-"""Average calls running at once needed for the measurement to say anything."""
-MIN_SLOWDOWN = 1.7
-"""Running alone / running together from which the calls serialize (two GIL-bound threads
-measure about 2; two that release it, about 1, and 1.5 when another process keeps one of
-two CPUs busy)."""
-MIN_GIL_SHARE = 0.5
-"""GIL share from which the calls serialize (with many workers, where the slowdown of a
-function that holds the GIL half its time is large yet threads still scale)."""
-MIN_IDLE_CPUS = 0.5
-"""CPUs the machine must have left idle while the calls ran together: with none idle
-(other processes use them), processes would not run faster than threads."""
-MIN_GAIN = 1.3
-"""Estimated process throughput over measured thread throughput needed to switch."""
-PROCESS_TASK_SECONDS = 300e-6
-"""Fixed cost of one task on a worker process (two messages and wake-ups), an upper bound
-of what a round trip costs on Linux."""
-SHARED_MEMORY_BYTES_PER_SECOND = 1e9
-"""A conservative rate for an array payload through shared memory (written once, page
-faults on both sides)."""
-PROCESS_TARGET_TASK_SECONDS = 0.005
-"""Work per task on processes (the map's chunking target): what the fixed cost divides by."""
-
 try:
     with open("/proc/thread-self/schedstat", "rb") as _file:
         _file.read()
@@ -202,52 +175,6 @@ def transport_cost(inputs: Any, results: Any) -> tuple[float | None, int]:
     return time.perf_counter() - started, sum(buffer.raw().nbytes for buffer in buffers)
 
 
-@dataclass(frozen=True)
-class ExecutorDecision:
-    """Where an ``AUTOTUNE`` map's calls run, and the measurement behind it.
-
-    Attributes:
-        stage: The stage's name.
-        kind: ``"process"`` or ``"thread"``.
-        reason: Why, in words.
-        gil_share: ``(slowdown - 1) / (concurrency - 1)``: about 1 when the GIL serializes
-            the calls, about 0 when it does not (``None`` when not measured).
-        busy_alone: Busy fraction of the calls run one at a time (CPU time and run-queue
-            wait over wall time).
-        busy_together: CPU time of the calls run together over wall time and concurrency.
-        concurrency: Average number of calls that could run at once while measured (tasks
-            submitted and not finished, at most one per worker).
-        seconds_per_element: Wall time of one element's call, alone.
-        thread_rate: Elements per second measured on threads.
-        process_rate: Elements per second estimated on processes.
-    """
-
-    stage: str
-    kind: str
-    reason: str
-    gil_share: float | None = None
-    busy_alone: float | None = None
-    busy_together: float | None = None
-    concurrency: float | None = None
-    seconds_per_element: float | None = None
-    thread_rate: float | None = None
-    process_rate: float | None = None
-
-    def __str__(self) -> str:
-        numbers = []
-        if self.gil_share is not None:
-            numbers.append(f"GIL share {self.gil_share:.2f}")
-        if self.busy_alone is not None and self.busy_together is not None:
-            numbers.append(f"busy {self.busy_alone:.2f} alone, {self.busy_together:.2f} "
-                           f"with {self.concurrency:.1f} calls at once")
-        if self.thread_rate is not None and self.process_rate is not None:
-            numbers.append(f"{self.thread_rate:.0f} elements/s on threads, "
-                           f"~{self.process_rate:.0f} estimated on processes")
-        measured = f" ({'; '.join(numbers)})" if numbers else ""
-        where = "processes" if self.kind == "process" else "threads"
-        return f"{self.stage}: {where}: {self.reason}{measured}"
-
-
 class SwitchingExecutor:
     """A stage's executor that starts on threads and may move to worker processes.
 
@@ -278,7 +205,7 @@ class SwitchingExecutor:
     def switch_to_processes(self) -> None:
         """Run every later call in worker processes."""
         if self._processes is None:
-            from feedline.execution.processes import ProcessExecutor
+            from feedline.placement.process_executor import ProcessExecutor
 
             kwargs = {} if self._close_timeout is None else {"close_timeout": self._close_timeout}
             self._processes = ProcessExecutor(self._workers, self._name, **kwargs)
@@ -349,9 +276,10 @@ class ExecutorChoice:
         self.decision: ExecutorDecision | None = None
         cpus = schedulable_cpus()
         if cpus < 2 or workers < 2:  # nothing to measure: processes could not run more
-            self._settle("thread", f"{min(cpus, workers)} worker(s) only", {})
+            self._settle(ExecutorDecision(stage, "thread", f"{min(cpus, workers)} worker(s) only"))
         elif _in_multiprocess_worker():  # the CPUs are shared out between those workers
-            self._settle("thread", "runs in a worker process of multiprocess()", {})
+            self._settle(ExecutorDecision(stage, "thread",
+                                          "runs in a worker process of multiprocess()"))
 
     @property
     def measuring(self) -> bool:
@@ -419,63 +347,28 @@ class ExecutorChoice:
 
     def _decide(self, concurrency: float, span: float) -> str | None:
         solo, together = self._solo, self._together
-        busy_alone = _busy(solo)
+        elements_alone = sum(p.elements for p in solo)
+        transports = [p.transport for p in solo]
+        transport = None if any(t is None for t in transports) else (
+            sum(t or 0.0 for t in transports)
+            + sum(p.payload for p in solo) / SHARED_MEMORY_BYTES_PER_SECOND
+        ) / max(1, elements_alone)
         # CPUs the calls used while up to ``concurrency`` could run: as many as that, each
         # running as much as one alone, unless they serialize. Short GIL-bound calls do not
         # even overlap (each runs to its end before the next starts): they count the same.
         # CPU time only, alone and together: run-queue waits together include a GIL
         # waiter's periodic wake-ups (every switch interval), which would look like demand.
-        running_alone = sum(p.cpu for p in solo) / max(sum(p.wall for p in solo), 1e-9)
-        cores = sum(p.cpu for p in together) / max(span, 1e-9)
-        busy_together = cores / max(concurrency, 1e-9)
-        slowdown = running_alone / max(busy_together, 1e-9)
-        gil_share = max(0.0, min(1.0, (slowdown - 1) / (concurrency - 1))) \
-            if concurrency > 1 else None
-        elements_alone = sum(p.elements for p in solo)
-        per_element = sum(p.wall for p in solo) / max(1, elements_alone)
-        thread_rate = sum(p.elements for p in together) / max(span, 1e-9)
-        measured = {"gil_share": gil_share, "busy_alone": busy_alone,
-                    "busy_together": busy_together, "concurrency": concurrency,
-                    "seconds_per_element": per_element, "thread_rate": thread_rate}
-        transports = [p.transport for p in solo]
-        if concurrency < MIN_CONCURRENCY:
-            reason = "the calls rarely ran at once (the map is not the bottleneck)"
-        elif busy_alone < MIN_BUSY:
-            reason = "the function mostly waits (I/O, sleep), which threads overlap"
-        elif slowdown < MIN_SLOWDOWN or (gil_share or 0.0) < MIN_GIL_SHARE:
-            reason = "the calls run in parallel on threads (the GIL is released)"
-        elif not self._allow_processes:
-            reason = ("held back by the GIL; kept on threads "
-                      "(AutotuneOptions(choose_executor=False))")
-        elif (idle := self._idle_cpus()) is not None and idle < MIN_IDLE_CPUS:
-            reason = (f"held back by the GIL, but the machine had {idle:.1f} CPU idle (other "
-                      "processes use them): processes would not run faster")
-        elif any(t is None for t in transports):
-            reason = "held back by the GIL, but its inputs or results do not pickle"
-        else:
-            transport = (sum(t or 0.0 for t in transports)
-                         + sum(p.payload for p in solo) / SHARED_MEMORY_BYTES_PER_SECOND
-                         ) / max(1, elements_alone)
-            # Pickling and unpickling on each side: the consumer's half is serial.
-            per_task = PROCESS_TASK_SECONDS / max(1.0, PROCESS_TARGET_TASK_SECONDS / max(
-                per_element, 1e-9))
-            process_rate = min(min(schedulable_cpus(), self.workers) / (per_element
-                                                                       + 2 * transport
-                                                         + per_task),
-                               1 / max(2 * transport + per_task, 1e-9))
-            measured["process_rate"] = process_rate
-            # Against the better of the threads and one call at a time: calls that hold the
-            # GIL run inline when they stay (the tuner's serial setting), often faster than
-            # threads that take turns at the GIL.
-            if process_rate < MIN_GAIN * max(thread_rate, 1 / max(per_element, 1e-9)):
-                reason = ("held back by the GIL, but moving its elements between processes "
-                          "would cost more than it gains")
-            elif not self._pickles():
-                reason = "held back by the GIL, but the function does not pickle"
-            else:
-                return self._settle("process", "the calls are serialized by the GIL",
-                                    measured)
-        return self._settle("thread", reason, measured)
+        figures = MapCallFigures(
+            busy_alone=_busy(solo),
+            running_alone=sum(p.cpu for p in solo) / max(sum(p.wall for p in solo), 1e-9),
+            cores_together=sum(p.cpu for p in together) / max(span, 1e-9),
+            concurrency=concurrency,
+            seconds_per_element=sum(p.wall for p in solo) / max(1, elements_alone),
+            thread_rate=sum(p.elements for p in together) / max(span, 1e-9),
+            transport_per_element=transport, workers=self.workers,
+            cpus=schedulable_cpus(), idle_cpus=self._idle_cpus())
+        return self._settle(place_map_calls(self.stage, figures, self._allow_processes,
+                                            self._pickles))
 
     def _idle_cpus(self) -> float | None:
         """CPUs the machine left idle, on average, since the tasks began to run together."""
@@ -494,11 +387,11 @@ class ExecutorChoice:
             return False
         return True
 
-    def _settle(self, kind: str, reason: str, measured: dict[str, Any]) -> str | None:
-        self.decision = ExecutorDecision(self.stage, kind, reason, **measured)
+    def _settle(self, decision: ExecutorDecision) -> str | None:
+        self.decision = decision
         self._solo, self._together = [], []
-        logger.debug("feedline: %s", self.decision)
-        if kind == "process":
+        logger.debug("feedline: %s", decision)
+        if decision.kind == "process":
             if self._executor is not None:
                 self._executor.switch_to_processes()
             return "process"
@@ -507,12 +400,12 @@ class ExecutorChoice:
     def settle_unmeasured(self, reason: str) -> None:
         """Stop measuring without evidence (the stage stays on threads)."""
         if self.decision is None:
-            self._settle("thread", reason, {})
+            self._settle(ExecutorDecision(self.stage, "thread", reason))
 
 
 def _in_multiprocess_worker() -> bool:
     try:
-        from feedline.execution.worker_pool import in_worker_process
+        from feedline.placement.worker_loop import in_worker_process
     except ImportError:  # pragma: no cover - multiprocess() not available
         return False
     return in_worker_process()

@@ -10,8 +10,8 @@ from collections import namedtuple
 import numpy as np
 import pytest
 
-from feedline.execution import transport
-from feedline.execution.transport import SHARED_MEMORY_THRESHOLD, Channel
+from feedline.placement.ipc import transport
+from feedline.placement.ipc.transport import SHARED_MEMORY_THRESHOLD, Channel
 
 Pair = namedtuple("Pair", "a b")
 

@@ -10,8 +10,8 @@ however (``SIGKILL`` included), even in the middle of a C call that holds the GI
 (``PR_SET_PDEATHSIG``, set first thing in the worker, with a check for a parent that died
 before that); a thread watching the parent's ``pidfd`` and the end of its socket are the
 other signs, and the only ones elsewhere.
-Used by the per-stage process executor (:mod:`feedline.execution.processes`) and the
-pipeline's worker processes (:mod:`feedline.execution.worker_pool`).
+Used by the per-stage process executor (:mod:`feedline.placement.process_executor`) and the
+pipeline's worker processes (:mod:`feedline.placement.worker_loop`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from feedline.execution.transport import Channel
-
+from feedline.placement.ipc.transport import Channel
 
 _DIE_WITH_PARENT = """\
 import sys

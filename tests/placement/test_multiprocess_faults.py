@@ -25,8 +25,8 @@ import pytest
 import feedline as fl
 from feedline.core import pipeline_state
 from feedline.core.error_records import is_fatal
+from feedline.placement.multiprocess import MAX_RESTARTS, MultiprocessIterator
 from feedline.transforms.ignore_errors import errors_ignored
-from feedline.transforms.multiprocess import MAX_RESTARTS, MultiprocessIterator
 
 QUICK = fl.Options(threading=fl.ThreadingOptions(close_timeout=0.5))
 DEADLINE = 20.0  # seconds a process gets to end: generous, only a bound against hangs
@@ -485,7 +485,7 @@ class _CrashOnLoad:
 
 
 def _load_or_crash(marker: str):
-    from feedline.execution.worker_pool import in_worker_process
+    from feedline.placement.worker_loop import in_worker_process
 
     if in_worker_process():
         try:
@@ -1256,7 +1256,7 @@ print([b.tolist() for b in ds.repeat(2).take(5)])
 def test_a_shut_down_pool_restarts_no_worker():
     # A consumer thread restarting a dead worker while another thread closes the pipeline:
     # once the pool is shut down, a restart starts nothing (no process left running).
-    from feedline.execution.worker_pool import WorkerPool
+    from feedline.placement.worker_loop import WorkerPool
 
     pool = WorkerPool(fl.Dataset.range(10), fl.Options(), 2, "racing", 1.0)
     pool.send(0, ("stop",))  # starts worker 0

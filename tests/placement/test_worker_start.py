@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import feedline as fl
-from feedline.execution import worker_pool
-from tests.execution.process_helpers import wait_gone
+from feedline.placement import worker_loop
+from tests.placement.process_helpers import wait_gone
 
 QUICK = fl.Options(threading=fl.ThreadingOptions(close_timeout=0.5))
 # Well above a Unix socket's default buffer (~200 kB): the first send blocks until the
@@ -22,7 +22,7 @@ BIG_PATHS = np.array([f"/data/images/train/{i:08d}-" + "x" * 200 for i in range(
 
 def _recording_start(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     events: list[tuple[str, int]] = []
-    real_start = worker_pool.start_worker
+    real_start = worker_loop.start_worker
 
     def start(entry: str, *args: str):
         process = real_start(entry, *args)
@@ -40,7 +40,7 @@ def _recording_start(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
         events.append(("process", pid))
         return process
 
-    monkeypatch.setattr(worker_pool, "start_worker", start)
+    monkeypatch.setattr(worker_loop, "start_worker", start)
     return events
 
 
@@ -60,7 +60,7 @@ def test_every_worker_is_started_before_any_pipeline_is_sent(monkeypatch):
 
 @pytest.mark.timeout(60)
 def test_a_restarted_worker_alone_gets_a_new_process_and_its_pipeline(monkeypatch):
-    pool = worker_pool.WorkerPool(fl.Dataset.range(5), QUICK, 2, "multiprocess", 0.5)
+    pool = worker_loop.WorkerPool(fl.Dataset.range(5), QUICK, 2, "multiprocess", 0.5)
     events = _recording_start(monkeypatch)
     try:
         pool.start([1, 1])

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import feedline as fl
-from feedline.autotune import processes
-from feedline.autotune.processes import AutoProcessesIterator
-from feedline.transforms.multiprocess import MultiprocessIterator
+from feedline.placement import auto, policy
+from feedline.placement.auto import AutoProcessesIterator
+from feedline.placement.multiprocess import MultiprocessIterator
 from feedline.testing import check_checkpointing, fail_at
 
 pytestmark = pytest.mark.timeout(120)
@@ -124,7 +124,7 @@ def test_forced_processes_skip_the_trial_and_restore_exactly():
 
 
 def test_a_threads_state_restores_on_threads(monkeypatch):
-    monkeypatch.setattr(processes, "MIN_GAIN", 1e9)  # never moves
+    monkeypatch.setattr(policy, "PIPELINE_MIN_GAIN", 1e9)  # never moves
     it = iter(_pipeline())
     first = [next(it).tolist() for _ in range(3)]
     state = it.state_dict()
@@ -138,9 +138,9 @@ def test_a_threads_state_restores_on_threads(monkeypatch):
 
 
 def test_checkpoints_while_trial_outputs_are_delivered(monkeypatch):
-    monkeypatch.setattr(processes, "MIN_GAIN", 1e9)
-    monkeypatch.setattr(processes, "TRIAL_SECONDS", 0.0)
-    monkeypatch.setattr(processes, "TRIAL_MIN_ELEMENTS", 5)
+    monkeypatch.setattr(policy, "PIPELINE_MIN_GAIN", 1e9)
+    monkeypatch.setattr(auto, "TRIAL_SECONDS", 0.0)
+    monkeypatch.setattr(auto, "TRIAL_MIN_ELEMENTS", 5)
     ds = fail_at(fl.Dataset.range(30), [2, 11]).map(lambda x: x + 1).batch(2) \
         .prefetch(fl.AUTOTUNE).with_options(AUTO)
     check_checkpointing(ds, steps=[0, 1, 2, 4, 6, 9], epochs=1)
@@ -262,7 +262,7 @@ def _records(it) -> list[list[bytes]]:
 
 def test_an_unshardable_pipeline_moves_whole_to_one_feeder_process_in_its_order(
         trial, tmp_path, monkeypatch):
-    monkeypatch.setattr(processes, "FEEDER_SPARE_CORES", 0.5)  # the budget is this machine's
+    monkeypatch.setattr(policy, "FEEDER_SPARE_CORES", 0.5)  # the budget is this machine's
     paths = _two_files(tmp_path)
     threads = _interleaved(paths)
     reference = [_records(iter(threads.with_options(NEVER))) for _ in range(2)]
@@ -287,7 +287,7 @@ def test_a_feeder_needs_spare_cores_beside_the_training_loop(trial, tmp_path, mo
         decision = _root(it).decision
     assert decision.mode == "threads" and "too few left for a feeder" in decision.reason
     trial(busy=0.2)  # little CPU here: nothing worth moving
-    monkeypatch.setattr(processes, "FEEDER_SPARE_CORES", 0.5)
+    monkeypatch.setattr(policy, "FEEDER_SPARE_CORES", 0.5)
     with iter(ds.with_options(FOUR)) as it:
         _records(it)
         decision = _root(it).decision
@@ -389,7 +389,8 @@ def test_a_map_already_in_worker_processes_keeps_the_pipeline_here_without_a_tri
 
 def test_a_map_autotune_moved_to_processes_during_the_trial_keeps_the_pipeline_here(
         trial, monkeypatch):
-    from feedline.execution.executor_choice import ExecutorChoice, ExecutorDecision
+    from feedline.placement.map_executor import ExecutorChoice
+    from feedline.placement.policy import ExecutorDecision
 
     trial(busy=0.05)  # this process idle: its map's calls ran elsewhere
 

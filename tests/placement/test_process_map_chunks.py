@@ -16,8 +16,8 @@ from process_helpers import feedline_mappings, worker_processes
 
 import feedline as fl
 from feedline.core.error_records import is_fatal
-from feedline.execution import processes
-from feedline.execution.processes import ProcessExecutor
+from feedline.placement import process_executor
+from feedline.placement.process_executor import ProcessExecutor
 from feedline.testing import check_checkpointing
 from feedline.transforms import map as map_module
 
@@ -418,7 +418,7 @@ def test_only_short_calls_are_sent_ahead_to_a_busy_worker():
     executor = ProcessExecutor(2, "ahead")
     try:
         # Sleeps: a call never takes less than its sleep (the long one is past the bound).
-        short, long_ = _sleeps(0.01), _sleeps(processes.PIPELINE_SECONDS * 2)
+        short, long_ = _sleeps(0.01), _sleeps(process_executor.PIPELINE_SECONDS * 2)
         assert [f.result() for f in [executor.submit(short, i) for i in range(20)]] == \
             list(range(20))
         assert [f.result() for f in [executor.submit(long_, i) for i in range(4)]] == \

@@ -16,7 +16,7 @@ from process_helpers import feedline_mappings, wait_gone, worker_processes
 
 import feedline as fl
 from feedline.core.error_records import is_fatal
-from feedline.execution.processes import MAX_START_FAILURES, ProcessExecutor
+from feedline.placement.process_executor import MAX_START_FAILURES, ProcessExecutor
 from feedline.testing import check_checkpointing
 from feedline.transforms.ignore_errors import errors_ignored
 

@@ -22,7 +22,7 @@ from feedline.core.error_records import (
     mark_fatal,
     restore_error,
 )
-from feedline.execution.transport import PackedError
+from feedline.placement.ipc.transport import PackedError
 from feedline.transforms.ignore_errors import errors_ignored
 
 

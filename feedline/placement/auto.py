@@ -7,11 +7,12 @@ the pipeline in this process for a short *trial* (:data:`TRIAL_SECONDS`, at leas
 CPU time over the wall time, ``u``. Threads run NumPy, codecs and I/O in parallel, but Python
 holds the GIL: a pipeline whose Python dominates stays near one core whatever its thread
 count, and one that waits on I/O keeps fewer busy (more processes then also read more at
-once). If the CPU budget ``c`` is at least :data:`MIN_GAIN` times ``u``, the pipeline moves
-to ``round(c / max(u, 1))`` worker processes (:mod:`feedline.transforms.multiprocess`),
-each of which may use ``c // workers`` threads; otherwise it continues on threads. The
-decision, with its figures, is logged (logger ``feedline.autotune``) and kept as
-:attr:`AutoProcessesIterator.decision`.
+once). The placement policy (:mod:`feedline.placement.policy`) reads it: if the CPU budget
+``c`` is at least ``PIPELINE_MIN_GAIN`` times ``u``, the pipeline moves to ``round(c / max(u,
+1))`` worker processes (:mod:`feedline.placement.multiprocess`), each of which may use ``c //
+workers`` threads; a pipeline that cannot be split may move whole to one feeder process;
+otherwise it continues on threads. The decision, with its figures, is logged (logger
+``feedline.autotune``) and kept as :attr:`AutoProcessesIterator.decision`.
 
 It only moves when that cannot change the result a user sees: the sharding must keep the
 single-process order (``ShardPlan.exact_order``), unless ``Options(deterministic=False)``
@@ -29,7 +30,6 @@ Checkpoints are those of the mode chosen (a ``prefetch`` state on threads, a
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import time
 from typing import Any
@@ -40,6 +40,13 @@ from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.options import Options
 from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset
+from feedline.placement.policy import (
+    ProcessDecision,
+    maps_in_processes,
+    place_feeder,
+    place_pipeline,
+    place_shards,
+)
 
 TRIAL_SECONDS = 0.3
 """Least wall time of the trial on threads before deciding."""
@@ -49,23 +56,6 @@ TRIAL_MAX_ELEMENTS = 64
 """Most elements the trial holds back (its outputs are kept until delivered)."""
 TRIAL_MAX_BYTES = 256 << 20
 """Most bytes of elements the trial holds back."""
-MIN_GAIN = 1.5
-"""Least predicted speed-up (CPU budget / cores busy on threads) that moves to processes."""
-FEEDER_MIN_BUSY = 0.5
-"""Least cores the pipeline keeps busy on threads for it to move to a feeder process."""
-FEEDER_SPARE_CORES = 1.5
-"""Cores the budget must hold beyond those the pipeline keeps busy on threads for a feeder
-process to pay: the training loop's own core, and the transport's share. With fewer, the
-feeder and the training loop compete for the same cores and the feeder runs slower than the
-threads did (measured on 2 cores: the chess pipeline at 1.2 cores busy fed a trainer 18%
-slower from a feeder than from threads)."""
-FEEDER_MIN_GAIN = 2.0
-"""Least ratio of the CPU an element costs this process on threads to what receiving it
-from a feeder would cost (:data:`RECEIVE_BYTES_PER_SECOND`) for the move to pay."""
-RECEIVE_BYTES_PER_SECOND = 4e9
-"""What receiving an element from another process costs here, in its bytes per CPU second
-(its arrays are views of shared memory; the figure is deliberately pessimistic)."""
-
 _log = logging.getLogger("feedline.autotune")
 
 
@@ -82,30 +72,10 @@ def _stages_in_processes(dataset: Dataset) -> list[str]:
 
 def _executor_decisions(ctx: IteratorContext) -> list[Any]:
     """The executor choices AUTOTUNE maps of this pipeline run have made so far."""
-    from feedline.execution.executor_choice import ExecutorChoice
+    from feedline.placement.map_executor import ExecutorChoice
 
     return [choice.decision for choice in list(ctx.remembered.values())
             if isinstance(choice, ExecutorChoice) and choice.decision is not None]
-
-
-@dataclasses.dataclass(frozen=True)
-class ProcessDecision:
-    """What AUTOTUNE chose for a pipeline, and why.
-
-    Attributes:
-        mode: ``"threads"``, ``"processes"`` (shards of the pipeline in ``workers``
-            processes) or ``"feeder"`` (the whole pipeline in one process, in its order).
-        workers: Worker processes (0 on threads).
-        cores_busy: CPU seconds per wall second during the trial (``None`` without one).
-        cpu_budget: Cores the pipeline may use.
-        reason: Why, in words.
-    """
-
-    mode: str
-    workers: int
-    cores_busy: float | None
-    cpu_budget: int
-    reason: str
 
 
 def wrap_for_processes(dataset: Dataset, options: Options) -> Dataset:
@@ -120,7 +90,7 @@ def wrap_for_processes(dataset: Dataset, options: Options) -> Dataset:
         >>> type(wrap_for_processes(fl.Dataset.range(4), fl.Options())).__name__
         'RangeDataset'
     """
-    from feedline.execution.worker_pool import in_worker_process
+    from feedline.placement.worker_loop import in_worker_process
     from feedline.transforms.prefetch import PrefetchDataset
     from feedline.transforms.with_options import OptionsDataset
 
@@ -200,54 +170,39 @@ class AutoProcessesIterator(DatasetIterator):
 
     # ------------------------------------------------------------------ deciding
     def _decide(self) -> None:
+        from feedline.core.random_access import describe_stage
         from feedline.distribute.autoshard import plan_sharding
 
         options = self._ctx.options
         budget = options.autotune_parallelism()
-        forced = options.autotune.processes is True
-        if options.autotune.processes is False:
-            self._stay(budget, None, "AutotuneOptions(processes=False)")
-            return
-        if budget < 2:
-            self._stay(budget, None, "one CPU to run on")
-            return
-        in_processes = _stages_in_processes(self._node.input_dataset)
-        if in_processes and not forced:
-            # Their calls already spread over worker processes; a trial on threads would
-            # see this process idle and move the pipeline into processes that each start
-            # their own pool (python_heavy: 2.3 s to the first batch instead of 0.4).
-            self._stay(budget, None, f"{', '.join(in_processes)}: calls already in worker "
-                       "processes (executor='process')")
-            return
-        plan = plan_sharding(self._node.input_dataset, budget)
-        if plan.policy == "output":
-            self._feed_or_stay(budget, forced, "no stage boundary to shard the input at")
-            return
-        source = plan.path[-1]
-        if plan.policy in ("data", "batch") and not source.traits().cheap_to_reread \
-                and not forced:
-            from feedline.core.random_access import describe_stage
-
-            self._feed_or_stay(budget, forced, f"sharding by {plan.policy} would make every "
-                               f"worker read all of {describe_stage(source)} (only in-memory "
-                               "sources are worth it)")
-            return
-        if not plan.exact_order and self._ctx.deterministic(None):
-            self._feed_or_stay(budget, forced, f"sharding by {plan.policy} would change the "
-                               "element order (allow it with Options(deterministic=False))")
+        processes = options.autotune.processes
+        plan = None
+        if processes is not False and budget >= 2:
+            plan = plan_sharding(self._node.input_dataset, budget)
+        placed = place_pipeline(
+            budget, processes, _stages_in_processes(self._node.input_dataset),
+            plan.policy if plan else "output",
+            bool(plan) and plan.path[-1].traits().cheap_to_reread,
+            bool(plan) and plan.exact_order, self._ctx.deterministic(None),
+            lambda: describe_stage(plan.path[-1]))
+        if placed.move is None:
+            self._stay(budget, None, placed.reason)
             return
         busy = None
-        if not forced:
+        if processes is not True:
             busy = self._trial_unless_it_ends(budget)
             if busy is None:
                 return
-            if budget < MIN_GAIN * busy:
-                self._stay(budget, busy, f"threads keep {busy:.2f} of {budget} cores busy")
-                return
-        workers = max(2, min(budget, round(budget / max(busy or 1.0, 1.0))))
-        self._move_or_stay(ProcessDecision(
-            "processes", workers, busy, budget, "forced by AutotuneOptions(processes=True)"
-            if forced else f"threads kept {busy:.2f} of {budget} cores busy"))
+        if placed.move == "shards":
+            decision = place_shards(budget, busy)
+        else:
+            elements, cpu, size = self._trial_figures
+            decision = place_feeder(budget, busy, placed.reason, cpu / max(elements, 1),
+                                    size / max(elements, 1))
+        if decision.mode == "threads":
+            self._record(decision)
+        else:
+            self._move_or_stay(decision)
 
     def _trial_unless_it_ends(self, budget: int) -> float | None:
         """The cores the trial kept busy, or ``None`` (recorded: staying) if the data ended
@@ -256,8 +211,7 @@ class AutoProcessesIterator(DatasetIterator):
         if ended:
             self._stay(budget, busy, "the data ended during the trial")
             return None
-        moved = [decision.stage for decision in _executor_decisions(self._ctx)
-                 if decision.kind == "process"]
+        moved = maps_in_processes(_executor_decisions(self._ctx))
         if moved:
             # This process's CPU no longer counts the map's work: it runs in the map's own
             # worker processes, which a whole-pipeline move would start again per worker.
@@ -275,38 +229,6 @@ class AutoProcessesIterator(DatasetIterator):
             self._stay(decision.cpu_budget, decision.cores_busy, str(error))
             return
         self._record(decision)
-
-    def _feed_or_stay(self, budget: int, forced: bool, unshardable: str) -> None:
-        """The pipeline cannot be split among processes (``unshardable`` says why): move it
-        whole to one feeder process if that frees this one (the training loop's) of enough
-        CPU, measured by a trial on threads; otherwise stay."""
-        busy = None
-        if not forced:
-            busy = self._trial_unless_it_ends(budget)
-            if busy is None:
-                return
-            elements, cpu, size = self._trial_figures
-            per_element = cpu / max(elements, 1)
-            receive = size / max(elements, 1) / RECEIVE_BYTES_PER_SECOND
-            if budget - busy < FEEDER_SPARE_CORES:
-                self._stay(budget, busy, f"{unshardable}; and threads keep {busy:.2f} of "
-                           f"{budget} cores busy, too few left for a feeder process beside "
-                           "the training loop")
-                return
-            if busy < FEEDER_MIN_BUSY:
-                self._stay(budget, busy, f"{unshardable}; and threads keep only {busy:.2f} "
-                           "cores busy here (a feeder process would not pay)")
-                return
-            if per_element < FEEDER_MIN_GAIN * receive:
-                self._stay(budget, busy, f"{unshardable}; and an element costs "
-                           f"{per_element * 1e6:.0f} µs here, not much more than receiving "
-                           f"its {size / max(elements, 1):,.0f} bytes would")
-                return
-        reason = "forced by AutotuneOptions(processes=True)" if forced else \
-            f"threads kept {busy:.2f} of {budget} cores busy in this process"
-        self._move_or_stay(ProcessDecision("feeder", 1, busy, budget,
-                                           f"{unshardable}; the whole pipeline runs in one "
-                                           f"feeder process, in its order ({reason})"))
 
     def _trial(self) -> tuple[float, bool]:
         """Pull on threads for the trial; hold what it makes. Returns (cores busy, ended)."""
@@ -343,7 +265,7 @@ class AutoProcessesIterator(DatasetIterator):
     def _move(self, workers: int) -> None:
         """Continue in ``workers`` processes from the start (the trial's work is redone
         there, so that every element arrives once and in the single-process order)."""
-        from feedline.transforms.multiprocess import MultiprocessDataset, MultiprocessIterator
+        from feedline.placement.multiprocess import MultiprocessDataset, MultiprocessIterator
 
         node = MultiprocessDataset(self._node.input_dataset, workers)
         # The workers run the epoch this run began (a second iter(ds) reshuffles there too).
@@ -368,7 +290,7 @@ class AutoProcessesIterator(DatasetIterator):
         """Continue in the mode ``state`` was saved in: a state saved in processes goes on in
         processes even where this run would have stayed on threads (one CPU,
         ``processes=False``), so that it continues exactly."""
-        from feedline.transforms.multiprocess import MultiprocessDataset, MultiprocessIterator
+        from feedline.placement.multiprocess import MultiprocessDataset, MultiprocessIterator
 
         self._held.clear()
         self._held_state = None

@@ -41,7 +41,7 @@ A worker that dies (killed, crashed, out of memory, ``os._exit``) raises
 :class:`~feedline.WorkerProcessError` from the ``next()`` waiting for it, and is restarted
 from its last position: the following ``next()`` goes on, losing and repeating nothing. The
 new worker *watches* the element of its shard its predecessor was computing
-(:mod:`feedline.execution.worker_pool`): it re-reads up to that element with every ``map``
+(:mod:`feedline.placement.worker_loop`): it re-reads up to that element with every ``map``
 function run in a process of its own, one call at a time, so that
 
 * a death that had nothing to do with the element (the OOM killer chose it, someone killed
@@ -80,7 +80,7 @@ from feedline.core.unary import UnaryDataset
 from feedline.core.validation import validate_int
 from feedline.distribute.autoshard import ShardPlan, plan_sharding
 from feedline.execution.positions import PositionTracker
-from feedline.execution.worker_pool import WorkerPool, in_worker_process
+from feedline.placement.worker_loop import WorkerPool, in_worker_process
 
 MAX_RESTARTS = 3
 """Times in a row one worker is restarted after dying without producing an element in

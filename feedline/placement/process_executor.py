@@ -10,7 +10,7 @@ per task (7.9 s for 100 elements of a 3 ms function, 0.4 s without the table), a
 batch of arrays was pickled, copied through the pipe and unpickled on the way back. An
 initializer could install one function per pool, but not the function of a stage that
 only learns later it wants processes, nor several functions. Here each worker has one
-duplex :class:`~feedline.execution.transport.Channel` (its own task and result stream):
+duplex :class:`~feedline.placement.ipc.transport.Channel` (its own task and result stream):
 
 * a function travels **once per worker**, before that worker's first call of it; its large
   array constants go out-of-band through anonymous shared memory, so a 50 MB table costs
@@ -23,13 +23,13 @@ duplex :class:`~feedline.execution.transport.Channel` (its own task and result s
   a call not yet sent can always be cancelled, and ``shutdown`` knows exactly which calls
   were sent.
 
-Workers are fresh interpreters (:mod:`feedline.execution.spawn`): a script needs no ``if
+Workers are fresh interpreters (:mod:`feedline.placement.ipc.spawn`): a script needs no ``if
 __name__ == "__main__"`` guard, which matters because an ``AUTOTUNE`` map may move to
-processes without being asked (:mod:`feedline.execution.executor_choice`).
+processes without being asked (:mod:`feedline.placement.map_executor`).
 Functions travel with cloudpickle (lambdas, closures and functions of ``__main__`` work).
 
 **Faults.** A worker's exception comes back as itself (its own class, rebuilt in the parent
-where it can be, see :class:`~feedline.execution.transport.PackedError`) with the worker's
+where it can be, see :class:`~feedline.placement.ipc.transport.PackedError`) with the worker's
 traceback as a note. A worker that dies (killed, crashed, out of memory, ``os._exit``)
 while running a call fails *that call* with :class:`~feedline.WorkerProcessError` naming
 the stage, the process and how it ended: the call's element is an error in its place
@@ -48,7 +48,7 @@ the workers still running one (with a ``RuntimeWarning`` naming the stage): no p
 left behind. Workers ignore ``SIGINT``: on Ctrl-C the parent decides (its
 ``KeyboardInterrupt`` closes the pipeline, which ends them). A worker exits when its
 channel closes (the parent closed it, exited or died) and, on Linux, the moment its parent
-dies, even in the middle of a C call that never returns (:mod:`feedline.execution.spawn`).
+dies, even in the middle of a C call that never returns (:mod:`feedline.placement.ipc.spawn`).
 """
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ from typing import Any
 from feedline.core.error_records import mark_fatal
 from feedline.core.errors import WorkerProcessError
 from feedline.execution.executor import DEFAULT_CLOSE_TIMEOUT
-from feedline.execution.spawn import describe_exit, exit_watch, serve_as_worker, start_worker
-from feedline.execution.transport import Channel, PackedError
+from feedline.placement.ipc.spawn import describe_exit, exit_watch, serve_as_worker, start_worker
+from feedline.placement.ipc.transport import Channel, PackedError
 
 _FUNCTION, _CALL, _STOP = 0, 1, 2  # message kinds, parent to worker
 _LOADED, _RESULT = 0, 1  # message kinds, worker to parent
@@ -174,7 +174,7 @@ modules (the worker loop, the transport) or a function of a submodule is unpickl
 whole public surface (formats, datasets, the service) cost a worker ~0.4 s of CPU to
 import, twice the rest of its start, and a parallel map waits for its workers to start."""
 
-_ENTRY = (_LAZY_PACKAGE + "import sys; from feedline.execution.processes import worker_entry; "
+_ENTRY = (_LAZY_PACKAGE + "import sys; from feedline.placement.process_executor import worker_entry; "
           "worker_entry(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])")
 
 

@@ -11,8 +11,8 @@ from process_helpers import worker_processes
 
 import feedline as fl
 from feedline.core.validation import schedulable_cpus
-from feedline.execution import executor_choice
-from feedline.execution.executor_choice import ExecutorChoice, Probe
+from feedline.placement import map_executor, policy
+from feedline.placement.map_executor import ExecutorChoice, Probe
 from feedline.testing import check_checkpointing
 from feedline.transforms.map import MapDataset
 
@@ -50,10 +50,10 @@ def _short_window(monkeypatch):
     rightly stays on threads, and a loaded machine slows the threads' measured rate and
     the processes' estimate unevenly. Those two rules have their own tests below, on
     given measurements; here the GIL measurement alone decides."""
-    monkeypatch.setattr(executor_choice, "CONCURRENT_TASKS", 4)
-    monkeypatch.setattr(executor_choice, "CONCURRENT_SECONDS", 0.03)
-    monkeypatch.setattr(executor_choice, "MIN_IDLE_CPUS", 0.0)
-    monkeypatch.setattr(executor_choice, "MIN_GAIN", 0.0)
+    monkeypatch.setattr(map_executor, "CONCURRENT_TASKS", 4)
+    monkeypatch.setattr(map_executor, "CONCURRENT_SECONDS", 0.03)
+    monkeypatch.setattr(policy, "MIN_IDLE_CPUS", 0.0)
+    monkeypatch.setattr(policy, "MAP_MIN_GAIN", 0.0)
     yield
     import gc
 
@@ -74,7 +74,7 @@ def decision_of(ds: fl.Dataset, count: int):
 @needs_two_cpus
 def test_gil_bound_function_moves_to_processes_with_the_same_elements(caplog, monkeypatch):
     measure_as(monkeypatch, serialized_by_the_gil)
-    with caplog.at_level(logging.DEBUG, logger="feedline.execution.executor_choice"):
+    with caplog.at_level(logging.DEBUG, logger="feedline.placement.map_executor"):
         elements, kind, decision = decision_of(auto_map(fl.Dataset.range(80), _busy), 80)
     assert [int(x) for x in elements] == [_busy(i) for i in range(80)]
     assert kind == "process" and decision.kind == "process", decision
@@ -120,10 +120,10 @@ def test_explicit_executors_and_the_option_are_obeyed(monkeypatch):
 def test_checkpoints_errors_and_order_across_the_switch(monkeypatch, caplog):
     measure_as(monkeypatch, serialized_by_the_gil)
     # Decide after three tasks, so every iterator the check makes switches early.
-    monkeypatch.setattr(executor_choice, "SOLO_TASKS", 1)
-    monkeypatch.setattr(executor_choice, "CONCURRENT_TASKS", 2)
-    monkeypatch.setattr(executor_choice, "CONCURRENT_SECONDS", 0.0)
-    with caplog.at_level(logging.DEBUG, logger="feedline.execution.executor_choice"):
+    monkeypatch.setattr(map_executor, "SOLO_TASKS", 1)
+    monkeypatch.setattr(map_executor, "CONCURRENT_TASKS", 2)
+    monkeypatch.setattr(map_executor, "CONCURRENT_SECONDS", 0.0)
+    with caplog.at_level(logging.DEBUG, logger="feedline.placement.map_executor"):
         outcomes = check_checkpointing(auto_map(fl.Dataset.range(24), _busy_failing),
                                        epochs=1, steps=[0, 2, 9, 17, 24])
     assert len(outcomes) == 24
@@ -174,38 +174,38 @@ def _decide(solo, together, workers=2):
 
 
 def test_serialized_calls_with_idle_cpus_switch(monkeypatch):
-    monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 2)
+    monkeypatch.setattr(map_executor, "schedulable_cpus", lambda: 2)
     result, decision = _decide(_solo(), _together(cores=1))
     assert result == "process" and decision.gil_share == pytest.approx(1.0)
 
 
 def test_parallel_calls_stay_on_threads(monkeypatch):
-    monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 2)
+    monkeypatch.setattr(map_executor, "schedulable_cpus", lambda: 2)
     result, decision = _decide(_solo(), _together(cores=2))
     assert result is None and decision.kind == "thread" and decision.gil_share < 0.2
 
 
 def test_serialized_calls_on_a_busy_machine_stay_on_threads(monkeypatch):
-    monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 2)
-    monkeypatch.setattr(executor_choice, "MIN_IDLE_CPUS", 0.5)
-    monkeypatch.setattr(executor_choice, "_idle_cpu_seconds", lambda: 100.0)  # none idle
+    monkeypatch.setattr(map_executor, "schedulable_cpus", lambda: 2)
+    monkeypatch.setattr(policy, "MIN_IDLE_CPUS", 0.5)
+    monkeypatch.setattr(map_executor, "_idle_cpu_seconds", lambda: 100.0)  # none idle
     result, decision = _decide(_solo(), _together(cores=1))
     assert result is None and "idle" in decision.reason
 
 
 def test_one_cpu_or_one_worker_stays_on_threads(monkeypatch):
     # Decided at once: nothing is measured (no task runs alone first).
-    monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 1)
+    monkeypatch.setattr(map_executor, "schedulable_cpus", lambda: 1)
     choice = ExecutorChoice("map(f)", 2, abs)
     assert choice.decision.kind == "thread" and choice.may_submit(3)
-    monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 2)
+    monkeypatch.setattr(map_executor, "schedulable_cpus", lambda: 2)
     choice = ExecutorChoice("map(f)", 1, abs)
     assert choice.decision.kind == "thread" and "1 worker" in choice.decision.reason
 
 
 def test_cheap_calls_whose_transport_costs_more_stay_on_threads(monkeypatch):
-    monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 2)
-    monkeypatch.setattr(executor_choice, "MIN_GAIN", 1.3)
+    monkeypatch.setattr(map_executor, "schedulable_cpus", lambda: 2)
+    monkeypatch.setattr(policy, "MAP_MIN_GAIN", 1.3)
     result, decision = _decide(_solo(transport=20 * MS), _together(cores=1))
     assert result is None and "cost more" in decision.reason
 
@@ -213,7 +213,7 @@ def test_cheap_calls_whose_transport_costs_more_stay_on_threads(monkeypatch):
 def test_unpicklable_function_stays_on_threads(monkeypatch):
     import threading
 
-    monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 2)
+    monkeypatch.setattr(map_executor, "schedulable_cpus", lambda: 2)
     lock = threading.Lock()
     choice = ExecutorChoice("map(f)", 2, lambda x: lock)
     for probe in _solo() + _together(cores=1):
@@ -222,7 +222,7 @@ def test_unpicklable_function_stays_on_threads(monkeypatch):
 
 
 def test_calls_that_never_overlap_stay_on_threads(monkeypatch):
-    monkeypatch.setattr(executor_choice, "schedulable_cpus", lambda: 2)
+    monkeypatch.setattr(map_executor, "schedulable_cpus", lambda: 2)
     choice = ExecutorChoice("map(f)", 2, abs)
     # Each task submitted only once the previous one ended: the map is not the bottleneck.
     for i, probe in enumerate(_solo() + [

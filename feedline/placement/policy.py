@@ -1,0 +1,409 @@
+"""The one placement decision: when work leaves this process's threads, and where it goes.
+
+Two measurements feed it, and every rule that reads them is here, so that they cannot
+disagree:
+
+* **A map's calls** (:mod:`~feedline.placement.map_executor` measures an ``AUTOTUNE`` map's
+  first tasks alone and together): :func:`place_map_calls` keeps them on threads unless the
+  GIL serializes them and worker processes would pay after transport; :func:`runs_inline`
+  says when calls held by the GIL are better called on the consumer's thread.
+* **A whole pipeline** (:mod:`~feedline.placement.auto` runs it briefly on threads and reads
+  the cores it kept busy): :func:`place_pipeline` says, before any trial, whether it may
+  move at all and how (shards in several processes, or whole in one feeder process), and
+  :func:`place_shards` / :func:`place_feeder` decide from the trial's figures.
+
+The two never stack: a pipeline whose map calls already run in worker processes (asked for,
+or moved there during the trial) stays, since its own process is idle only because the work
+is elsewhere (:func:`maps_in_processes`). Every decision is a record with its figures and its
+reason in words (:class:`ExecutorDecision`, :class:`ProcessDecision`), logged and reported by
+``statistics()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+# ---------------------------------------------------------------- a map's calls
+MIN_BUSY = 0.4
+"""Busy fraction alone below which the function mostly waits (I/O, sleep): threads."""
+MIN_CONCURRENCY = 1.5
+"""Average calls running at once needed for the measurement to say anything."""
+MIN_SLOWDOWN = 1.7
+"""Running alone / running together from which the calls serialize (two GIL-bound threads
+measure about 2; two that release it, about 1, and 1.5 when another process keeps one of
+two CPUs busy)."""
+MIN_GIL_SHARE = 0.5
+"""GIL share from which the calls serialize (with many workers, where the slowdown of a
+function that holds the GIL half its time is large yet threads still scale)."""
+MIN_IDLE_CPUS = 0.5
+"""CPUs the machine must have left idle while the calls ran together: with none idle
+(other processes use them), processes would not run faster than threads."""
+MAP_MIN_GAIN = 1.3
+"""Estimated process throughput over measured thread throughput needed to switch a map."""
+PROCESS_TASK_SECONDS = 300e-6
+"""Fixed cost of one task on a worker process (two messages and wake-ups), an upper bound
+of what a round trip costs on Linux."""
+SHARED_MEMORY_BYTES_PER_SECOND = 1e9
+"""A conservative rate for an array payload through shared memory (written once, page
+faults on both sides)."""
+PROCESS_TARGET_TASK_SECONDS = 0.005
+"""Work per task on processes (the map's chunking target): what the fixed cost divides by."""
+INLINE_MAX_CALL_SECONDS = 200e-6
+"""Longest call (alone, per element) that a map whose calls hold the GIL makes inline, on its
+consumer's thread, once the tuner has it at one worker. A hand-off to a worker thread costs
+20-30 µs: for the tokenizer's 40 µs calls that is most of the work (inline ran 2.5x faster),
+while a 2 ms batch parse on one worker overlaps with the reading of its input (chess: 154k
+records/s inline, 205k on one worker thread)."""
+
+# ---------------------------------------------------------------- a whole pipeline
+PIPELINE_MIN_GAIN = 1.5
+"""Least predicted speed-up (CPU budget / cores busy on threads) that moves a pipeline into
+shards in worker processes."""
+FEEDER_MIN_BUSY = 0.5
+"""Least cores the pipeline keeps busy on threads for it to move to a feeder process."""
+FEEDER_SPARE_CORES = 1.5
+"""Cores the budget must hold beyond those the pipeline keeps busy on threads for a feeder
+process to pay: the training loop's own core, and the transport's share. With fewer, the
+feeder and the training loop compete for the same cores and the feeder runs slower than the
+threads did (measured on 2 cores: the chess pipeline at 1.2 cores busy fed a trainer 18%
+slower from a feeder than from threads)."""
+FEEDER_MIN_GAIN = 2.0
+"""Least ratio of the CPU an element costs this process on threads to what receiving it
+from a feeder would cost (:data:`RECEIVE_BYTES_PER_SECOND`) for the move to pay."""
+RECEIVE_BYTES_PER_SECOND = 4e9
+"""What receiving an element from another process costs here, in its bytes per CPU second
+(its arrays are views of shared memory; the figure is deliberately pessimistic)."""
+
+
+# ---------------------------------------------------------------- a map's calls
+@dataclass(frozen=True)
+class ExecutorDecision:
+    """Where an ``AUTOTUNE`` map's calls run, and the measurement behind it.
+
+    Attributes:
+        stage: The stage's name.
+        kind: ``"process"`` or ``"thread"``.
+        reason: Why, in words.
+        gil_share: ``(slowdown - 1) / (concurrency - 1)``: about 1 when the GIL serializes
+            the calls, about 0 when it does not (``None`` when not measured).
+        busy_alone: Busy fraction of the calls run one at a time (CPU time and run-queue
+            wait over wall time).
+        busy_together: CPU time of the calls run together over wall time and concurrency.
+        concurrency: Average number of calls that could run at once while measured (tasks
+            submitted and not finished, at most one per worker).
+        seconds_per_element: Wall time of one element's call, alone.
+        thread_rate: Elements per second measured on threads.
+        process_rate: Elements per second estimated on processes.
+    """
+
+    stage: str
+    kind: str
+    reason: str
+    gil_share: float | None = None
+    busy_alone: float | None = None
+    busy_together: float | None = None
+    concurrency: float | None = None
+    seconds_per_element: float | None = None
+    thread_rate: float | None = None
+    process_rate: float | None = None
+
+    def __str__(self) -> str:
+        numbers = []
+        if self.gil_share is not None:
+            numbers.append(f"GIL share {self.gil_share:.2f}")
+        if self.busy_alone is not None and self.busy_together is not None:
+            numbers.append(f"busy {self.busy_alone:.2f} alone, {self.busy_together:.2f} "
+                           f"with {self.concurrency:.1f} calls at once")
+        if self.thread_rate is not None and self.process_rate is not None:
+            numbers.append(f"{self.thread_rate:.0f} elements/s on threads, "
+                           f"~{self.process_rate:.0f} estimated on processes")
+        measured = f" ({'; '.join(numbers)})" if numbers else ""
+        where = "processes" if self.kind == "process" else "threads"
+        return f"{self.stage}: {where}: {self.reason}{measured}"
+
+
+@dataclass(frozen=True)
+class MapCallFigures:
+    """What the measurement of a map's first tasks found (see
+    :mod:`~feedline.placement.map_executor`).
+
+    Attributes:
+        busy_alone: Busy fraction of a call alone (CPU and run-queue wait over wall time).
+        running_alone: CPU fraction of a call alone (CPU time over wall time).
+        cores_together: CPUs the calls used while running together.
+        concurrency: Calls that could run at once meanwhile.
+        seconds_per_element: Wall time of one element's call, alone.
+        thread_rate: Elements per second while the calls ran together.
+        transport_per_element: Seconds to pickle an element's input and result plus its
+            array bytes through shared memory, or ``None`` if they do not pickle.
+        workers: The stage's parallelism.
+        cpus: CPUs this process may run on.
+        idle_cpus: CPUs the machine left idle while the calls ran together (``None`` where
+            the system does not say).
+    """
+
+    busy_alone: float
+    running_alone: float
+    cores_together: float
+    concurrency: float
+    seconds_per_element: float
+    thread_rate: float
+    transport_per_element: float | None
+    workers: int
+    cpus: int
+    idle_cpus: float | None = None
+
+    @property
+    def busy_together(self) -> float:
+        """CPU each call that could run kept busy while they ran together."""
+        return self.cores_together / max(self.concurrency, 1e-9)
+
+    @property
+    def slowdown(self) -> float:
+        """How much less of a CPU a call got together than alone (about the number of calls
+        for calls serialized by the GIL, about 1 for calls that release it)."""
+        return self.running_alone / max(self.busy_together, 1e-9)
+
+    @property
+    def gil_share(self) -> float | None:
+        """``(slowdown - 1) / (concurrency - 1)`` in [0, 1]: about 1 for calls serialized
+        by the GIL (``None`` if the calls never overlapped)."""
+        if self.concurrency <= 1:
+            return None
+        return max(0.0, min(1.0, (self.slowdown - 1) / (self.concurrency - 1)))
+
+    def process_rate(self) -> float | None:
+        """Elements per second estimated on worker processes: each element's call plus its
+        transport both ways and its share of a task's fixed cost, on as many processes as
+        the stage has workers and CPUs, capped by the consumer's serial half of the transport
+        (``None`` if the elements do not pickle)."""
+        if self.transport_per_element is None:
+            return None
+        per_element = self.seconds_per_element
+        transport = self.transport_per_element
+        per_task = PROCESS_TASK_SECONDS / max(1.0, PROCESS_TARGET_TASK_SECONDS / max(
+            per_element, 1e-9))
+        return min(min(self.cpus, self.workers) / (per_element + 2 * transport + per_task),
+                   1 / max(2 * transport + per_task, 1e-9))
+
+
+def place_map_calls(stage: str, figures: MapCallFigures, allow_processes: bool = True,
+                    function_pickles: Callable[[], bool] = lambda: True) -> ExecutorDecision:
+    """Threads or worker processes for a map's calls, from their measurement.
+
+    Processes only when the function is busy (:data:`MIN_BUSY`), its calls overlapped
+    (:data:`MIN_CONCURRENCY`) and serialized (:data:`MIN_SLOWDOWN`, :data:`MIN_GIL_SHARE`),
+    the machine left CPUs idle (:data:`MIN_IDLE_CPUS`: otherwise other processes hold them),
+    the elements and the function pickle, and the estimated process rate beats the better of
+    the threads and one call at a time by :data:`MAP_MIN_GAIN`. The margins are wide on
+    purpose, so that a noisy machine does not flip the decision.
+
+    Example:
+        >>> held = MapCallFigures(busy_alone=1.0, running_alone=1.0, cores_together=1.0,
+        ...                       concurrency=2.0, seconds_per_element=0.002,
+        ...                       thread_rate=500.0, transport_per_element=1e-5, workers=2,
+        ...                       cpus=2, idle_cpus=1.0)
+        >>> place_map_calls("map(f)", held).kind
+        'process'
+        >>> import dataclasses
+        >>> free = dataclasses.replace(held, cores_together=2.0, thread_rate=1000.0)
+        >>> place_map_calls("map(f)", free).reason
+        'the calls run in parallel on threads (the GIL is released)'
+    """
+    gil_share = figures.gil_share
+    measured: dict[str, Any] = {
+        "gil_share": gil_share, "busy_alone": figures.busy_alone,
+        "busy_together": figures.busy_together, "concurrency": figures.concurrency,
+        "seconds_per_element": figures.seconds_per_element,
+        "thread_rate": figures.thread_rate}
+    if figures.concurrency < MIN_CONCURRENCY:
+        reason = "the calls rarely ran at once (the map is not the bottleneck)"
+    elif figures.busy_alone < MIN_BUSY:
+        reason = "the function mostly waits (I/O, sleep), which threads overlap"
+    elif figures.slowdown < MIN_SLOWDOWN or (gil_share or 0.0) < MIN_GIL_SHARE:
+        reason = "the calls run in parallel on threads (the GIL is released)"
+    elif not allow_processes:
+        reason = ("held back by the GIL; kept on threads "
+                  "(AutotuneOptions(choose_executor=False))")
+    elif figures.idle_cpus is not None and figures.idle_cpus < MIN_IDLE_CPUS:
+        reason = (f"held back by the GIL, but the machine had {figures.idle_cpus:.1f} CPU "
+                  "idle (other processes use them): processes would not run faster")
+    elif (process_rate := figures.process_rate()) is None:
+        reason = "held back by the GIL, but its inputs or results do not pickle"
+    else:
+        measured["process_rate"] = process_rate
+        # Against the better of the threads and one call at a time: calls that hold the
+        # GIL run inline when they stay (the tuner's serial setting), often faster than
+        # threads that take turns at the GIL.
+        if process_rate < MAP_MIN_GAIN * max(figures.thread_rate,
+                                             1 / max(figures.seconds_per_element, 1e-9)):
+            reason = ("held back by the GIL, but moving its elements between processes "
+                      "would cost more than it gains")
+        elif not function_pickles():
+            reason = "held back by the GIL, but the function does not pickle"
+        else:
+            return ExecutorDecision(stage, "process", "the calls are serialized by the GIL",
+                                    **measured)
+    return ExecutorDecision(stage, "thread", reason, **measured)
+
+
+def runs_inline(decision: ExecutorDecision | None, holds_the_gil: bool) -> bool:
+    """Whether a map at one worker calls its function on its consumer's thread: its calls
+    hold the GIL (``holds_the_gil``, the tuner's reading of the same measurement) and are
+    short enough (:data:`INLINE_MAX_CALL_SECONDS`) that a hand-off to a worker thread costs
+    more than overlapping them with the reading of the input gains.
+
+    Example:
+        >>> short = ExecutorDecision("map(f)", "thread", "", seconds_per_element=40e-6)
+        >>> runs_inline(short, holds_the_gil=True), runs_inline(short, holds_the_gil=False)
+        (True, False)
+    """
+    seconds = None if decision is None else decision.seconds_per_element
+    return holds_the_gil and seconds is not None and seconds < INLINE_MAX_CALL_SECONDS
+
+
+# ---------------------------------------------------------------- a whole pipeline
+@dataclass(frozen=True)
+class ProcessDecision:
+    """What AUTOTUNE chose for a pipeline, and why.
+
+    Attributes:
+        mode: ``"threads"``, ``"processes"`` (shards of the pipeline in ``workers``
+            processes) or ``"feeder"`` (the whole pipeline in one process, in its order).
+        workers: Worker processes (0 on threads).
+        cores_busy: CPU seconds per wall second during the trial (``None`` without one).
+        cpu_budget: Cores the pipeline may use.
+        reason: Why, in words.
+    """
+
+    mode: str
+    workers: int
+    cores_busy: float | None
+    cpu_budget: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    """What :func:`place_pipeline` allows before a trial.
+
+    Attributes:
+        move: ``None`` (stay on threads: ``reason`` says why), ``"shards"`` (the pipeline may
+            be split among worker processes, in the single-process order or where
+            ``deterministic=False`` allows another) or ``"feeder"`` (it may only move whole,
+            to one feeder process: ``reason`` says why it cannot be split).
+        reason: Why, in words.
+    """
+
+    move: str | None
+    reason: str
+
+
+def place_pipeline(budget: int, processes: bool | None, maps_in_processes: Iterable[str],
+                   policy: str, source_cheap_to_reread: bool, exact_order: bool,
+                   deterministic: bool, describe_source: Callable[[], str] = lambda: "it",
+                   ) -> PipelinePlan:
+    """Whether a whole pipeline may leave this process, and how, before any trial.
+
+    Args:
+        budget: Cores the pipeline may use.
+        processes: ``AutotuneOptions.processes``: ``False`` never, ``True`` forces a move
+            (no trial), ``None`` decides from a trial.
+        maps_in_processes: Stages whose calls already run in worker processes.
+        policy: The sharding plan's policy (:func:`feedline.distribute.autoshard.plan_sharding`).
+        source_cheap_to_reread: Whether every worker may read the sharded source whole.
+        exact_order: Whether the sharding keeps the single-process order.
+        deterministic: Whether the pipeline must keep its order.
+        describe_source: The sharded source in words (asked only for the reason).
+
+    Example:
+        >>> place_pipeline(2, None, [], "file", False, True, True)
+        PipelinePlan(move='shards', reason='')
+        >>> place_pipeline(2, None, [], "file", False, False, True).move
+        'feeder'
+        >>> place_pipeline(1, None, [], "file", False, True, True).reason
+        'one CPU to run on'
+    """
+    forced = processes is True
+    if processes is False:
+        return PipelinePlan(None, "AutotuneOptions(processes=False)")
+    if budget < 2:
+        return PipelinePlan(None, "one CPU to run on")
+    in_processes = list(maps_in_processes)
+    if in_processes and not forced:
+        # Their calls already spread over worker processes; a trial on threads would see
+        # this process idle and move the pipeline into processes that each start their
+        # own pool (python_heavy: 2.3 s to the first batch instead of 0.4).
+        return PipelinePlan(None, f"{', '.join(in_processes)}: calls already in worker "
+                            "processes (executor='process')")
+    if policy == "output":
+        return PipelinePlan("feeder", "no stage boundary to shard the input at")
+    if policy in ("data", "batch") and not source_cheap_to_reread and not forced:
+        return PipelinePlan("feeder", f"sharding by {policy} would make every worker read "
+                            f"all of {describe_source()} (only in-memory sources are worth it)")
+    if not exact_order and deterministic:
+        return PipelinePlan("feeder", f"sharding by {policy} would change the element order "
+                            "(allow it with Options(deterministic=False))")
+    return PipelinePlan("shards", "")
+
+
+def maps_in_processes(decisions: Iterable[ExecutorDecision]) -> list[str]:
+    """The stages among ``decisions`` whose calls moved to worker processes: a pipeline
+    measured while they did stays where it is (its process's CPU no longer counts their
+    work, which a whole-pipeline move would start again in every worker)."""
+    return [decision.stage for decision in decisions if decision.kind == "process"]
+
+
+def place_shards(budget: int, busy: float | None) -> ProcessDecision:
+    """Shards in worker processes, or threads, for a pipeline that kept ``busy`` cores busy
+    on threads (``None``: forced, no trial). It moves when the budget is at least
+    :data:`PIPELINE_MIN_GAIN` times that, to ``budget / busy`` workers.
+
+    Example:
+        >>> place_shards(8, 1.0).workers, place_shards(2, 1.6).mode
+        (8, 'threads')
+    """
+    if busy is not None and budget < PIPELINE_MIN_GAIN * busy:
+        return ProcessDecision("threads", 0, busy, budget,
+                               f"threads keep {busy:.2f} of {budget} cores busy")
+    workers = max(2, min(budget, round(budget / max(busy or 1.0, 1.0))))
+    reason = "forced by AutotuneOptions(processes=True)" if busy is None else \
+        f"threads kept {busy:.2f} of {budget} cores busy"
+    return ProcessDecision("processes", workers, busy, budget, reason)
+
+
+def place_feeder(budget: int, busy: float | None, unshardable: str,
+                 seconds_per_element: float = 0.0, bytes_per_element: float = 0.0,
+                 ) -> ProcessDecision:
+    """One feeder process, or threads, for a pipeline that cannot be split
+    (``unshardable`` says why): it moves when that frees this process (the training loop's)
+    of enough CPU: the trial kept at least :data:`FEEDER_MIN_BUSY` cores busy, the budget
+    holds :data:`FEEDER_SPARE_CORES` more, and an element costs this process
+    :data:`FEEDER_MIN_GAIN` times what receiving it would. ``busy=None``: forced.
+
+    Example:
+        >>> place_feeder(8, 1.2, "no stage boundary", 40e-6, 4000).mode
+        'feeder'
+        >>> place_feeder(2, 1.2, "no stage boundary", 40e-6, 4000).mode
+        'threads'
+    """
+    if busy is not None:
+        receive = bytes_per_element / RECEIVE_BYTES_PER_SECOND
+        stay = None
+        if budget - busy < FEEDER_SPARE_CORES:
+            stay = (f"threads keep {busy:.2f} of {budget} cores busy, too few left for a "
+                    "feeder process beside the training loop")
+        elif busy < FEEDER_MIN_BUSY:
+            stay = f"threads keep only {busy:.2f} cores busy here (a feeder process would " \
+                   "not pay)"
+        elif seconds_per_element < FEEDER_MIN_GAIN * receive:
+            stay = (f"an element costs {seconds_per_element * 1e6:.0f} µs here, not much more "
+                    f"than receiving its {bytes_per_element:,.0f} bytes would")
+        if stay is not None:
+            return ProcessDecision("threads", 0, busy, budget, f"{unshardable}; and {stay}")
+    reason = "forced by AutotuneOptions(processes=True)" if busy is None else \
+        f"threads kept {busy:.2f} of {budget} cores busy in this process"
+    return ProcessDecision("feeder", 1, busy, budget, f"{unshardable}; the whole pipeline "
+                           f"runs in one feeder process, in its order ({reason})")
