@@ -4,6 +4,10 @@ Every operation takes one image ``[H, W, C]`` or a batch ``[N, H, W, C]``; decod
 encoded image (``bytes``) or a batch of them. Random operations take ``seed`` (an int, a pair,
 a NumPy generator or None) and draw per image. Native libraries (``pip install
 'feedline[image]'``) are imported on first use.
+
+On a GPU: :func:`decode_jpeg_to_device` decodes a batch with nvJPEG, and
+:mod:`feedline.image.device` has the same crops, flips, resizes and conversions on torch
+tensors (same names, seeds and pixels; ``pip install 'feedline[gpu-image]'``).
 """
 
 from feedline.image.codecs import (
@@ -41,6 +45,7 @@ from feedline.image.cropping import (
     random_resized_crop_window,
     resize_with_crop_or_pad,
 )
+from feedline.image.device import decode_jpeg_to_device
 from feedline.image.dtype import convert_image_dtype, normalize, per_image_standardization
 from feedline.image.flips import (
     flip_left_right,
@@ -66,7 +71,9 @@ __all__ = [
     "decode_gif",
     "decode_image",
     "decode_jpeg",
+    "decode_jpeg_to_device",
     "decode_png",
+    "device",
     "encode_jpeg",
     "encode_png",
     "extract_jpeg_shape",
