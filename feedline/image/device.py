@@ -174,6 +174,9 @@ def _jpeg_info(data: bytes, op: str) -> tuple[int, int, int]:
         if marker in _STANDALONE:
             pos += 2
             continue
+        if marker == 0x00 or marker == 0xD8:  # a stuffed byte or a second start of image
+            raise InvalidArgumentError(f"{op}: damaged JPEG header: FF {marker:02X} at byte "
+                                       f"{pos} is not a segment marker; got {_preview(data)}")
         length = (data[pos + 2] << 8) | data[pos + 3]
         end = pos + 2 + length
         if length < 2 or end > size:
@@ -900,6 +903,8 @@ def convert_image_dtype(images: Images, dtype: Any, saturate: bool = False, *,
     target = _torch_dtype(dtype, op)
     _torch_dtype(source, op)
     if source == target:
+        if data_format == "NHWC" and isinstance(images, torch.Tensor):
+            return images  # as the host op: not copied
         return _layout(batch, single, data_format, op)
     if source.is_floating_point and target.is_floating_point:
         out = batch.to(target)
@@ -916,15 +921,18 @@ def convert_image_dtype(images: Images, dtype: Any, saturate: bool = False, *,
             out = batch.to(target) * torch.tensor(1.0 / scale_in, dtype=target)
         else:
             scale_out = int(torch.iinfo(target).max)
+            # The saturating clamp's limits, inside both ranges (a limit outside the source's
+            # would wrap in its dtype).
+            low = max(torch.iinfo(source).min, torch.iinfo(target).min)
+            high = min(scale_in, scale_out)
             if scale_in > scale_out:
                 out = torch.floor_divide(batch, (scale_in + 1) // (scale_out + 1))
                 if saturate:
-                    out = out.clamp(torch.iinfo(target).min, scale_out)
+                    out = out.clamp(low, high)
                 out = out.to(target)
             else:
                 if saturate:
-                    batch = batch.clamp(min=max(torch.iinfo(source).min,
-                                                torch.iinfo(target).min))
+                    batch = batch.clamp(low, high)
                 out = batch.to(target) * ((scale_out + 1) // (scale_in + 1))
     return _layout(out, single, data_format, op)
 
