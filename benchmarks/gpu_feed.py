@@ -21,6 +21,11 @@ after ``--warmup-steps`` steps (cuDNN's autotuning and the loaders' start-up are
   the GPU's own clock are time the GPU had nothing queued, over the span of all steps;
 - the share of wall time the training loop spent blocked in ``next()``.
 
+Loader ``feedline-gpu-decode`` (images only) is feedline's device image path: the pipeline reads
+the files in threads and batches their encoded bytes with the crop/flip parameters; the
+training process decodes each batch on the GPU (nvJPEG through ``torchvision.io.decode_jpeg``)
+and crops, flips and normalizes it there (``feedline.image.device``), inside the timed step.
+
 Every measurement runs in its own process (``--child``). The loaders must be importable in
 the interpreter running this script, next to a CUDA build of PyTorch: feedline (this
 repository, ``pip install -e .``), ``torch`` (DataLoader), and, if installed, ``tensorflow``
@@ -51,11 +56,13 @@ ROOT = HERE.parent
 LOADERS: dict[str, tuple[str, str, str]] = {
     "feedline": ("feedline", "recommended", "feedline"),
     "feedline-processes": ("feedline", "processes", "feedline"),
+    "feedline-gpu-decode": ("feedline", "gpu-decode", "feedline"),
     "torch": ("torch", "expert", "torch"),
     "tf": ("tf", "expert", "tensorflow"),
     "grain": ("grain", "expert", "grain"),
 }
 WORKLOADS = ("chess", "images")
+IMAGES_ONLY = ("feedline-gpu-decode",)  # loaders of the images workload alone
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -274,6 +281,63 @@ class Trainer:
         self.optimizer.step()
 
 
+# ----------------------------------------------------------------------------- GPU decoding
+def gpu_decode_pipeline(spec: RunSpec) -> Any:
+    """The ``feedline-gpu-decode`` loader's pipeline: each image's file read in a threaded
+    map, the encoded bytes batched with its crop offsets and flip (nothing decoded here)."""
+    import numpy as np
+
+    import feedline as fl
+    from benchmarks import common
+
+    files = np.array(spec.data["files"])
+    params = common.image_params(spec.data)
+    ds = fl.Dataset.from_tensor_slices((files, params[:, 0], params[:, 1], params[:, 2]))
+    if spec.shuffle:
+        ds = ds.shuffle(len(files), seed=spec.seed)
+    ds = ds.map(lambda path, dy, dx, flip: (_read_bytes(path), dy, dx, flip),
+                num_parallel_calls=fl.AUTOTUNE)
+    return ds.batch(common.IMAGE_BATCH).prefetch(fl.AUTOTUNE)
+
+
+def _read_bytes(path: Any) -> bytes:
+    # A string element is bytes (as in tf.data) or a NumPy str.
+    with open(path.decode() if isinstance(path, bytes) else str(path), "rb") as f:
+        return f.read()
+
+
+def gpu_decode_batch(batch: Any, device: Any) -> tuple[Any, None]:
+    """Decode a ``(jpegs, dy, dx, flip)`` batch on ``device`` and do the images workload's
+    augmentation there: the ``224x224`` crop at each ``(dy, dx)``, the flagged flips and
+    ImageNet normalization, an NHWC float32 batch on the device (no target).
+
+    Example (on the CPU, where the host decoder runs: the same pixels as feedline.image):
+        >>> import numpy as np
+        >>> import feedline.image as fli
+        >>> jpegs = [fli.encode_jpeg(np.full((320, 320, 3), v, np.uint8)) for v in (10, 200)]
+        >>> x, y = gpu_decode_batch((jpegs, np.array([0, 96]), np.array([5, 0]),
+        ...                          np.array([1, 0])), "cpu")
+        >>> tuple(x.shape), x.dtype, y
+        ((2, 224, 224, 3), torch.float32, None)
+        >>> from benchmarks import common
+        >>> crop = fli.crop_to_bounding_box(fli.decode_jpeg(jpegs[1], 3), 96, 0, 224, 224)
+        >>> bool((x[1].numpy() == fli.normalize(crop, common.IMAGENET_MEAN,
+        ...                                     common.IMAGENET_STD)).all())
+        True
+    """
+    import numpy as np
+
+    from benchmarks import common
+    from feedline.image import decode_jpeg_to_device
+    from feedline.image import device as on_device
+
+    jpegs, dy, dx, flip = batch
+    images = decode_jpeg_to_device(jpegs, 3, device=device)
+    crops = on_device.crop_to_bounding_box(images, dy, dx, common.CROP, common.CROP)
+    crops = on_device.flip_left_right(crops, np.asarray(flip).astype(bool))
+    return on_device.normalize(crops, common.IMAGENET_MEAN, common.IMAGENET_STD), None
+
+
 # ----------------------------------------------------------------------------- child runs
 def child(spec: RunSpec) -> dict[str, Any]:
     """One measurement in this process: the limit, or training fed by one loader."""
@@ -297,10 +361,20 @@ def child(spec: RunSpec) -> dict[str, Any]:
     else:
         system = importlib.import_module(f"benchmarks.systems.{SYSTEMS[spec.system][0]}")
         system.prepare(spec)
-        iterable = system.build(spec)
+        if spec.variant == "gpu-decode":
+            iterable = gpu_decode_pipeline(spec)
+            notes = f"threads read, nvJPEG decode + crop/flip/normalize on the GPU; {notes}"
+        else:
+            iterable = system.build(spec)
+            notes = f"{system.notes(spec)}; {notes}"
         source = iter(iterable)
-        notes = f"{system.notes(spec)}; {notes}"
     on_device = spec.extra.get("limit", False)
+
+    def prepare(item: Any) -> tuple[Any, Any]:
+        if spec.variant == "gpu-decode":
+            return gpu_decode_batch(item, device)
+        return inputs_and_targets(item, spec.workload)
+
     starts: list[Any] = []
     ends: list[Any] = []
     steps = count = 0
@@ -325,7 +399,7 @@ def child(spec: RunSpec) -> dict[str, Any]:
                           torch.cuda.Event(enable_timing=True))
             start.record()
             if not on_device:
-                x, y = trainer.to_device(*inputs_and_targets(item, spec.workload))
+                x, y = trainer.to_device(*prepare(item))
             trainer.step(x, y)
             end.record()
             if steps >= warmup:
@@ -448,8 +522,11 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str]]:
     Example:
         >>> plan(parse_args(["--loaders", "torch,tf", "--workloads", "chess"]))
         [('chess', 'limit'), ('chess', 'torch'), ('chess', 'tf')]
+        >>> plan(parse_args(["--loaders", "feedline-gpu-decode"]))  # images only
+        [('chess', 'limit'), ('images', 'limit'), ('images', 'feedline-gpu-decode')]
     """
-    return [(w, name) for w in args.workloads for name in ["limit", *args.loaders]]
+    return [(w, name) for w in args.workloads for name in ["limit", *args.loaders]
+            if name not in IMAGES_ONLY or w == "images"]
 
 
 def main(argv: list[str] | None = None) -> int:
