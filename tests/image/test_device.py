@@ -562,9 +562,11 @@ def test_nvjpeg_decodes_a_batch_close_to_libjpeg(channels):
             differences.append(np.abs(image.cpu().numpy().astype(int) - reference))
         flat = np.concatenate([d.reshape(-1) for d in differences])
         print(f"\nnvJPEG vs feedline.image.decode_jpeg(channels={channels}, dct_method={dct!r}):"
-              f" max {flat.max()}, mean {flat.mean():.3f}, 99.9th percentile "
-              f"{np.percentile(flat, 99.9):.0f}")
-        assert flat.mean() <= 2.0 and np.percentile(flat, 99.9) <= 16
+              f" max {flat.max()}, mean {flat.mean():.3f}, 99th percentile "
+              f"{np.percentile(flat, 99):.0f}, 99.9th {np.percentile(flat, 99.9):.0f}")
+        # Bounds set without a GPU (nvJPEG's IDCT and chroma upsampling are its own): loose
+        # enough for a different decoder, tight enough to catch a wrong colour conversion.
+        assert flat.mean() <= 3.0 and np.percentile(flat, 99) <= 20
 
 
 @cuda_only
