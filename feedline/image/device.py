@@ -270,6 +270,9 @@ def decode_jpeg_to_device(contents: object, channels: int = 0, *, device: Any = 
     if decoder not in ("auto", "torchvision", "host"):
         raise InvalidArgumentError(f"{op}: decoder is 'auto', 'torchvision' or 'host'; got "
                                    f"{decoder!r}")
+    from feedline.image.codecs import _dct_fast
+
+    _dct_fast(dct_method, op)  # checked here, not blamed on an element
     target = _device(device, op)
     items, single = _encoded_items(contents, op)
     if decoder == "auto":

@@ -116,6 +116,8 @@ def test_decode_errors_name_the_element():
         dv.decode_jpeg_to_device(good, device="cpu", decoder="dali")
     with pytest.raises(InvalidArgumentError, match="must name a torch device"):
         dv.decode_jpeg_to_device(good, device="gpu-please")
+    with pytest.raises(InvalidArgumentError, match=r"^decode_jpeg_to_device: dct_method is"):
+        dv.decode_jpeg_to_device([good, good], device="cpu", dct_method="FLOAT")
     with pytest.raises(InvalidArgumentError, match="dct_method applies to decoder='host'"):
         dv.decode_jpeg_to_device(good, device="cpu", decoder="torchvision",
                                  dct_method="INTEGER_FAST")
