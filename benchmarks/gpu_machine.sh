@@ -43,7 +43,7 @@ case "${1:-}" in
     "$PY" setup.py -q build_ext --inplace >>"$out/setup.log" 2>&1
     "$PY" -c "import torch, feedline; print('torch', torch.__version__, torch.cuda.is_available())"
     stamp setup
-    timeout 250 "$PY" -m benchmarks.gpu_feed --loaders feedline,feedline-processes,torch \
+    timeout 300 "$PY" -m benchmarks.gpu_feed --loaders feedline,feedline-processes,feedline-gpu-decode,torch \
       --max-seconds 10 --warmup-steps 15 --json "$out/gpu_feed.json" >"$out/gpu_feed.log" 2>&1
     grep "^|" "$out/gpu_feed.log"
     stamp gpu_feed

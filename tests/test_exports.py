@@ -13,8 +13,8 @@ def test_every_exported_name_exists():
 
 
 def test_no_unlisted_public_names():
-    modules = {"core", "sources", "transforms", "formats", "execution", "optimize", "testing",
-               "demo", "cli", "autotune", "profiling", "adapters", "distribute",
+    modules = {"core", "sources", "transforms", "formats", "execution", "placement", "optimize",
+               "testing", "demo", "cli", "autotune", "profiling", "adapters", "distribute",
                "snapshot", "service", "torch", "jax",  # torch and jax: optional, imported on demand
                "datasets",  # the dataset loaders (image_folder, TFDS directories)
                "pipeline"}  # the runner (its PipelineIterator is exported)
