@@ -73,6 +73,7 @@ from typing import Any
 
 from feedline.core.error_records import mark_fatal
 from feedline.core.errors import WorkerProcessError
+from feedline.core.validation import schedulable_cpus
 from feedline.execution.executor import DEFAULT_CLOSE_TIMEOUT
 from feedline.placement.ipc.spawn import describe_exit, exit_watch, serve_as_worker, start_worker
 from feedline.placement.ipc.transport import Channel, PackedError
@@ -428,7 +429,10 @@ class ProcessExecutor:
         return min(fitting, key=lambda w: w.running_since) if fitting else None
 
     def _start_worker_locked(self) -> _Worker:
-        process = start_worker(_ENTRY, self.name)
+        # Each worker's share of the CPUs: its calls' native libraries start that many
+        # threads (the workers run at once).
+        process = start_worker(_ENTRY, self.name,
+                               threads=max(1, schedulable_cpus() // self._max_workers))
         worker = _Worker(process, process.channel)  # type: ignore[attr-defined]
         self._workers.append(worker)  # tracked before anything can fail: it is ended later
         self._count(workers_started=1)

@@ -61,6 +61,7 @@ from typing import Any
 from feedline.core.errors import WorkerProcessError
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
+from feedline.core.validation import schedulable_cpus
 from feedline.execution.positions import PackedState, PositionReader, State
 from feedline.placement.ipc.spawn import (
     describe_exit,
@@ -424,6 +425,10 @@ class WorkerPool:
         self.num_workers = num_workers
         self.name = name
         self._close_timeout = close_timeout
+        # Each worker's share of the CPUs, for its native libraries' threads: the budget
+        # its AUTOTUNE stages were given (multiprocess() sets it), else an equal share.
+        self._threads_per_worker = options.autotune.cpu_budget or max(
+            1, schedulable_cpus() // num_workers)
         self._processes: list[subprocess.Popen[bytes] | None] = [None] * num_workers
         self._channels: list[Channel | None] = [None] * num_workers
         # Readable when the process ends (Linux): a death is seen even if a child of the
@@ -462,7 +467,7 @@ class WorkerPool:
             unsent: list[int] = []
             try:
                 for index in fresh:
-                    process = start_worker(_ENTRY)
+                    process = start_worker(_ENTRY, threads=self._threads_per_worker)
                     self._processes[index] = process
                     self._channels[index] = process.channel  # type: ignore[attr-defined]
                     # Readable when the process ends: a death is seen even if a child of

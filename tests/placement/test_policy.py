@@ -44,12 +44,12 @@ def test_the_process_rate_charges_transport_and_the_task_cost():
     ({"concurrency": 1.2}, "the calls rarely ran at once (the map is not the bottleneck)"),
     ({"busy_alone": 0.1}, "the function mostly waits (I/O, sleep), which threads overlap"),
     ({"cores_together": 2.0}, "the calls run in parallel on threads (the GIL is released)"),
-    ({"idle_cpus": 0.2}, "held back by the GIL, but the machine had 0.2 CPU idle (other "
-                         "processes use them): processes would not run faster"),
+    ({"idle_cpus": 0.2}, ("held back by the GIL, but the machine had 0.2 CPU idle (other "
+                          "processes use them): processes would not run faster")),
     ({"transport_per_element": None},
      "held back by the GIL, but its inputs or results do not pickle"),
-    ({"transport_per_element": 0.01}, "held back by the GIL, but moving its elements between "
-                                      "processes would cost more than it gains"),
+    ({"transport_per_element": 0.01}, ("held back by the GIL, but moving its elements "
+                                       "between processes would cost more than it gains")),
 ])
 def test_a_map_stays_on_threads_for_each_reason(change, reason):
     decision = place_map_calls("map(f)", dataclasses.replace(HELD, **change))
@@ -97,12 +97,12 @@ def test_inline_only_for_short_calls_that_hold_the_gil():
     ((2, None, [], "output", False, True, True), "feeder",
      "no stage boundary to shard the input at"),
     ((2, None, [], "data", False, True, True), "feeder",
-     "sharding by data would make every worker read all of it (only in-memory sources are "
-     "worth it)"),
+     ("sharding by data would make every worker read all of it (only in-memory sources are "
+      "worth it)")),
     ((2, None, [], "data", True, True, True), "shards", ""),
     ((2, None, [], "file", False, False, True), "feeder",
-     "sharding by file would change the element order (allow it with "
-     "Options(deterministic=False))"),
+     ("sharding by file would change the element order (allow it with "
+      "Options(deterministic=False))")),
     ((2, None, [], "file", False, False, False), "shards", ""),
     # Forced: the maps in processes and the cost of re-reading no longer keep it here.
     ((2, True, ["map(f)"], "data", False, True, True), "shards", ""),
@@ -123,12 +123,12 @@ def test_shards_from_the_cores_the_trial_kept_busy():
 
 
 @pytest.mark.parametrize(("budget", "busy", "seconds", "size", "stay"), [
-    (2, 1.0, 1e-3, 100, "threads keep 1.00 of 2 cores busy, too few left for a feeder "
-                        "process beside the training loop"),
-    (8, 0.3, 1e-3, 100, "threads keep only 0.30 cores busy here (a feeder process would "
-                        "not pay)"),
-    (8, 1.0, 1e-6, 4e6, "an element costs 1 µs here, not much more than receiving its "
-                        "4,000,000 bytes would"),
+    (2, 1.0, 1e-3, 100, ("threads keep 1.00 of 2 cores busy, too few left for a feeder "
+                         "process beside the training loop")),
+    (8, 0.3, 1e-3, 100, ("threads keep only 0.30 cores busy here (a feeder process would "
+                         "not pay)")),
+    (8, 1.0, 1e-6, 4e6, ("an element costs 1 µs here, not much more than receiving its "
+                         "4,000,000 bytes would")),
 ])
 def test_a_feeder_stays_on_threads_for_each_reason(budget, busy, seconds, size, stay):
     decision = place_feeder(budget, busy, "why not split", seconds, size)

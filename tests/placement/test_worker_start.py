@@ -24,8 +24,8 @@ def _recording_start(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     events: list[tuple[str, int]] = []
     real_start = worker_loop.start_worker
 
-    def start(entry: str, *args: str):
-        process = real_start(entry, *args)
+    def start(entry: str, *args: str, **keywords: int | None):
+        process = real_start(entry, *args, **keywords)
         channel, pid = process.channel, process.pid
         real_send = channel.send
         sent = []

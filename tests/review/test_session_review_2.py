@@ -22,8 +22,8 @@ def _killing_first_payload(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     real_start = worker_loop.start_worker
     pids: list[int] = []
 
-    def start(entry: str, *args: str):
-        process = real_start(entry, *args)
+    def start(entry: str, *args: str, **keywords: int | None):
+        process = real_start(entry, *args, **keywords)
         pids.append(process.pid)
         if len(pids) == 1:
             channel = process.channel
@@ -70,11 +70,11 @@ def test_a_failed_start_leaves_no_worker_without_its_pipeline(monkeypatch):
     real_start = worker_loop.start_worker
     pids: list[int] = []
 
-    def start(entry: str, *args: str):
+    def start(entry: str, *args: str, **keywords: int | None):
         if len(pids) == 1:
             pids.append(-1)
             raise OSError(24, "Too many open files")
-        process = real_start(entry, *args)
+        process = real_start(entry, *args, **keywords)
         pids.append(process.pid)
         return process
 
