@@ -180,7 +180,7 @@ def probe_cost(calls: int = 2_000_000, rounds: int = 5) -> float:
     alternating loops, probed and not (one thread, nothing else running: stable to a
     nanosecond where a pipeline's rate moves by ±8%)."""
     from feedline.profiling.collect import make_probe
-    from feedline.transforms.prefetch import element_bytes
+    from feedline.core.structure import element_bytes
 
     def loop(iterator: Any) -> float:
         step = next

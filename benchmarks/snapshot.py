@@ -109,7 +109,7 @@ def feedline_write_rate(batches: list[Any], where: str, compression: str | None,
     """MB/s (uncompressed) of saving already computed batches (median of ``rounds``), and
     their compression ratio."""
     import feedline as fl
-    from feedline.transforms.prefetch import element_bytes
+    from feedline.core.structure import element_bytes
 
     raw = sum(element_bytes(b) for b in batches)
     rates = []

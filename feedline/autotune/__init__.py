@@ -1,0 +1,17 @@
+"""AUTOTUNE: the tuner of every knob a pipeline exposes, from what the stages measure.
+
+* :mod:`~feedline.autotune.tuner`: one :class:`~feedline.autotune.tuner.Tuner` per pipeline,
+  on a thread of its own, sets the parallelism of each tuned stage from its counters, within
+  the CPU and RAM budgets, and records every change with its reason and figures
+  (``statistics().tuning``, the ``feedline.autotune`` logger);
+* :mod:`~feedline.autotune.map_knobs`: what a parallel ``map`` exposes to it (its setting,
+  bounds, counters, element sizes and measured calls), so that the iterator only counts and
+  follows;
+* :mod:`~feedline.autotune.buffer`: the rule of ``prefetch(AUTOTUNE)``'s buffer, run on the
+  consumer's calls and recorded with the same tuner;
+* :mod:`~feedline.autotune.status`: the optional live status line.
+
+Where stages run (threads, a map's worker processes, a whole pipeline in processes) is the
+placement policy's decision (:mod:`feedline.placement.policy`), which the tuner's records
+and the live status report beside its own.
+"""

@@ -1,6 +1,7 @@
 """The tuner: sets each ``AUTOTUNE`` stage's parallelism from what the stage measures.
 
-Every ``map(num_parallel_calls=AUTOTUNE)`` on threads registers with its pipeline's
+Every ``map(num_parallel_calls=AUTOTUNE)`` on threads registers its knobs
+(:class:`~feedline.autotune.map_knobs.MapKnobs`) with its pipeline's
 :class:`Tuner` (one per pipeline, on a thread of its own, ``feedline-autotune``, started by
 the first registration and ended with the pipeline). Every :data:`PERIOD` seconds the tuner
 reads each stage's counters: elements handed out, how many of its consumer's ``next()``
@@ -467,7 +468,7 @@ class Tuner:
         """Tune ``stage`` from now on (the tuner's thread starts with the first stage).
 
         Args:
-            stage: The stage's iterator.
+            stage: The stage's knobs (:class:`~feedline.autotune.map_knobs.MapKnobs`).
             key: What identifies the stage across its iterators (its dataset node;
                 default: its name).
 

@@ -692,3 +692,22 @@ def unbatched_spec(spec: Element) -> Element:
         else:
             out.append(TensorSpec(leaf.shape[1:], leaf.dtype))
     return pack_as(spec, out)
+
+
+def element_bytes(element: Element) -> int:
+    """Approximate memory of one element: array buffers and byte strings, 64 bytes per scalar
+    (what buffers, budgets and statistics count).
+
+    Example:
+        >>> element_bytes((np.zeros(10, np.float32), b"abc"))
+        43
+    """
+    total = 0
+    for leaf in flatten(element):
+        if isinstance(leaf, np.ndarray):
+            total += leaf.nbytes
+        elif isinstance(leaf, bytes | str):
+            total += len(leaf)
+        else:
+            total += 64
+    return total

@@ -232,7 +232,7 @@ class AutoProcessesIterator(DatasetIterator):
 
     def _trial(self) -> tuple[float, bool]:
         """Pull on threads for the trial; hold what it makes. Returns (cores busy, ended)."""
-        from feedline.transforms.prefetch import element_bytes
+        from feedline.core.structure import element_bytes
 
         inner, held = self._inner, self._held
         wall, cpu = time.perf_counter(), time.process_time()

@@ -45,7 +45,7 @@ from feedline.profiling.records import (
     StageStatistics,
     TimelinePoint,
 )
-from feedline.transforms.prefetch import element_bytes
+from feedline.core.structure import element_bytes
 
 if TYPE_CHECKING:
     from feedline.core.dataset import Dataset

@@ -33,7 +33,7 @@ from feedline.core.error_records import error_record
 from feedline.core.options import Options
 from feedline.pipeline import PipelineIterator
 from feedline.service.splits import Part, describe, part_dataset
-from feedline.transforms.prefetch import element_bytes
+from feedline.core.structure import element_bytes
 
 MAX_CONCURRENCY = 64
 """Calls one worker serves at once (blocking fetches of many consumers)."""

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from feedline.autotune.tuner import CallMeasurement, TuningCounters, holds_the_gil
+from feedline.autotune.map_knobs import MapKnobs
+from feedline.autotune.tuner import CallMeasurement, holds_the_gil
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.functions import (
@@ -29,7 +30,6 @@ from feedline.core.structure import normalize_output
 from feedline.core.traits import ONE_TO_ONE
 from feedline.core.validation import resolve_parallelism, validate_parallelism
 from feedline.execution.executor import make_executor
-from feedline.execution.gate import WorkerGate
 from feedline.execution.positions import (
     PositionReader,
     PositionTracker,
@@ -39,7 +39,6 @@ from feedline.execution.positions import (
 from feedline.execution.read_ahead import ReadAhead
 from feedline.placement.map_executor import ExecutorChoice, Probe, ProbeClock, transport_cost
 from feedline.placement.policy import PROCESS_TARGET_TASK_SECONDS, ExecutorDecision, runs_inline
-from feedline.transforms.prefetch import element_bytes
 
 
 class MapDataset(Dataset):
@@ -227,14 +226,6 @@ MAX_THREADS = 256
 (files, the network, a sleep) threads past the CPU count while the stage measures faster
 with them (:mod:`feedline.autotune.tuner`), and each thread costs its stack and a share of
 the GIL's hand-offs (a 4 ms sleep on 2 cores: 64 threads ran 58x faster than one)."""
-
-THREAD_BYTES = 64 << 10
-"""Memory counted per thread of a tuned map against ``Options.autotune.ram_budget``
-(its stack's touched pages and the interpreter's thread state, rounded up)."""
-
-SIZE_EVERY = 16
-"""Sizes of a parallel map's elements are taken from one task in this many (the first
-always): what its elements in flight hold, for the RAM budget of its threads."""
 
 TARGET_TASK_SECONDS = {"thread": 0.0005, "process": PROCESS_TARGET_TASK_SECONDS}
 """How long one task should run: long enough that hand-off costs are small beside it (on
@@ -433,14 +424,12 @@ class ParallelMapIterator(DatasetIterator):
     iterator learned (the executor choice, the tuner's setting) carries on to the next.
 
     With ``tune`` (an ``AUTOTUNE`` map on threads) the pipeline's tuner
-    (:mod:`feedline.autotune.tuner`) sets how many of its workers run at once
-    (:attr:`tuned_workers`) from its counters (:meth:`tuning_counters`, which count the
-    CPU time of each task's thread too), between one and ``max_parallelism`` threads
-    (:data:`MAX_THREADS` for calls that wait); ``cpu_workers`` is how many its CPU budget
-    gives calls that compute. Threads start as the setting lets them work and end when it
-    falls (:class:`~feedline.execution.executor.ThreadExecutor`). It samples the sizes of
-    its elements (inputs and results, one task in :data:`SIZE_EVERY`): what a worker holds,
-    against ``Options.autotune.ram_budget`` (:attr:`bytes_per_worker`).
+    (:mod:`feedline.autotune.tuner`) sets how many of its workers run at once, through the
+    stage's :attr:`knobs` (:class:`~feedline.autotune.map_knobs.MapKnobs`: its setting,
+    bounds, counters, sampled element sizes and measured calls), between one and
+    ``max_parallelism`` threads (:data:`MAX_THREADS` for calls that wait). Threads start as
+    the setting lets them work and end when it falls
+    (:class:`~feedline.execution.executor.ThreadExecutor`).
 
     With ``choose_executor`` (an ``AUTOTUNE`` map given no executor) the stage starts on
     threads and may move its later tasks to worker processes, once, from what its first
@@ -485,23 +474,20 @@ class ParallelMapIterator(DatasetIterator):
         self._parallelism = parallelism
         # Threads: more than ``parallelism`` when the tuner may grow the stage past it.
         self._ceiling = max(parallelism, max_parallelism or parallelism)
-        self._cpu_workers = min(self._ceiling, max(parallelism, cpu_workers or parallelism))
-        self._ram_budget = ctx.options.autotune_ram_budget() if tune else 0
-        # Mean bytes of an element in flight: its input and its result (sampled).
-        self._input_bytes: float | None = None
-        self._output_bytes: float | None = None
-        # Tasks submitted and taken: one in SIZE_EVERY has its elements sized.
-        self._tasks = self._results = 0
-        # Threads allowed to work at once (the tuner's setting; no limit: all of them).
-        self._gate = WorkerGate(parallelism if self._ceiling > parallelism else None)
-        self._counters = TuningCounters()  # the tuner's, shared across epochs, when tuned
+        # What the tuner sets and reads of this stage (only counted into when untuned).
+        self._knobs = MapKnobs(
+            name, parallelism, self._ceiling,
+            min(self._ceiling, max(parallelism, cpu_workers or parallelism)),
+            ctx.options.autotune_ram_budget() if tune else 0, self._set_window)
+        self._gate = self._knobs.gate
+        self._counters = self._knobs.counters
         self.busy_seconds = 0.0
         """Seconds its tasks took, summed (statistics: the workers' occupied time, which
         counts waiting for files, sleeps and the GIL, unlike their CPU time)."""
         self._deterministic = deterministic
         # One choice per stage and pipeline run, kept across its iterators (the epochs of a
         # repeat): a short epoch would otherwise measure anew and never decide.
-        self._decided: ExecutorDecision | None = None
+        decided: ExecutorDecision | None = None
         choice: ExecutorChoice | None = None
         if choose_executor:
             key = ("executor choice", stage_key if stage_key is not None else name)
@@ -513,9 +499,11 @@ class ParallelMapIterator(DatasetIterator):
             else:
                 choice.carry_on()
             if choice.decision is not None:
-                self._decided, choice = choice.decision, None
+                decided, choice = choice.decision, None
                 choose_executor = False
-                executor_kind = self._decided.kind
+                executor_kind = decided.kind
+        self._knobs.choice, self._knobs.decided = choice, decided
+        self._knobs.done = executor_kind == "process"
         self._executor_kind = executor_kind
         # Calls made on the consumer's thread (calls that hold the GIL, at one worker: see
         # the class doc), and whether the measurement found them so (tuned stages only).
@@ -530,7 +518,7 @@ class ParallelMapIterator(DatasetIterator):
         # function given ``executor="process"`` may be one that must not (it may exit,
         # crash, or set up process-wide state).
         self._warming: list[Any] | None = None if (
-            self._decided is not None or choice is not None) else []
+            decided is not None or choice is not None) else []
         self._fn = map_func
         self._runner = _ChunkRunner(map_func, executor_kind == "process")
         threading_options = ctx.options.threading
@@ -565,10 +553,10 @@ class ParallelMapIterator(DatasetIterator):
         self._pull_seconds: float | None = None
         self._tuner = ctx.autotuner() if tune else None
         if self._tuner is not None:
-            self._counters = self._tuner.register(
-                self, stage_key if stage_key is not None else name)
+            self._counters = self._knobs.counters = self._tuner.register(
+                self._knobs, stage_key if stage_key is not None else name)
         self._call = _caller(map_func)
-        if self._tuner is not None and (measured := self.measured_calls) is not None:
+        if self._tuner is not None and (measured := self._knobs.measured_calls) is not None:
             self._serial = self._inline_pays(measured)  # measured by an earlier epoch
 
     @property
@@ -583,64 +571,13 @@ class ParallelMapIterator(DatasetIterator):
         return [self._window]
 
     # ------------------------------------------------------------------ tuning
-    def tuning_counters(self) -> tuple[int, int, int, float, float, float]:
-        """(elements handed out, ``next()`` calls, calls that waited for a task, seconds its
-        tasks took, seconds spent pulling its input, CPU seconds of its tasks): what the
-        tuner reads."""
-        counters = self._counters
-        return (counters.elements, counters.calls, counters.waits, counters.busy,
-                counters.input, counters.cpu)
-
     @property
-    def tuned_workers(self) -> int:
-        """Threads allowed to work at once (the tuner sets it; at most :attr:`max_workers`)."""
-        limit = self._gate.limit
-        return self._parallelism if limit is None else limit
+    def knobs(self) -> MapKnobs:
+        """What the tuner sets and reads of this stage (:mod:`feedline.autotune.map_knobs`)."""
+        return self._knobs
 
-    @tuned_workers.setter
-    def tuned_workers(self, value: int) -> None:
-        workers = max(1, min(int(value), self._ceiling))
-        self._gate.limit = workers
-        # Two tasks per worker, as for a fixed parallelism: one running, one queued behind
-        # it. A deeper window only reads the input further ahead on the consumer's thread.
-        self._window.limit = 2 * workers
-
-    @property
-    def max_workers(self) -> int:
-        """Its threads: ``parallelism``, or more when tuned (:data:`MAX_THREADS`, or
-        ``ThreadingOptions.max_parallelism``): for calls that wait."""
-        return self._ceiling
-
-    @property
-    def cpu_workers(self) -> int:
-        """Workers its CPU budget gives calls that compute: ``parallelism``, or
-        :data:`OVERSUBSCRIPTION` times as many when no CPU budget was set."""
-        return self._cpu_workers
-
-    @property
-    def cores(self) -> int:
-        """CPUs its budget gives it (its ``AUTOTUNE`` parallelism): what the CPU time of
-        its calls, waiting or not, should add up to at most."""
-        return self._parallelism
-
-    @property
-    def ram_budget(self) -> int:
-        """Bytes its elements in flight and its threads may hold
-        (``Options.autotune.ram_budget``)."""
-        return self._ram_budget
-
-    @property
-    def bytes_per_worker(self) -> float:
-        """Bytes one more worker holds: its tasks in the window (two, of ``chunk`` elements,
-        each its input and its result, at their sampled sizes) and its thread
-        (:data:`THREAD_BYTES`)."""
-        element = (self._input_bytes or 0.0) + (self._output_bytes or 0.0)
-        return 2 * self._chunk_size * element + THREAD_BYTES
-
-    @property
-    def tuning_done(self) -> bool:
-        """Closed, or moved to processes (the tuner sets threads only)."""
-        return self._closed or self._executor_kind == "process"
+    def _set_window(self, limit: int) -> None:
+        self._window.limit = limit
 
     @property
     def runs_inline(self) -> bool:
@@ -687,35 +624,12 @@ class ParallelMapIterator(DatasetIterator):
             return  # the stage's earlier iterator (epoch) recorded it
         counters.inline = wanted
         if self._tuner is not None:
-            measured = self.measured_calls
-            figures = {} if measured is None else {
-                "gil_share": measured.gil_share, "busy_alone": measured.busy_alone,
-                "busy_together": measured.busy_together,
-                "concurrency": measured.concurrency, "rate": measured.rate}
+            figures = self._knobs.inline_figures()
             self._tuner.record(
                 self._name, "inline", int(not wanted), int(wanted),
                 "its calls hold the GIL and it runs one worker: a worker thread would only "
                 "add a hand-off per element, so they run on its consumer's thread" if wanted
                 else "the tuner set it more workers: back on its threads", figures)
-
-    @property
-    def tuning_paused(self) -> bool:
-        """While the executor choice measures its first tasks (one at a time, then whole
-        windows), the workers' idleness is the measurement's, not the stage's."""
-        return self._choice is not None and self._choice.measuring
-
-    @property
-    def measured_calls(self) -> CallMeasurement | None:
-        """How its calls ran on threads, from its executor choice (``None``: not measured,
-        or the stage moved to processes)."""
-        decision = self.executor_decision
-        if (decision is None or decision.kind != "thread" or decision.gil_share is None
-                or decision.busy_together is None or decision.concurrency is None
-                or decision.busy_alone is None or decision.thread_rate is None):
-            return None
-        return CallMeasurement(decision.gil_share, decision.busy_together,
-                               decision.concurrency, decision.busy_alone,
-                               decision.thread_rate)
 
     def _inline_pays(self, measured: CallMeasurement) -> bool:
         """Whether calls measured so run better inline at one worker (the placement
@@ -732,7 +646,7 @@ class ParallelMapIterator(DatasetIterator):
         """The automatic choice and its measurement (``None`` while measuring, or when the
         stage's executor was not chosen automatically); made once per pipeline run, by the
         stage's first iterator."""
-        return self._decided if self._choice is None else self._choice.decision
+        return self._knobs.executor_decision
 
     def _runner_for_next_task(self) -> _ChunkRunner:
         choice = self._choice
@@ -743,6 +657,7 @@ class ParallelMapIterator(DatasetIterator):
     def _switch_to_processes(self) -> None:
         # The choice has switched the executor; tasks submitted from now on run there.
         self._executor_kind = "process"
+        self._knobs.done = True  # the tuner sets threads only
         self._runner = _ChunkRunner(self._fn, True)
         if self._seconds_per_element is not None:
             self._adapt_chunk_size(1, self._seconds_per_element)
@@ -795,9 +710,8 @@ class ParallelMapIterator(DatasetIterator):
                 self._pull_seconds = per_element if self._pull_seconds is None else \
                     0.8 * self._pull_seconds + 0.2 * per_element
             if items:
-                if self._tasks % SIZE_EVERY == 0 and self._tuner is not None:
-                    self._input_bytes = _mean_bytes(self._input_bytes, values[0])
-                self._tasks += 1
+                if self._tuner is not None:
+                    self._knobs.sample_input(values[0])
                 runner = self._runner_for_next_task()
                 if runner.probe:
                     assert choice is not None
@@ -817,8 +731,8 @@ class ParallelMapIterator(DatasetIterator):
         kind = self._executor_kind
         target = TARGET_TASK_SECONDS[kind]
         most = MAX_PROCESS_CHUNK if kind == "process" else MAX_CHUNK
-        self._chunk_size = max(1, min(most, int(target / max(self._seconds_per_element,
-                                                                    1e-9))))
+        self._chunk_size = self._knobs.chunk_size = max(1, min(most, int(
+            target / max(self._seconds_per_element, 1e-9))))
 
     def _handed_out(self, item: int) -> None:
         self._tracker.handed_out(item)
@@ -859,16 +773,14 @@ class ParallelMapIterator(DatasetIterator):
             self.busy_seconds += seconds
             counters.busy += seconds
             counters.cpu += cpu
-            if self._tuner is not None and outcomes and outcomes[0][0] and (
-                    self._output_bytes is None or self._results % SIZE_EVERY == 0):
-                self._output_bytes = _mean_bytes(self._output_bytes, outcomes[0][1])
-            self._results += 1
+            if self._tuner is not None and outcomes and outcomes[0][0]:
+                self._knobs.sample_output(outcomes[0][1])
             choice = self._choice
             if choice is not None and choice.measuring:
                 if choice.record(probe) == "process":
                     self._switch_to_processes()
                 elif choice.decision is not None and self._tuner is not None:
-                    measured = self.measured_calls
+                    measured = self._knobs.measured_calls
                     self._serial = measured is not None and self._inline_pays(measured)
                     self._tuner.wake()  # it starts the stage from the measurement
             self._adapt_chunk_size(len(tag), seconds)
@@ -966,6 +878,7 @@ class ParallelMapIterator(DatasetIterator):
         self._tracker.restore(state)
 
     def _release(self) -> None:
+        self._knobs.done = True  # closed: the tuner forgets it
         self._ready.clear()
         if self._warming and not all(future.done() for future in self._warming):
             # Closed while its workers start: ending them mid-start is expected, not a
@@ -976,12 +889,6 @@ class ParallelMapIterator(DatasetIterator):
                 self._window.shutdown()
             return
         self._window.shutdown()
-
-
-def _mean_bytes(mean: float | None, element: Any) -> float:
-    """``mean`` moved towards ``element``'s size (a moving mean over the sampled tasks)."""
-    size = float(element_bytes(element))
-    return size if mean is None else mean + (size - mean) / 8
 
 
 def _describe_chunk(tag: Any) -> str:

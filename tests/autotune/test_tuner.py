@@ -723,7 +723,7 @@ def test_a_tuned_map_may_grow_past_its_cpus_for_calls_that_wait_whatever_the_bud
     options = fl.Options(autotune=fl.AutotuneOptions(processes=False, cpu_budget=budget))
     start = options.autotune_parallelism()
     with no_leaked_threads(), iter(_map_stage(options)) as it:
-        stage = it._root
+        stage = it._root.knobs
         assert stage.tuned_workers == start  # it starts at its CPU budget
         assert stage.cores == start
         assert stage.cpu_workers == (start * OVERSUBSCRIPTION if budget is None else 1)
@@ -738,24 +738,24 @@ def test_max_parallelism_bounds_a_tuned_maps_threads():
     options = fl.Options(autotune=fl.AutotuneOptions(processes=False),
                          threading=fl.ThreadingOptions(max_parallelism=24))
     with no_leaked_threads(), iter(_map_stage(options)) as it:
-        stage = it._root
+        stage = it._root.knobs
         assert stage.max_workers == 24 and stage.cpu_workers == stage.cores
         assert [int(x) for x in it] == list(range(1, 51))
 
 
 def test_a_map_measures_the_bytes_a_worker_holds():
-    from feedline.transforms.map import THREAD_BYTES
+    from feedline.autotune.map_knobs import THREAD_BYTES
 
     options = fl.Options(autotune=fl.AutotuneOptions(processes=False, choose_executor=False))
     ds = _map_stage(options).map(lambda x: np.zeros(1000, np.uint8),
                                  num_parallel_calls=fl.AUTOTUNE)
     with no_leaked_threads(), iter(ds) as it:
         assert len(list(it)) == 50
-        stage = it._root
+        stage = it._root.knobs
         # Two tasks in flight per worker, of one element each (slow enough calls would be
         # chunked otherwise: these are fast, so their chunks hold several).
         per_element = 64 + 1000  # its input (a scalar), its result
-        chunk = stage._chunk_size
+        chunk = stage.chunk_size
         assert stage.bytes_per_worker == 2 * chunk * per_element + THREAD_BYTES
 
 

@@ -102,14 +102,14 @@ def test_a_carried_over_buffer_is_cut_to_the_ram_budget_of_bigger_elements():
     key = object()
     small = fl.Dataset.range(40).map(lambda i: np.zeros(1000, np.uint8))
     first = PrefetchIterator(ctx, small._make_iterator(ctx), fl.AUTOTUNE, "prefetch", key)
-    first._grown[0] = 8  # as if the last epoch had grown it to 8 small elements
+    first._tuning._grown[0] = 8  # as if the last epoch had grown it to 8 small elements
     second = PrefetchIterator(ctx, fl.Dataset.range(10).map(
         lambda i: np.zeros(megabyte, np.uint8))._make_iterator(ctx), fl.AUTOTUNE, "prefetch", key)
     try:
         assert second.capacity == 8
         next(second)
         assert second.capacity * megabyte <= 4 * megabyte
-        assert first._grown[0] == second.capacity
+        assert first._tuning._grown[0] == second.capacity
     finally:
         first.close()
         second.close()

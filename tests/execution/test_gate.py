@@ -209,7 +209,7 @@ def test_a_tuned_map_computes_ahead_while_its_consumer_is_away():
     ds = fl.Dataset.range(20).map(work, num_parallel_calls=2).with_options(options)
     with no_leaked_threads(), iter(ds) as it:
         stage = it._root
-        stage.tuned_workers = 1
+        stage.knobs.tuned_workers = 1
         assert int(next(it)) == 0
         with lock:
             state["most"] = 0

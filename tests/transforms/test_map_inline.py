@@ -77,7 +77,7 @@ def _until_inline(it, stage=None) -> list:
     out: list = []
     deadline = time.monotonic() + 30
     while not stage.runs_inline:
-        while stage.executor_decision is not None and stage.tuned_workers != 1:
+        while stage.executor_decision is not None and stage.knobs.tuned_workers != 1:
             assert time.monotonic() < deadline, "the tuner did not set one worker"
             time.sleep(0.005)
         out.extend(_outcomes(it, 1))
@@ -107,7 +107,7 @@ def test_settles_inline_with_the_exact_output():
         inline = [d for d in it.statistics().tuning if d.setting == "inline"]
         assert [(d.old, d.new) for d in inline] == [(0, 1)]
         assert inline[0].figures["gil_share"] == pytest.approx(1.0)
-        assert stage.tuned_workers == 1
+        assert stage.knobs.tuned_workers == 1
 
 
 def test_errors_come_out_in_place_as_an_inline_map_raises_them():
@@ -200,7 +200,7 @@ def test_long_calls_that_hold_the_gil_keep_one_worker_thread_not_inline(monkeypa
         while stage.executor_decision is None:
             got += _outcomes(it, 1)
         deadline = time.monotonic() + 30
-        while stage.tuned_workers != 1:
+        while stage.knobs.tuned_workers != 1:
             assert time.monotonic() < deadline, "the tuner did not set one worker"
             time.sleep(0.005)
         got += _outcomes(it)
@@ -226,7 +226,7 @@ def test_back_on_threads_when_the_tuner_sets_more_workers():
         got = _until_inline(it)
         got += _outcomes(it, 30 - len(got))
         stage._tuner.stop()  # its thread would go on judging the setting set here
-        stage.tuned_workers = 2  # as the tuner's thread sets it
+        stage.knobs.tuned_workers = 2  # as the tuner's thread sets it
         got += _outcomes(it, 1)
         assert not stage.runs_inline
         state = it.state_dict()

@@ -1,0 +1,185 @@
+"""The knobs and measurements of a parallel ``map``, as the tuner sees them.
+
+A tuned map (``num_parallel_calls=AUTOTUNE``) hands the tuner one :class:`MapKnobs`
+(a :class:`~feedline.autotune.tuner.TunableStage`), not itself: its setting (threads working at
+once, through a :class:`~feedline.execution.gate.WorkerGate`, and the window of tasks that
+follows it), its bounds (CPU workers, threads, RAM), its counters, the sizes of its elements
+in flight and the measurement of its calls (the executor choice's, see
+:mod:`feedline.placement.map_executor`). The iterator only counts into it and follows the
+setting; what the tuner may change and read is all here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from feedline.autotune.tuner import CallMeasurement, TuningCounters
+from feedline.core.structure import element_bytes
+from feedline.execution.gate import WorkerGate
+from feedline.placement.map_executor import ExecutorChoice
+from feedline.placement.policy import ExecutorDecision
+
+THREAD_BYTES = 64 << 10
+"""Memory counted per thread of a tuned map against ``Options.autotune.ram_budget``
+(its stack's touched pages and the interpreter's thread state, rounded up)."""
+
+SIZE_EVERY = 16
+"""Sizes of a parallel map's elements are taken from one task in this many (the first
+always): what its elements in flight hold, for the RAM budget of its threads."""
+
+
+class MapKnobs:
+    """What the tuner sets and reads of one parallel map (see the module doc).
+
+    Args:
+        name: The stage's name.
+        parallelism: Its workers at start (its ``AUTOTUNE`` parallelism: the CPU budget).
+        ceiling: The most threads it may have (more than ``parallelism`` when the tuner may
+            grow it past the cores, for calls that wait).
+        cpu_workers: The most workers its CPU budget gives calls that compute.
+        ram_budget: Bytes its elements in flight and its threads may hold.
+        set_window: Called with the new number of workers: the stage's window of tasks
+            follows (two per worker).
+
+    Example:
+        >>> knobs = MapKnobs("map(f)", parallelism=2, ceiling=8, cpu_workers=4,
+        ...                  ram_budget=1 << 20, set_window=lambda workers: None)
+        >>> knobs.tuned_workers = 20  # at most its threads
+        >>> knobs.tuned_workers, knobs.gate.limit
+        (8, 8)
+    """
+
+    def __init__(self, name: str, parallelism: int, ceiling: int, cpu_workers: int,
+                 ram_budget: int, set_window: Callable[[int], None]) -> None:
+        self.name = name
+        self._parallelism = parallelism
+        self._ceiling = ceiling
+        self._cpu_workers = cpu_workers
+        self._ram_budget = ram_budget
+        self._set_window = set_window
+        self.gate = WorkerGate(parallelism if ceiling > parallelism else None)
+        """Threads allowed to work at once (no limit: all of them)."""
+        self.counters = TuningCounters()
+        """What the stage counts (shared with its earlier iterators once registered)."""
+        self.chunk_size = 1
+        """Elements per task now (the stage sets it)."""
+        self.done = False
+        """Set by the stage when closed or moved to processes (the tuner sets threads)."""
+        self.choice: ExecutorChoice | None = None
+        """The stage's executor choice while it measures and decides (it measures the calls
+        whose figures :attr:`measured_calls` gives)."""
+        self.decided: ExecutorDecision | None = None
+        """The choice an earlier iterator of the stage made (this pipeline run's)."""
+        self._input_bytes: float | None = None
+        self._output_bytes: float | None = None
+        self._tasks = self._results = 0
+
+    # ------------------------------------------------------------------ the setting
+    @property
+    def tuned_workers(self) -> int:
+        """Threads allowed to work at once (the tuner sets it; at most :attr:`max_workers`)."""
+        limit = self.gate.limit
+        return self._parallelism if limit is None else limit
+
+    @tuned_workers.setter
+    def tuned_workers(self, value: int) -> None:
+        workers = max(1, min(int(value), self._ceiling))
+        self.gate.limit = workers
+        # Two tasks per worker, as for a fixed parallelism: one running, one queued behind
+        # it. A deeper window only reads the input further ahead on the consumer's thread.
+        self._set_window(2 * workers)
+
+    # ------------------------------------------------------------------ bounds
+    @property
+    def max_workers(self) -> int:
+        """Its threads: ``parallelism``, or more when tuned (for calls that wait)."""
+        return self._ceiling
+
+    @property
+    def cpu_workers(self) -> int:
+        """Workers its CPU budget gives calls that compute."""
+        return self._cpu_workers
+
+    @property
+    def cores(self) -> int:
+        """CPUs its budget gives it (its ``AUTOTUNE`` parallelism): what the CPU time of
+        its calls, waiting or not, should add up to at most."""
+        return self._parallelism
+
+    @property
+    def ram_budget(self) -> int:
+        """Bytes its elements in flight and its threads may hold."""
+        return self._ram_budget
+
+    @property
+    def bytes_per_worker(self) -> float:
+        """Bytes one more worker holds: its tasks in the window (two, of ``chunk_size``
+        elements, each its input and its result, at their sampled sizes) and its thread
+        (:data:`THREAD_BYTES`)."""
+        element = (self._input_bytes or 0.0) + (self._output_bytes or 0.0)
+        return 2 * self.chunk_size * element + THREAD_BYTES
+
+    # ------------------------------------------------------------------ measurements
+    def sample_input(self, element: Any) -> None:
+        """A task was submitted with ``element`` first: one in :data:`SIZE_EVERY` is sized."""
+        if self._tasks % SIZE_EVERY == 0:
+            self._input_bytes = _mean_bytes(self._input_bytes, element)
+        self._tasks += 1
+
+    def sample_output(self, result: Any) -> None:
+        """A task's first result: the first and one in :data:`SIZE_EVERY` are sized."""
+        if self._output_bytes is None or self._results % SIZE_EVERY == 0:
+            self._output_bytes = _mean_bytes(self._output_bytes, result)
+        self._results += 1
+
+    def tuning_counters(self) -> tuple[int, int, int, float, float, float]:
+        """(elements handed out, ``next()`` calls, calls that waited for a task, seconds its
+        tasks took, seconds spent pulling its input, CPU seconds of its tasks)."""
+        counters = self.counters
+        return (counters.elements, counters.calls, counters.waits, counters.busy,
+                counters.input, counters.cpu)
+
+    @property
+    def tuning_done(self) -> bool:
+        """Closed, or moved to processes (the tuner sets threads only)."""
+        return self.done
+
+    @property
+    def tuning_paused(self) -> bool:
+        """While the executor choice measures its first tasks (one at a time, then whole
+        windows), the workers' idleness is the measurement's, not the stage's."""
+        return self.choice is not None and self.choice.measuring
+
+    @property
+    def executor_decision(self) -> ExecutorDecision | None:
+        """Where the stage's calls run, with the measurement behind it (``None`` while
+        measuring, or when the executor was not chosen automatically)."""
+        return self.decided if self.choice is None else self.choice.decision
+
+    @property
+    def measured_calls(self) -> CallMeasurement | None:
+        """How its calls ran on threads, from its executor choice (``None``: not measured,
+        or the stage moved to processes)."""
+        decision = self.executor_decision
+        if (decision is None or decision.kind != "thread" or decision.gil_share is None
+                or decision.busy_together is None or decision.concurrency is None
+                or decision.busy_alone is None or decision.thread_rate is None):
+            return None
+        return CallMeasurement(decision.gil_share, decision.busy_together,
+                               decision.concurrency, decision.busy_alone,
+                               decision.thread_rate)
+
+    def inline_figures(self) -> dict[str, float]:
+        """The measurement behind a switch to or from inline calls, for the tuner's record."""
+        measured = self.measured_calls
+        return {} if measured is None else {
+            "gil_share": measured.gil_share, "busy_alone": measured.busy_alone,
+            "busy_together": measured.busy_together, "concurrency": measured.concurrency,
+            "rate": measured.rate}
+
+
+def _mean_bytes(mean: float | None, element: Any) -> float:
+    """``mean`` moved towards ``element``'s size (a moving mean over the sampled tasks)."""
+    size = float(element_bytes(element))
+    return size if mean is None else mean + (size - mean) / 8
