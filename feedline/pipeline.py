@@ -75,8 +75,10 @@ class PipelineIterator:
                 iterators of the same dataset object used (what ``iter(dataset)`` does, as
                 tf.data: each new iterator reshuffles) rather than start at ``epoch``.
         """
+        from feedline.execution import allocator
         from feedline.optimize import optimize
 
+        allocator.configure()  # once per process: records freed and allocated per batch
         options = dataset.options()
         self._user_dataset = dataset
         self._saved_fingerprint: PipelineFingerprint | None = None

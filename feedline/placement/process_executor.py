@@ -189,6 +189,10 @@ def worker_entry(fd: int, parent_pid: int, stage: str) -> None:
     channel = serve_as_worker(fd, parent_pid)
     import cloudpickle
 
+    from feedline.execution import allocator
+
+    allocator.configure()
+
     functions: dict[int, tuple[bool, Any]] = {}
     try:
         try:

@@ -62,6 +62,7 @@ from feedline.core.errors import WorkerProcessError
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
 from feedline.core.validation import schedulable_cpus
+from feedline.execution import allocator
 from feedline.execution.positions import PackedState, PositionReader, State
 from feedline.placement.ipc.spawn import (
     describe_exit,
@@ -102,6 +103,7 @@ def worker_entry(fd: int, parent_pid: int) -> None:
     _IN_WORKER = True
     os.nice(WORKER_NICENESS)
     channel = serve_as_worker(fd, parent_pid)
+    allocator.configure()
     try:
         index, num_workers, payload, path = channel.recv()
         sys.path[:] = path  # find the user's modules as the parent does
