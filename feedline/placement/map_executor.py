@@ -57,6 +57,7 @@ from feedline.placement.policy import (
     SHARED_MEMORY_BYTES_PER_SECOND,
     ExecutorDecision,
     MapCallFigures,
+    map_stays_on_threads,
     place_map_calls,
 )
 
@@ -274,12 +275,9 @@ class ExecutorChoice:
         self._in_flight = 0  # measured tasks submitted, not recorded yet
         self._closing = False  # enough measured: waiting for the last ones to finish
         self.decision: ExecutorDecision | None = None
-        cpus = schedulable_cpus()
-        if cpus < 2 or workers < 2:  # nothing to measure: processes could not run more
-            self._settle(ExecutorDecision(stage, "thread", f"{min(cpus, workers)} worker(s) only"))
-        elif _in_multiprocess_worker():  # the CPUs are shared out between those workers
-            self._settle(ExecutorDecision(stage, "thread",
-                                          "runs in a worker process of multiprocess()"))
+        unmeasured = map_stays_on_threads(schedulable_cpus(), workers, _pipeline_workers())
+        if unmeasured is not None:
+            self._settle(ExecutorDecision(stage, "thread", unmeasured))
 
     @property
     def measuring(self) -> bool:
@@ -403,12 +401,12 @@ class ExecutorChoice:
             self._settle(ExecutorDecision(self.stage, "thread", reason))
 
 
-def _in_multiprocess_worker() -> bool:
-    try:
-        from feedline.placement.worker_loop import in_worker_process
-    except ImportError:  # pragma: no cover - multiprocess() not available
-        return False
-    return in_worker_process()
+def _pipeline_workers() -> int | None:
+    """How many whole-pipeline worker processes share the CPUs with this one, if it is one
+    (:func:`feedline.placement.worker_loop.pipeline_workers`)."""
+    from feedline.placement.worker_loop import pipeline_workers
+
+    return pipeline_workers()
 
 
 def _busy(probes: list[Probe]) -> float:

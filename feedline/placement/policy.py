@@ -4,9 +4,11 @@ Two measurements feed it, and every rule that reads them is here, so that they c
 disagree:
 
 * **A map's calls** (:mod:`~feedline.placement.map_executor` measures an ``AUTOTUNE`` map's
-  first tasks alone and together): :func:`place_map_calls` keeps them on threads unless the
-  GIL serializes them and worker processes would pay after transport; :func:`runs_inline`
-  says when calls held by the GIL are better called on the consumer's thread.
+  first tasks alone and together, unless :func:`map_stays_on_threads`): :func:`place_map_calls`
+  keeps them on threads unless the GIL serializes them and worker processes would pay after
+  transport; :func:`runs_inline` says when calls held by the GIL are better called on the
+  consumer's thread. In a feeder process the same rules hold: the feeder runs the
+  order-defining part once and feeds its maps' worker processes.
 * **A whole pipeline** (:mod:`~feedline.placement.auto` runs it briefly on threads and reads
   the cores it kept busy): :func:`place_pipeline` says, before any trial, whether it may
   move at all and how (shards in several processes, or whole in one feeder process), and
@@ -187,6 +189,32 @@ class MapCallFigures:
             per_element, 1e-9))
         return min(min(self.cpus, self.workers) / (per_element + 2 * transport + per_task),
                    1 / max(2 * transport + per_task, 1e-9))
+
+
+def map_stays_on_threads(cpus: int, workers: int, pipeline_workers: int | None) -> str | None:
+    """Why a map's calls stay on threads without being measured, or ``None`` (measure them).
+
+    Processes cannot run more calls at once than the stage's workers and the CPUs; and in
+    one of several whole-pipeline worker processes (``multiprocess(n)``, ``n > 1``), the CPUs
+    are shared out between the shards already. A feeder (the whole pipeline in one worker
+    process, ``n == 1``) holds the whole CPU budget: its maps whose calls hold the GIL may
+    move them to worker processes of their own, fed by the feeder (issue "Exact order on
+    every core": the order-defining part in one process, the GIL-bound work fanned out).
+
+    Example:
+        >>> map_stays_on_threads(16, 16, None) is None, map_stays_on_threads(16, 16, 1) is None
+        (True, True)
+        >>> map_stays_on_threads(16, 4, 4)
+        'runs in one of 4 worker processes of multiprocess() (the CPUs are shared out between them)'
+        >>> map_stays_on_threads(1, 4, None)
+        '1 worker(s) only'
+    """
+    if cpus < 2 or workers < 2:
+        return f"{min(cpus, workers)} worker(s) only"
+    if pipeline_workers is not None and pipeline_workers > 1:
+        return (f"runs in one of {pipeline_workers} worker processes of multiprocess() (the "
+                "CPUs are shared out between them)")
+    return None
 
 
 def place_map_calls(stage: str, figures: MapCallFigures, allow_processes: bool = True,

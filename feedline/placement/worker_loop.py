@@ -74,6 +74,7 @@ from feedline.placement.ipc.spawn import (
 from feedline.placement.ipc.transport import Channel, PackedError
 
 _IN_WORKER = False
+_POOL_SIZE: int | None = None
 
 WORKER_NICENESS = 10
 """How much lower the workers' scheduling priority is than the consumer's. When the
@@ -93,19 +94,31 @@ def in_worker_process() -> bool:
     return _IN_WORKER
 
 
+def pipeline_workers() -> int | None:
+    """In a worker of a ``multiprocess()`` stage, how many workers the stage has (1: a
+    feeder, which runs the whole pipeline); elsewhere ``None``.
+
+    Example:
+        >>> pipeline_workers() is None
+        True
+    """
+    return _POOL_SIZE
+
+
 _ENTRY = ("import sys; from feedline.placement.worker_loop import worker_entry; "
           "worker_entry(int(sys.argv[1]), int(sys.argv[2]))")
 
 
 def worker_entry(fd: int, parent_pid: int) -> None:
     """The program of a worker process: serve the socket ``fd`` until it closes."""
-    global _IN_WORKER
+    global _IN_WORKER, _POOL_SIZE
     _IN_WORKER = True
     os.nice(WORKER_NICENESS)
     channel = serve_as_worker(fd, parent_pid)
     allocator.configure()
     try:
         index, num_workers, payload, path = channel.recv()
+        _POOL_SIZE = num_workers
         sys.path[:] = path  # find the user's modules as the parent does
         _WorkerLoop(channel, index, num_workers, payload).run()
     except (EOFError, BrokenPipeError, ConnectionResetError):
