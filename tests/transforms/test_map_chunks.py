@@ -3,7 +3,6 @@ cap (processes pay a send, a receive and a wake-up per task: they carry more ele
 
 from __future__ import annotations
 
-import psutil
 import pytest
 
 import feedline as fl
@@ -15,21 +14,9 @@ from feedline.transforms.map import (
     TARGET_TASK_SECONDS,
     ParallelMapIterator,
 )
+from tests.placement.process_helpers import worker_processes
 
 US = 1e-6
-
-
-def worker_processes() -> list[psutil.Process]:
-    """This test process's live workers of ``map(executor="process")``."""
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if child.status() != psutil.STATUS_ZOMBIE and any(
-                    "feedline.placement.process_executor" in part for part in child.cmdline()):
-                found.append(child)
-        except psutil.NoSuchProcess:
-            pass
-    return found
 
 
 def _triple(x):
