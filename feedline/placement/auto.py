@@ -70,6 +70,15 @@ def _stages_in_processes(dataset: Dataset) -> list[str]:
             and getattr(node, "num_parallel_calls", None) is not None]
 
 
+def _stages_writing_files(dataset: Dataset) -> list[str]:
+    """The stages of ``dataset``'s pipeline that write files (``cache(filename)``), named as
+    the sharding plan names them when it refuses them."""
+    from feedline.core.graph import graph_nodes
+
+    return [f"cache({getattr(node, 'filename', '')!r})" for node in graph_nodes(dataset)
+            if node.traits().writes_files]
+
+
 def _executor_decisions(ctx: IteratorContext) -> list[Any]:
     """The executor choices AUTOTUNE maps of this pipeline run have made so far."""
     from feedline.placement.map_executor import ExecutorChoice
@@ -176,15 +185,18 @@ class AutoProcessesIterator(DatasetIterator):
         options = self._ctx.options
         budget = options.autotune_parallelism()
         processes = options.autotune.processes
+        # The sharding plan refuses a graph that writes files (ValueError): such a graph
+        # stays here (the policy says so), and is never planned.
+        writers = _stages_writing_files(self._node.input_dataset)
         plan = None
-        if processes is not False and budget >= 2:
+        if processes is not False and budget >= 2 and not writers:
             plan = plan_sharding(self._node.input_dataset, budget)
         placed = place_pipeline(
             budget, processes, _stages_in_processes(self._node.input_dataset),
             plan.policy if plan else "output",
             bool(plan) and plan.path[-1].traits().cheap_to_reread,
             bool(plan) and plan.exact_order, self._ctx.deterministic(None),
-            lambda: describe_stage(plan.path[-1]))
+            lambda: describe_stage(plan.path[-1]), writers)
         if placed.move is None:
             self._stay(budget, None, placed.reason)
             return

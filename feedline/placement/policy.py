@@ -332,7 +332,7 @@ class PipelinePlan:
 def place_pipeline(budget: int, processes: bool | None, maps_in_processes: Iterable[str],
                    policy: str, source_cheap_to_reread: bool, exact_order: bool,
                    deterministic: bool, describe_source: Callable[[], str] = lambda: "it",
-                   ) -> PipelinePlan:
+                   writes_files: Iterable[str] = ()) -> PipelinePlan:
     """Whether a whole pipeline may leave this process, and how, before any trial.
 
     Args:
@@ -345,6 +345,8 @@ def place_pipeline(budget: int, processes: bool | None, maps_in_processes: Itera
         exact_order: Whether the sharding keeps the single-process order.
         deterministic: Whether the pipeline must keep its order.
         describe_source: The sharded source in words (asked only for the reason).
+        writes_files: Stages that write files (a ``cache(filename)``): the pipeline stays
+            here, forced or not, since a copy in another process would write them too.
 
     Example:
         >>> place_pipeline(2, None, [], "file", False, True, True)
@@ -366,6 +368,10 @@ def place_pipeline(budget: int, processes: bool | None, maps_in_processes: Itera
         # own pool (python_heavy: 2.3 s to the first batch instead of 0.4).
         return PipelinePlan(None, f"{', '.join(in_processes)}: calls already in worker "
                             "processes (executor='process')")
+    writers = list(writes_files)
+    if writers:
+        return PipelinePlan(None, f"{', '.join(writers)} writes files, which a worker "
+                            "process would write too: the pipeline stays in this process")
     if policy == "output":
         return PipelinePlan("feeder", "no stage boundary to shard the input at")
     if policy in ("data", "batch") and not source_cheap_to_reread and not forced:
