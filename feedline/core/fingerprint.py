@@ -352,11 +352,18 @@ class _Walker:
         arguments = {k: v for k, v in sorted(vars(node).items()) if k not in excluded}
         described = {k: self.describe(v) for k, v in arguments.items()}
         inputs = [self.dataset_digest(child) for child in node._inputs]
-        digest = _digest(_SORTED_JSON([_qualified_name(type(node)), described, inputs]))[:16]
+        digest = _digest(_SORTED_JSON([_operation_name(type(node)), described, inputs]))[:16]
         if top_level:
             self._stage_digests[id(node)] = (digest, arguments)
             self._keep.append(node)
         return digest, arguments
+
+
+def _operation_name(cls: type) -> str:
+    """A node class's name in stage digests: ``module:qualname``, or the ``_FINGERPRINT_NAME``
+    a class that moved to another module declares (its old name), so that the states saved
+    before the move still restore."""
+    return cls.__dict__.get("_FINGERPRINT_NAME") or _qualified_name(cls)
 
 
 @functools.cache
