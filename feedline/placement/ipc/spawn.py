@@ -57,6 +57,12 @@ is ``n`` times oversubscribed, and merely importing NumPy started a BLAS thread 
 every worker: on 2 CPUs, 0.27 s of CPU per worker instead of 0.13 s, paid before its first
 call."""
 
+SET_BY_FEEDLINE = "FEEDLINE_NATIVE_THREADS"
+"""In a worker's environment: which of :data:`NATIVE_THREAD_VARIABLES` feedline set (comma
+separated), not the user. A worker that starts workers of its own (a feeder's map in
+processes) gives them their own share instead of passing its own on as if it were the
+user's."""
+
 
 def start_worker(entry: str, *args: str, threads: int | None = None) -> subprocess.Popen[bytes]:
     """Run ``python -c entry <socket fd> <parent pid> *args``; return it with the parent's
@@ -84,8 +90,11 @@ def worker_environment(threads: int | None) -> dict[str, str]:
     """
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     if threads is not None:
-        for name in NATIVE_THREAD_VARIABLES:
-            env.setdefault(name, str(max(1, threads)))
+        ours = env.get(SET_BY_FEEDLINE, "").split(",")
+        chosen = [name for name in NATIVE_THREAD_VARIABLES if name not in env or name in ours]
+        for name in chosen:
+            env[name] = str(max(1, threads))
+        env[SET_BY_FEEDLINE] = ",".join(chosen)
     return env
 
 
