@@ -60,7 +60,7 @@ def _configure() -> str:
         return "configured by the user"
     try:
         libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
-    except (ValueError, OSError):  # not a GNU system
+    except (ValueError, OSError, AttributeError):  # not a GNU system (Windows: no confstr)
         libc = ""
     if not libc.startswith("glibc"):
         return "not glibc"
