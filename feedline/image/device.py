@@ -873,7 +873,9 @@ def _float_to_int_limits(source: torch.dtype, target: torch.dtype) -> tuple[floa
     limits = []
     for bound in (max(floats.min, ints.min), min(floats.max, ints.max)):
         value = torch.tensor(float(bound), dtype=torch.float64).to(source)
-        if abs(float(value)) > abs(bound):
+        # Compared in float64, as the host op (TensorFlow) compares them: int64's 2**63 - 1
+        # is 2**63 there, and that limit is kept.
+        if abs(float(value)) > abs(float(bound)):
             value = torch.nextafter(value, torch.zeros((), dtype=source))
         limits.append(float(value))
     return limits[0], limits[1]
