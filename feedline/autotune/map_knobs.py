@@ -11,7 +11,6 @@ setting; what the tuner may change and read is all here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from feedline.autotune.tuner import CallMeasurement, TuningCounters
@@ -39,25 +38,26 @@ class MapKnobs:
             grow it past the cores, for calls that wait).
         cpu_workers: The most workers its CPU budget gives calls that compute.
         ram_budget: Bytes its elements in flight and its threads may hold.
-        set_window: Called with the new number of workers: the stage's window of tasks
-            follows (two per worker).
 
     Example:
         >>> knobs = MapKnobs("map(f)", parallelism=2, ceiling=8, cpu_workers=4,
-        ...                  ram_budget=1 << 20, set_window=lambda workers: None)
+        ...                  ram_budget=1 << 20)
         >>> knobs.tuned_workers = 20  # at most its threads
         >>> knobs.tuned_workers, knobs.gate.limit
         (8, 8)
     """
 
     def __init__(self, name: str, parallelism: int, ceiling: int, cpu_workers: int,
-                 ram_budget: int, set_window: Callable[[int], None]) -> None:
+                 ram_budget: int) -> None:
         self.name = name
         self._parallelism = parallelism
         self._ceiling = ceiling
         self._cpu_workers = cpu_workers
         self._ram_budget = ram_budget
-        self._set_window = set_window
+        self.window: Any = None
+        """The stage's window of tasks (a :class:`~feedline.execution.read_ahead.ReadAhead`),
+        whose limit follows the setting: two tasks per worker. Not the stage itself: the
+        knobs would keep it alive in a cycle."""
         self.gate = WorkerGate(parallelism if ceiling > parallelism else None)
         """Threads allowed to work at once (no limit: all of them)."""
         self.counters = TuningCounters()
@@ -88,7 +88,8 @@ class MapKnobs:
         self.gate.limit = workers
         # Two tasks per worker, as for a fixed parallelism: one running, one queued behind
         # it. A deeper window only reads the input further ahead on the consumer's thread.
-        self._set_window(2 * workers)
+        if self.window is not None:
+            self.window.limit = 2 * workers
 
     # ------------------------------------------------------------------ bounds
     @property

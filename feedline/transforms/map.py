@@ -61,7 +61,7 @@ class MapDataset(Dataset):
         self.map_func = bind_free_variables(map_func)
         self.num_parallel_calls = num_parallel_calls
         self.deterministic = deterministic
-        # None: threads, or, with AUTOTUNE, chosen from measurement (executor_choice).
+        # None: threads, or, with AUTOTUNE, chosen from measurement (placement.map_executor).
         self.executor = executor
         # Rewrites pass whole elements to functions they compose themselves.
         self.unpack_tuples = unpack_tuples
@@ -478,7 +478,7 @@ class ParallelMapIterator(DatasetIterator):
         self._knobs = MapKnobs(
             name, parallelism, self._ceiling,
             min(self._ceiling, max(parallelism, cpu_workers or parallelism)),
-            ctx.options.autotune_ram_budget() if tune else 0, self._set_window)
+            ctx.options.autotune_ram_budget() if tune else 0)
         self._gate = self._knobs.gate
         self._counters = self._knobs.counters
         self.busy_seconds = 0.0
@@ -541,6 +541,7 @@ class ParallelMapIterator(DatasetIterator):
             name, make,
             limit=2 * parallelism, deterministic=deterministic,
             element_timeout=threading_options.element_timeout, describe=_describe_chunk)
+        self._knobs.window = self._window  # its limit follows the tuner's setting
         self._positions = PositionReader(upstream.__next__, upstream.state_dict,
                                          upstream.replay_exact, hold_order=upstream.hold_order)
         self._tracker = PositionTracker()
@@ -575,9 +576,6 @@ class ParallelMapIterator(DatasetIterator):
     def knobs(self) -> MapKnobs:
         """What the tuner sets and reads of this stage (:mod:`feedline.autotune.map_knobs`)."""
         return self._knobs
-
-    def _set_window(self, limit: int) -> None:
-        self._window.limit = limit
 
     @property
     def runs_inline(self) -> bool:

@@ -1,4 +1,4 @@
-"""AUTOTUNE maps choose threads or processes from measurement (executor_choice)."""
+"""AUTOTUNE maps choose threads or processes from measurement (placement.map_executor)."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ def test_a_task_carries_its_target_of_work_within_its_kinds_cap(executor, second
     assert worker_processes() == []  # sized before any task: no process was started
 
 
-def test_the_process_target_is_the_executor_choices():
+def test_the_process_target_is_the_placement_policy_s():
     # The executor choice estimates the processes' rate from this target.
     assert TARGET_TASK_SECONDS["process"] == PROCESS_TARGET_TASK_SECONDS
 
