@@ -5,13 +5,15 @@ glibc gives memory freed at the top of its heap back to the kernel once more tha
 ``mmap`` s, until a freed ``mmap`` block makes it raise both thresholds (up to 32 MiB and
 64 MiB). A pipeline of records smaller than 128 KiB never triggers that adjustment, yet frees
 and allocates megabytes per batch: each batch's records were returned to the kernel and
-faulted back in, page by page. Measured on the images workload's TFRecords (49 kB JPEGs,
-``TFRecordDataset → shuffle(1024) → batch(64)``): 128k minor page faults per 20,000 records
-and 26-32 µs of CPU per record, against 29k faults and 15-17 µs with the thresholds below.
+faulted back in, page by page (on the images workload's 49 kB JPEG records, half the
+feeder's CPU: benchmarks/RESULTS-images.md).
 
 :func:`configure` sets what glibc's own adjustment converges to (``M_MMAP_THRESHOLD`` 32 MiB,
 ``M_TRIM_THRESHOLD`` 64 MiB) once per process, when its first pipeline starts and in every
-worker process. It leaves the allocator alone where the user configured it
+worker process. The price is memory kept rather than returned: up to 64 MiB freed at the
+top of each malloc arena stays with the process, as it does under glibc's own adjustment once
+the process has freed one large block (common where tensors are batched). It leaves the
+allocator alone where the user configured it
 (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_TOP_PAD_``, or malloc
 tunables in ``GLIBC_TUNABLES``), with ``FEEDLINE_MALLOC_TUNING=0``, and on other C libraries.
 """
