@@ -188,15 +188,15 @@ class AutoProcessesIterator(DatasetIterator):
         # The sharding plan refuses a graph that writes files (ValueError): such a graph
         # stays here (the policy says so), and is never planned.
         writers = _stages_writing_files(self._node.input_dataset)
-        plan = None
+        # Without a plan (the pipeline stays whatever it shows) the policy reads none of these.
+        policy, cheap, exact, source = "output", False, False, None
         if processes is not False and budget >= 2 and not writers:
             plan = plan_sharding(self._node.input_dataset, budget)
+            policy, exact, source = plan.policy, plan.exact_order, plan.path[-1]
+            cheap = source.traits().cheap_to_reread
         placed = place_pipeline(
-            budget, processes, _stages_in_processes(self._node.input_dataset),
-            plan.policy if plan else "output",
-            bool(plan) and plan.path[-1].traits().cheap_to_reread,
-            bool(plan) and plan.exact_order, self._ctx.deterministic(None),
-            lambda: describe_stage(plan.path[-1]), writers)
+            budget, processes, _stages_in_processes(self._node.input_dataset), policy, cheap,
+            exact, self._ctx.deterministic(None), lambda: describe_stage(source), writers)
         if placed.move is None:
             self._stay(budget, None, placed.reason)
             return
