@@ -12,10 +12,12 @@ Two measurements on the chess data (8 TFRecord files of ``tf.train.Example``; th
   GIL, then a sleep), under a placement: ``default`` options, ``threads`` only
   (``AutotuneOptions(processes=False, choose_executor=False)``) or a ``feeder`` process
   (``AutotuneOptions(processes=True)``): examples/s, the share of time the trainer waited,
-  and the CPU the consumer's process spent per batch beyond the trainer's own.
+  and the CPU the consumer's process spent per batch beyond the trainer's own, over the
+  whole run and over its second half (after AUTOTUNE settled: on 2 cores it may try a feeder
+  beside the trainer, a few seconds in), with the placement AUTOTUNE chose.
 
 Run it with ``python -m benchmarks.serial_path`` (``--gil-ms 1 --sleep-ms 2`` for the fast
-trainer; about two minutes on 2 cores).
+trainer; about three minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -96,26 +98,36 @@ def feed_trainer(files: list[str], placement: str, gil_ms: float, sleep_ms: floa
                .repeat().map(transform, num_parallel_calls=fl.AUTOTUNE)
                .prefetch(fl.AUTOTUNE).with_options(_options(placement)))
     it = iter(dataset)
+    halves = []  # (wall, waited, cpu) of each half of the run
     try:
         for _ in range(20):
             next(it)
-        waited = 0.0
-        started, cpu = time.perf_counter(), time.process_time()
-        for _ in range(batches):
-            before = time.perf_counter()
-            next(it)
-            waited += time.perf_counter() - before
-            end = time.perf_counter() + gil_ms / 1e3
-            while time.perf_counter() < end:  # the step's Python work, holding the GIL
-                pass
-            time.sleep(sleep_ms / 1e3)
-        wall = time.perf_counter() - started
-        cpu = time.process_time() - cpu
+        for half in (batches // 2, batches - batches // 2):
+            waited = 0.0
+            started, cpu = time.perf_counter(), time.process_time()
+            for _ in range(half):
+                before = time.perf_counter()
+                next(it)
+                waited += time.perf_counter() - before
+                end = time.perf_counter() + gil_ms / 1e3
+                while time.perf_counter() < end:  # the step's Python work, holding the GIL
+                    pass
+                time.sleep(sleep_ms / 1e3)
+            halves.append((half, time.perf_counter() - started, waited,
+                           time.process_time() - cpu))
+        decision = it.process_decision
     finally:
         it.close()
-    return {"placement": placement, "examples_per_s": batches * BATCH / wall,
-            "waited_share": waited / wall,
-            "consumer_ms_per_batch": (cpu - batches * gil_ms / 1e3) / batches * 1e3}
+
+    def figures(parts: list[tuple[int, float, float, float]]) -> dict[str, float]:
+        n, wall, waited, cpu = (sum(p[i] for p in parts) for i in range(4))
+        return {"examples_per_s": n * BATCH / wall, "waited_share": waited / wall,
+                "consumer_ms_per_batch": (cpu - n * gil_ms / 1e3) / n * 1e3}
+
+    # The second half: after AUTOTUNE settled (a feeder tried beside the loop included).
+    return {"placement": placement, **figures(halves),
+            "second_half": figures(halves[1:]),
+            "chosen": "-" if decision is None else decision.mode}
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -130,19 +142,25 @@ def markdown(results: dict[str, Any]) -> str:
         |---|---|---|
         | s | 1.000 | +1.000 |
         <BLANKLINE>
-        | placement (trainer 1 ms GIL + 2 ms sleep) | examples/s | trainer waited | consumer CPU per batch |
-        |---|---|---|---|
-        | default | 100,000 | 5.0% | 2.00 ms |
+        | placement (trainer 1 ms GIL + 2 ms sleep) | chosen | examples/s | trainer waited | consumer CPU per batch | second half: examples/s | waited | consumer CPU |
+        |---|---|---|---|---|---|---|---|
+        | default | - | 100,000 | 5.0% | 2.00 ms | 100,000 | 5.0% | 2.00 ms |
     """
     lines = ["| stage added | CPU µs per record | added |", "|---|---|---|"]
     lines += [f"| {r['stage']} | {r['us_per_record']:.3f} | {r['added_us']:+.3f} |"
               for r in results["stages"]]
     trainer = results["trainer"]
     header = (f"| placement (trainer {trainer['gil_ms']:g} ms GIL + {trainer['sleep_ms']:g} "
-              "ms sleep) | examples/s | trainer waited | consumer CPU per batch |")
-    lines += ["", header, "|---|---|---|---|"]
-    lines += [f"| {r['placement']} | {r['examples_per_s']:,.0f} | {r['waited_share']:.1%} | "
-              f"{r['consumer_ms_per_batch']:.2f} ms |" for r in trainer["rows"]]
+              "ms sleep) | chosen | examples/s | trainer waited | consumer CPU per batch | "
+              "second half: examples/s | waited | consumer CPU |")
+    lines += ["", header, "|---|---|---|---|---|---|---|---|"]
+    for r in trainer["rows"]:
+        late = r.get("second_half", r)
+        lines.append(
+            f"| {r['placement']} | {r.get('chosen', '-')} | {r['examples_per_s']:,.0f} | "
+            f"{r['waited_share']:.1%} | {r['consumer_ms_per_batch']:.2f} ms | "
+            f"{late['examples_per_s']:,.0f} | {late['waited_share']:.1%} | "
+            f"{late['consumer_ms_per_batch']:.2f} ms |")
     return "\n".join(lines)
 
 
@@ -151,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true", help="the small chess data")
     parser.add_argument("--records", type=int, default=300_000,
                         help="records per stage measurement")
-    parser.add_argument("--batches", type=int, default=600, help="training steps per placement")
+    parser.add_argument("--batches", type=int, default=1500,
+                        help="training steps per placement (figures also for the second half)")
     parser.add_argument("--gil-ms", type=float, default=1.5)
     parser.add_argument("--sleep-ms", type=float, default=6.5)
     parser.add_argument("--placements", nargs="+", choices=PLACEMENTS, default=list(PLACEMENTS))

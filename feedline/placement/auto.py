@@ -14,6 +14,17 @@ workers`` threads; a pipeline that cannot be split may move whole to one feeder 
 otherwise it continues on threads. The decision, with its figures, is logged (logger
 ``feedline.autotune``) and kept as :attr:`AutoProcessesIterator.decision`.
 
+Where the budget holds too few cores beside the pipeline for the trial alone to choose a
+feeder (2 cores), the threads decision is *provisional*: what a feeder gives there depends on
+the training loop, which the trial did not run. A window measures the loop on threads
+(:class:`_LoopWindow`); a loop that waits on the pipeline keeps the threads; otherwise a
+feeder starts at the position of the last element delivered while the threads go on feeding
+the loop (:class:`_FeederJoining`: its start-up costs the loop no wait), drops the elements the
+threads delivered meanwhile (the same ones) and takes over once it has caught up (given up if
+it falls further behind); a second window measures the loop fed by it, and the feeder stays if
+the loop kept its rate, or hands back to threads at its position (the policy's
+``try_feeder_beside`` and ``keep_feeder``).
+
 It only moves when that cannot change the result a user sees: the sharding must keep the
 single-process order (``ShardPlan.exact_order``), unless ``Options(deterministic=False)``
 allows reordering; the pipeline must pickle; and never from inside a worker. Elements the
@@ -30,22 +41,28 @@ Checkpoints are those of the mode chosen (a ``prefetch`` state on threads, a
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import logging
+import threading
 import time
 from typing import Any
 
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
+from feedline.core.errors import WorkerProcessError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.options import Options
 from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset
 from feedline.placement.policy import (
+    LoopRate,
     ProcessDecision,
+    keep_feeder,
     maps_in_processes,
     place_feeder,
     place_pipeline,
     place_shards,
+    try_feeder_beside,
 )
 
 TRIAL_SECONDS = 0.3
@@ -56,6 +73,19 @@ TRIAL_MAX_ELEMENTS = 64
 """Most elements the trial holds back (its outputs are kept until delivered)."""
 TRIAL_MAX_BYTES = 256 << 20
 """Most bytes of elements the trial holds back."""
+WINDOW_SECONDS = 1.0
+"""Least wall time of each window in which the training loop's rate is measured (on threads,
+then from a feeder process) where a feeder is tried beside it."""
+WINDOW_ELEMENTS = 8
+"""Least elements of each such window."""
+FEEDER_SETTLE_ELEMENTS = 2
+"""Elements a tried feeder delivers before its window starts."""
+FEEDER_CATCH_UP_SECONDS = 5.0
+"""Most time a feeder process tried beside the training loop may take to start and catch up
+with the threads that go on feeding the loop meanwhile; one still behind is given up."""
+FEEDER_CATCH_UP_CHECK_SECONDS = 1.0
+"""Time after its first element in which a feeder being tried must have gained on the threads
+(both run meanwhile: one that loses ground costs the loop the longer it runs)."""
 _log = logging.getLogger("feedline.autotune")
 
 
@@ -77,6 +107,12 @@ def _stages_writing_files(dataset: Dataset) -> list[str]:
 
     return [f"cache({getattr(node, 'filename', '')!r})" for node in graph_nodes(dataset)
             if node.traits().writes_files]
+
+
+def _multiprocess() -> Any:
+    from feedline.placement import multiprocess
+
+    return multiprocess
 
 
 def _executor_decisions(ctx: IteratorContext) -> list[Any]:
@@ -143,6 +179,75 @@ class _Failed:
         self.error = error
 
 
+class _LoopWindow:
+    """The training loop's pace over one window: elements it took after the first ``skip``,
+    the wall time from then, and the time it spent waiting in ``next()``."""
+
+    __slots__ = ("_skip", "elements", "ended", "started", "waited")
+
+    def __init__(self, skip: int = 0) -> None:
+        self._skip = skip
+        self.elements = 0
+        self.started = self.ended = 0.0
+        self.waited = 0.0
+
+    def took(self, called: float, returned: float) -> bool:
+        """An element was asked for at ``called`` and returned at ``returned``: whether the
+        window is complete (:data:`WINDOW_SECONDS`, :data:`WINDOW_ELEMENTS`)."""
+        if self._skip > 0:
+            self._skip -= 1
+            self.started = returned
+            return False
+        if self.started == 0.0:  # nothing to skip: the window opens at the first return
+            self.started = returned
+            return False
+        self.elements += 1
+        self.waited += returned - called
+        self.ended = returned
+        return self.elements >= WINDOW_ELEMENTS and returned - self.started >= WINDOW_SECONDS
+
+    def rate(self) -> LoopRate:
+        wall = max(self.ended - self.started, 1e-9)
+        return LoopRate(self.elements / wall, self.waited / wall)
+
+
+class _FeederJoining:
+    """A feeder process starting beside the threads: ``behind`` counts the elements the
+    threads delivered since its position. Its start (which pickles the pipeline and its
+    position, and waits for the process to read them) runs on a thread of its own."""
+
+    def __init__(self, moved: Any, close_timeout: float) -> None:
+        self.moved = moved
+        self.behind = 0
+        self.deadline = time.perf_counter() + FEEDER_CATCH_UP_SECONDS
+        self.made_one = False
+        # When it first made an element, and how far behind it was then.
+        self.first_ready: tuple[float, int] | None = None
+        self._close_timeout = close_timeout
+        self._started: concurrent.futures.Future[None] = concurrent.futures.Future()
+        threading.Thread(target=self._start, name="feedline-feeder-start", daemon=True).start()
+
+    def _start(self) -> None:
+        try:
+            self.moved._start()
+        except BaseException as error:  # noqa: BLE001 - reported by ready()
+            self._started.set_exception(error)
+        else:
+            self._started.set_result(None)
+
+    def ready(self) -> bool:
+        """Whether the feeder's next element is here; raises what made it fail."""
+        if not self._started.done():
+            return False
+        self._started.result()
+        return bool(self.moved.ready())
+
+    def end(self) -> None:
+        """End the feeder: its processes end (which also ends a start still under way)."""
+        concurrent.futures.wait([self._started], timeout=self._close_timeout)
+        self.moved.discard()
+
+
 class AutoProcessesIterator(DatasetIterator):
     """The trial, the decision, then the chosen iterator (see the module doc)."""
 
@@ -159,6 +264,11 @@ class AutoProcessesIterator(DatasetIterator):
         self._ended = False  # restored at the end of a feeder's run
         # The trial's elements, CPU seconds and bytes of elements.
         self._trial_figures: tuple[int, float, int] = (0, 0.0, 0)
+        # Where the decision is provisional: the window measuring the training loop now,
+        # its rate on threads once measured, and the feeder tried while it starts.
+        self._window: _LoopWindow | None = None
+        self._on_threads: LoopRate | None = None
+        self._joining: _FeederJoining | None = None
 
     @property
     def replay_exact(self) -> bool:
@@ -167,6 +277,29 @@ class AutoProcessesIterator(DatasetIterator):
     def __next__(self) -> Any:
         if self.decision is None:
             self._decide()
+        window, joining = self._window, self._joining
+        if window is None and joining is None:
+            return self._next_element()
+        called = time.perf_counter()
+        try:
+            element = self._next_element()
+        except StopIteration:
+            if joining is not None:
+                self._give_up_feeder(joining, "the data ended before it caught up")
+            raise
+        except Exception:
+            if joining is not None:  # an error is an item: the feeder makes it too
+                joining.behind += 1
+                self._catch_up(joining)
+            raise
+        if joining is not None:
+            joining.behind += 1
+            self._catch_up(joining)
+        elif window is not None and window.took(called, time.perf_counter()):
+            self._window_done(window)
+        return element
+
+    def _next_element(self) -> Any:
         if self._held:
             outcome, self._held_state = self._held.popleft()
             if isinstance(outcome, _Failed):
@@ -213,8 +346,110 @@ class AutoProcessesIterator(DatasetIterator):
                                     size / max(elements, 1))
         if decision.mode == "threads":
             self._record(decision)
+            if decision.provisional:
+                # Measured from the first element the trial did not make: those it holds
+                # are delivered at once.
+                self._window = _LoopWindow(skip=len(self._held))
         else:
             self._move_or_stay(decision)
+
+    def _window_done(self, window: _LoopWindow) -> None:
+        """A window measuring the training loop ended: try a feeder, or decide."""
+        decision = self.decision
+        assert decision is not None and decision.provisional
+        self._window = None
+        if self._on_threads is None:
+            self._on_threads = window.rate()
+            final = try_feeder_beside(decision, self._on_threads)
+            if final is not None:
+                self._record(final)
+            else:
+                self._join_feeder()
+            return
+        final = keep_feeder(decision, self._on_threads, window.rate())
+        if final.mode == "threads":
+            # The feeder's position is this pipeline's own: threads continue it exactly.
+            feeder = self._inner
+            assert isinstance(feeder, _multiprocess().MultiprocessIterator)
+            state = feeder.state_dict()
+            feeder.discard()  # its processes end now, not kept for a next epoch
+            self._restore_feeder_on_threads(state)
+        self._record(final)
+
+    def _join_feeder(self) -> None:
+        """Start a feeder process at the position of the last element delivered; the
+        threads go on delivering until it has caught up (:meth:`_catch_up`), so that its
+        start-up (an interpreter, imports, the restore) costs the training loop no wait."""
+        from feedline.execution.positions import initial_position
+
+        multiprocess = _multiprocess()
+        assert not self._held and not self._ended
+        position = initial_position(self._inner.state_dict())
+        moved = multiprocess.MultiprocessIterator(
+            self._ctx, multiprocess.MultiprocessDataset(self._node.input_dataset, 1),
+            self._run_epoch)
+        moved._set_state({"epoch": self._run_epoch, "num_workers": 1, "next_worker": 0,
+                          "ended": [False], "workers": [position]})
+        _log.info("feedline AUTOTUNE: starting a feeder process beside the training loop "
+                  "(on threads: %s)", self._on_threads)
+        self._joining = _FeederJoining(moved, self._ctx.options.threading.close_timeout)
+
+    def _catch_up(self, joining: _FeederJoining) -> None:
+        """Drop what the started feeder made of the elements the threads delivered since
+        it started (the same ones: its position is theirs); once it has caught up, it
+        feeds the loop, and the threads end. A feeder that fails or stays behind
+        (:data:`FEEDER_CATCH_UP_SECONDS`) ends, and the threads go on."""
+        try:
+            while joining.behind > 0 and joining.ready():
+                try:
+                    next(joining.moved)
+                except StopIteration:
+                    raise RuntimeError("it ended before the threads did") from None
+                except WorkerProcessError:
+                    raise
+                except Exception as error:  # noqa: BLE001 - an element's error, as the threads'
+                    _log.debug("feedline AUTOTUNE: a feeder catching up skipped an error the "
+                               "threads delivered already: %r", error)
+                joining.behind -= 1
+                joining.made_one = True
+        except Exception as error:  # noqa: BLE001 - the threads go on: say why
+            self._give_up_feeder(joining, f"it failed: {error}")
+            return
+        if joining.behind == 0:
+            self._joining = None
+            self._replace(joining.moved)
+            self._window = _LoopWindow(skip=FEEDER_SETTLE_ELEMENTS)
+            return
+        now = time.perf_counter()
+        if joining.first_ready is None:
+            if now > joining.deadline:
+                self._give_up_feeder(joining, f"it made no element in "
+                                     f"{FEEDER_CATCH_UP_SECONDS:g} s")
+            elif joining.made_one:
+                joining.first_ready = (now, joining.behind)
+            return
+        since, behind_then = joining.first_ready
+        if now - since >= FEEDER_CATCH_UP_CHECK_SECONDS and joining.behind >= behind_then:
+            self._give_up_feeder(joining, f"it fell further behind the threads ({behind_then} "
+                                 f"-> {joining.behind} elements in {now - since:.1f} s)")
+        elif now > joining.deadline:
+            self._give_up_feeder(joining, f"it was still {joining.behind} elements behind "
+                                 f"the threads after {FEEDER_CATCH_UP_SECONDS:g} s")
+
+    def _give_up_feeder(self, joining: _FeederJoining, why: str) -> None:
+        self._joining = None
+        joining.end()
+        decision = self.decision
+        assert decision is not None
+        self._record(ProcessDecision(
+            "threads", 0, decision.cores_busy, decision.cpu_budget,
+            f"{decision.reason}; a feeder process tried beside the training loop "
+            f"(on threads: {self._on_threads}) was given up: {why}"))
+
+    def _release(self) -> None:
+        joining, self._joining = self._joining, None
+        if joining is not None:
+            joining.end()
 
     def _trial_unless_it_ends(self, budget: int) -> float | None:
         """The cores the trial kept busy, or ``None`` (recorded: staying) if the data ended
@@ -307,6 +542,8 @@ class AutoProcessesIterator(DatasetIterator):
         self._held.clear()
         self._held_state = None
         self._ended = False
+        self._window, self._on_threads = None, None  # the state's mode is kept, not compared
+        self._release()
         budget = self._ctx.options.autotune_parallelism()
         if isinstance(state, dict) and state.get("type") == MultiprocessIterator.OPERATION \
                 and int(state["num_workers"]) == 1 and (

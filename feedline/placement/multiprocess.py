@@ -275,6 +275,38 @@ class MultiprocessIterator(DatasetIterator):
                 continue
             return self._deliver(index, message)
 
+    def ready(self) -> bool:
+        """Whether ``next()`` would return without waiting (the next element, its error or
+        the end is here). Starts the workers if needed; a worker's death or fatal error is
+        raised as ``next()`` would raise it."""
+        self._start()
+        assert self._pool is not None
+        live = [i for i in range(self._num_workers) if not self._ended[i]]
+        indices = ([self._next_worker] if self._ordered else live) if live else []
+        for index in indices:
+            inbox = self._pool.inbox[index]
+            while True:
+                while inbox and not self._accept(index, inbox[0]):
+                    inbox.popleft()
+                if inbox:
+                    return True
+                try:
+                    self._pool.receive([index], 0.0)
+                except TimeoutError:
+                    break
+                except WorkerProcessError as error:
+                    self._after_death(error)
+                    raise
+        return not live
+
+    def discard(self) -> None:
+        """Close, ending the worker processes now rather than keeping them for a next epoch
+        (AUTOTUNE tried them and went on without them)."""
+        pool, self._pool = self._pool, None
+        self.close()
+        if pool is not None:
+            pool.shutdown()
+
     def hold_order(self, hold: bool) -> None:
         self._ordered = self._deterministic or hold  # the workers run in their own order
 

@@ -77,6 +77,18 @@ from a feeder would cost (:data:`RECEIVE_BYTES_PER_SECOND`) for the move to pay.
 RECEIVE_BYTES_PER_SECOND = 4e9
 """What receiving an element from another process costs here, in its bytes per CPU second
 (its arrays are views of shared memory; the figure is deliberately pessimistic)."""
+FEEDER_TRY_MAX_WAITED = 0.5
+"""Where the budget holds too few spare cores for a feeder process to be chosen from the trial
+alone: the most share of its time the training loop may wait in ``next()`` on threads for
+AUTOTUNE to try one beside it. A loop that waits more runs at the pipeline's speed, which a
+feeder on these cores does not raise; one that waits less is slowed, if at all, by the
+pipeline's share of this process's CPU and GIL, which a feeder takes away."""
+FEEDER_KEEP_SHARE = 0.95
+"""Least rate the training loop keeps from the tried feeder process, as a share of its rate
+on threads, for the feeder to stay. On 2 cores, chess: a loop holding the GIL 1.5 ms per
+batch then sleeping 6.5 ms ran at the same rate from either (the feeder freed 2.2 ms of this
+process's CPU per batch); one holding it 1 ms then sleeping 2 ms ran 5-8% slower from the
+feeder; one holding it longer than it sleeps ran faster from the feeder."""
 
 
 # ---------------------------------------------------------------- a map's calls
@@ -304,6 +316,9 @@ class ProcessDecision:
         cores_busy: CPU seconds per wall second during the trial (``None`` without one).
         cpu_budget: Cores the pipeline may use.
         reason: Why, in words.
+        provisional: On threads until AUTOTUNE has compared the training loop's rate on
+            threads with its rate from a feeder process (:func:`try_feeder_beside`,
+            :func:`keep_feeder`); the comparison's outcome replaces this decision.
     """
 
     mode: str
@@ -311,6 +326,7 @@ class ProcessDecision:
     cores_busy: float | None
     cpu_budget: int
     reason: str
+    provisional: bool = False
 
 
 @dataclass(frozen=True)
@@ -413,9 +429,11 @@ def place_feeder(budget: int, busy: float | None, unshardable: str,
                  ) -> ProcessDecision:
     """One feeder process, or threads, for a pipeline that cannot be split
     (``unshardable`` says why): it moves when that frees this process (the training loop's)
-    of enough CPU: the trial kept at least :data:`FEEDER_MIN_BUSY` cores busy, the budget
-    holds :data:`FEEDER_SPARE_CORES` more, and an element costs this process
-    :data:`FEEDER_MIN_GAIN` times what receiving it would. ``busy=None``: forced.
+    of enough CPU: the trial kept at least :data:`FEEDER_MIN_BUSY` cores busy, an element
+    costs this process :data:`FEEDER_MIN_GAIN` times what receiving it would, and the budget
+    holds :data:`FEEDER_SPARE_CORES` more. Where only the spare cores are missing, the
+    threads decision is provisional: a feeder is tried beside the training loop
+    (:func:`try_feeder_beside`, :func:`keep_feeder`). ``busy=None``: forced.
 
     Example:
         >>> place_feeder(8, 1.2, "no stage boundary", 40e-6, 4000).mode
@@ -426,18 +444,78 @@ def place_feeder(budget: int, busy: float | None, unshardable: str,
     if busy is not None:
         receive = bytes_per_element / RECEIVE_BYTES_PER_SECOND
         stay = None
-        if budget - busy < FEEDER_SPARE_CORES:
-            stay = (f"threads keep {busy:.2f} of {budget} cores busy, too few left for a "
-                    "feeder process beside the training loop")
-        elif busy < FEEDER_MIN_BUSY:
+        if busy < FEEDER_MIN_BUSY:
             stay = f"threads keep only {busy:.2f} cores busy here (a feeder process would " \
                    "not pay)"
         elif seconds_per_element < FEEDER_MIN_GAIN * receive:
             stay = (f"an element costs {seconds_per_element * 1e6:.0f} µs here, not much more "
                     f"than receiving its {bytes_per_element:,.0f} bytes would")
+        elif budget - busy < FEEDER_SPARE_CORES:
+            # What a feeder gives here depends on the training loop beside it, which the
+            # trial did not run: AUTOTUNE measures it with the loop (keep_feeder).
+            return ProcessDecision("threads", 0, busy, budget, f"{unshardable}; and threads "
+                                   f"keep {busy:.2f} of {budget} cores busy, too few left "
+                                   "for a feeder process beside the training loop",
+                                   provisional=True)
         if stay is not None:
             return ProcessDecision("threads", 0, busy, budget, f"{unshardable}; and {stay}")
     reason = "forced by AutotuneOptions(processes=True)" if busy is None else \
         f"threads kept {busy:.2f} of {budget} cores busy in this process"
     return ProcessDecision("feeder", 1, busy, budget, f"{unshardable}; the whole pipeline "
                            f"runs in one feeder process, in its order ({reason})")
+
+
+@dataclass(frozen=True)
+class LoopRate:
+    """The training loop's pace over a window: elements taken per second, and the share of
+    the window it spent waiting in ``next()``."""
+
+    elements_per_second: float
+    waited: float
+
+    def __str__(self) -> str:
+        return f"{self.elements_per_second:,.0f} elements/s, waiting {self.waited:.0%}"
+
+
+def try_feeder_beside(provisional: ProcessDecision, on_threads: LoopRate) -> ProcessDecision | None:
+    """After a window on threads: ``None`` to try a feeder process beside the training loop,
+    or the final decision (threads) when the loop waits on the pipeline
+    (:data:`FEEDER_TRY_MAX_WAITED`).
+
+    Example:
+        >>> first = ProcessDecision("threads", 0, 1.2, 2, "…", provisional=True)
+        >>> try_feeder_beside(first, LoopRate(60_000, 0.02)) is None
+        True
+        >>> print(try_feeder_beside(first, LoopRate(150_000, 0.8)).reason)
+        …; the training loop waits on the pipeline on threads (150,000 elements/s, waiting 80%), which a feeder process beside it would not feed faster here
+    """
+    if on_threads.waited <= FEEDER_TRY_MAX_WAITED:
+        return None
+    return ProcessDecision(
+        "threads", 0, provisional.cores_busy, provisional.cpu_budget,
+        f"{provisional.reason}; the training loop waits on the pipeline on threads "
+        f"({on_threads}), which a feeder process beside it would not feed faster here")
+
+
+def keep_feeder(provisional: ProcessDecision, on_threads: LoopRate,
+                from_feeder: LoopRate) -> ProcessDecision:
+    """The decision after the training loop ran a window on threads and one from a feeder
+    process: the feeder stays if the loop keeps :data:`FEEDER_KEEP_SHARE` of its rate (the
+    loop's process then spends its CPU and GIL on the loop alone).
+
+    Example:
+        >>> first = ProcessDecision("threads", 0, 1.2, 2, "…", provisional=True)
+        >>> keep_feeder(first, LoopRate(64_000, 0.01), LoopRate(63_000, 0.03)).mode
+        'feeder'
+        >>> keep_feeder(first, LoopRate(156_000, 0.03), LoopRate(141_000, 0.11)).mode
+        'threads'
+    """
+    figures = f"the training loop ran {on_threads} on threads and {from_feeder} from a " \
+              "feeder process"
+    budget, busy = provisional.cpu_budget, provisional.cores_busy
+    if from_feeder.elements_per_second >= FEEDER_KEEP_SHARE * on_threads.elements_per_second:
+        return ProcessDecision("feeder", 1, busy, budget,
+                               f"{provisional.reason.split('; and ')[0]}; the whole pipeline "
+                               f"runs in one feeder process, in its order ({figures})")
+    return ProcessDecision("threads", 0, busy, budget, f"{provisional.reason} ({figures})")
+

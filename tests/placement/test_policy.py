@@ -9,12 +9,16 @@ import pytest
 from feedline.placement import policy
 from feedline.placement.policy import (
     ExecutorDecision,
+    LoopRate,
     MapCallFigures,
+    ProcessDecision,
+    keep_feeder,
     place_feeder,
     place_map_calls,
     place_pipeline,
     place_shards,
     runs_inline,
+    try_feeder_beside,
 )
 
 # Two calls that could run at once, each 2 ms alone on a CPU the whole time, together keeping
@@ -143,3 +147,45 @@ def test_a_feeder_moves_when_it_frees_this_process():
                                "process, in its order (threads kept 1.20 of 8 cores busy in "
                                "this process)")
     assert place_feeder(2, None, "x").mode == "feeder"  # forced
+
+
+def test_only_missing_spare_cores_make_the_threads_decision_provisional():
+    assert place_feeder(2, 1.0, "why not split", 1e-3, 100).provisional
+    assert not place_feeder(2, 0.3, "why not split", 1e-3, 100).provisional  # idle here
+    assert not place_feeder(2, 1.0, "why not split", 1e-6, 4e6).provisional  # cheap element
+    assert not place_feeder(8, 1.2, "why not split", 40e-6, 4000).provisional  # moves
+
+
+PROVISIONAL = ProcessDecision("threads", 0, 1.2, 2, "why not split; and too few", True)
+
+
+@pytest.mark.parametrize(("waited", "tries"), [
+    (0.0, True), (policy.FEEDER_TRY_MAX_WAITED, True), (policy.FEEDER_TRY_MAX_WAITED + 0.01,
+                                                        False)])
+def test_a_feeder_is_tried_only_beside_a_loop_that_does_not_wait_on_the_pipeline(waited, tries):
+    final = try_feeder_beside(PROVISIONAL, LoopRate(1000.0, waited))
+    if tries:
+        assert final is None
+    else:
+        assert (final.mode, final.provisional, final.cores_busy) == ("threads", False, 1.2)
+        assert final.reason == (
+            f"why not split; and too few; the training loop waits on the pipeline on threads "
+            f"(1,000 elements/s, waiting {waited:.0%}), which a feeder process beside it "
+            "would not feed faster here")
+
+
+@pytest.mark.parametrize(("from_feeder", "mode"), [
+    (1000.0 * policy.FEEDER_KEEP_SHARE, "feeder"), (1000.0 * policy.FEEDER_KEEP_SHARE - 1,
+                                                     "threads"), (1500.0, "feeder")])
+def test_the_feeder_stays_if_the_loop_keeps_its_rate(from_feeder, mode):
+    final = keep_feeder(PROVISIONAL, LoopRate(1000.0, 0.02), LoopRate(from_feeder, 0.04))
+    figures = (f"the training loop ran 1,000 elements/s, waiting 2% on threads and "
+               f"{from_feeder:,.0f} elements/s, waiting 4% from a feeder process")
+    assert (final.mode, final.provisional) == (mode, False)
+    if mode == "feeder":
+        assert (final.workers, final.reason) == (1, (
+            f"why not split; the whole pipeline runs in one feeder process, in its order "
+            f"({figures})"))
+    else:
+        assert final.reason == f"why not split; and too few ({figures})"
+

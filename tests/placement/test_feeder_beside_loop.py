@@ -1,0 +1,211 @@
+"""Where spare cores are few, AUTOTUNE tries a feeder process beside the training loop.
+
+The trial alone cannot say whether a feeder pays on 2 cores: that depends on the training
+loop. AUTOTUNE measures the loop on threads; if it does not wait on the pipeline, it starts a
+feeder at the position of the last element delivered while the threads go on feeding, switches
+once the feeder has caught up, measures the loop again, and keeps the faster (handing back to
+the threads at the feeder's position otherwise). Output, errors and checkpoints are exactly
+those of the threads-only run at every step.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+import feedline as fl
+from feedline.placement import auto, policy
+from feedline.placement.auto import AutoProcessesIterator, _FeederJoining
+from feedline.placement.multiprocess import MultiprocessIterator
+from feedline.testing import InjectedError, fail_at
+from tests.placement.process_helpers import wait_gone
+
+pytestmark = pytest.mark.timeout(120)
+
+TWO = fl.Options(autotune=fl.AutotuneOptions(cpu_budget=2))
+NEVER = fl.Options(autotune=fl.AutotuneOptions(cpu_budget=2, processes=False))
+LOOP_SECONDS = 0.01  # the simulated training step: the loop hardly waits on this pipeline
+
+
+@pytest.fixture
+def short_windows(monkeypatch):
+    """Windows of a few elements; a trial that reports 1.0 of 2 cores busy (too few spare
+    cores for the trial alone to choose a feeder: the decision is provisional)."""
+    monkeypatch.setattr(auto, "WINDOW_SECONDS", 0.05)
+    monkeypatch.setattr(auto, "WINDOW_ELEMENTS", 3)
+    original = AutoProcessesIterator._trial
+
+    def trial(self):
+        original(self)
+        return 1.0, False
+    monkeypatch.setattr(AutoProcessesIterator, "_trial", trial)
+
+
+@pytest.fixture
+def files(tmp_path) -> list[str]:
+    paths = []
+    for f in range(2):
+        path = str(tmp_path / f"{f}.tfrecord")
+        fl.write_tfrecord(fl.Dataset.from_tensor_slices(
+            np.array([b"%d-%d" % (f, i) for i in range(600)], dtype=object)), path)
+        paths.append(path)
+    return paths
+
+
+def _slow_batch(batch: np.ndarray) -> np.ndarray:
+    time.sleep(0.002)  # a pipeline the loop waits on
+    return batch
+
+
+def _pipeline(paths: list[str], options: fl.Options = TWO, fail: tuple[int, ...] = (),
+              slow: bool = False) -> fl.Dataset:
+    # Sharding by file would change this order: only a whole-pipeline feeder keeps it.
+    ds = fl.Dataset.from_tensor_slices(paths).interleave(
+        fl.TFRecordDataset, cycle_length=2, num_parallel_calls=2).shuffle(16, seed=5)
+    if fail:
+        ds = fail_at(ds, fail)
+    ds = ds.batch(4)
+    if slow:
+        ds = ds.map(_slow_batch)
+    return ds.prefetch(fl.AUTOTUNE).with_options(options)
+
+
+def _outcomes(it, loop_seconds: float = LOOP_SECONDS, states_at: tuple[int, ...] = ()
+              ) -> tuple[list, dict[int, dict]]:
+    """Every outcome (a batch's records, or the error's type name), pausing like a training
+    step after each; the pipeline's state after the outcomes ``states_at``."""
+    outcomes, states = [], {}
+    while True:
+        try:
+            outcomes.append(next(it).tolist())
+        except StopIteration:
+            return outcomes, states
+        except InjectedError:
+            outcomes.append("InjectedError")
+        if len(outcomes) in states_at:
+            states[len(outcomes)] = it.state_dict()
+        time.sleep(loop_seconds)
+
+
+def _reference(paths: list[str], fail: tuple[int, ...] = ()) -> list:
+    with iter(_pipeline(paths, NEVER, fail)) as it:
+        return _outcomes(it, 0.0)[0]
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def _root(it) -> AutoProcessesIterator:
+    root = it._root
+    assert isinstance(root, AutoProcessesIterator)
+    return root
+
+
+def test_a_loop_that_hardly_waits_gets_a_feeder_in_the_same_order(files, short_windows,
+                                                                    monkeypatch):
+    monkeypatch.setattr(policy, "FEEDER_KEEP_SHARE", 0.0)  # the feeder is kept
+    reference = _reference(files)
+    before = _children()
+    with iter(_pipeline(files)) as it:
+        outcomes, _ = _outcomes(it)
+        decision = it.process_decision
+        assert isinstance(_root(it)._inner, MultiprocessIterator)
+        started = _children() - before
+    assert outcomes == reference
+    assert (decision.mode, decision.workers, decision.provisional) == ("feeder", 1, False)
+    assert "one feeder process, in its order (the training loop ran" in decision.reason
+    assert "on threads and" in decision.reason and "from a feeder process" in decision.reason
+    assert started and wait_gone(started, 10.0) == []
+
+
+def test_a_loop_that_waits_on_the_pipeline_keeps_the_threads(files, short_windows):
+    reference = _reference(files)
+    before = _children()
+    with iter(_pipeline(files, slow=True)) as it:
+        outcomes, _ = _outcomes(it, 0.0)
+        decision = it.process_decision
+        started = _children() - before
+    assert outcomes == reference
+    assert decision.mode == "threads" and not decision.provisional
+    assert "the training loop waits on the pipeline on threads" in decision.reason
+    assert started == set()  # no feeder was tried
+
+
+def test_a_slower_feeder_hands_back_to_the_threads_at_its_position(files, short_windows,
+                                                                   monkeypatch):
+    monkeypatch.setattr(policy, "FEEDER_KEEP_SHARE", float("inf"))  # never kept
+    discarded: list[int | None] = []
+    original = MultiprocessIterator.discard
+
+    def discard(self):
+        discarded.extend(self.worker_pids)
+        original(self)
+    monkeypatch.setattr(MultiprocessIterator, "discard", discard)
+    reference = _reference(files)
+    with iter(_pipeline(files)) as it:
+        outcomes, _ = _outcomes(it)
+        decision = it.process_decision
+        assert not isinstance(_root(it)._inner, MultiprocessIterator)
+        # Ended when handed back, not when the pipeline closes.
+        assert len(discarded) == 1 and wait_gone(discarded, 10.0) == []
+    assert outcomes == reference
+    assert decision.mode == "threads" and "from a feeder process)" in decision.reason
+
+
+def test_a_feeder_that_never_catches_up_is_given_up(files, short_windows, monkeypatch):
+    monkeypatch.setattr(auto, "FEEDER_CATCH_UP_SECONDS", 0.2)
+    monkeypatch.setattr(_FeederJoining, "ready", lambda self: False)
+    reference = _reference(files)
+    before = _children()
+    with iter(_pipeline(files)) as it:
+        outcomes, _ = _outcomes(it)
+        decision = it.process_decision
+        started = _children() - before
+    assert outcomes == reference
+    assert decision.mode == "threads"
+    assert decision.reason.endswith("was given up: it made no element in 0.2 s")
+    assert wait_gone(started, 10.0) == []
+
+
+def test_errors_arrive_in_place_once_through_every_phase(files, short_windows, monkeypatch):
+    monkeypatch.setattr(policy, "FEEDER_KEEP_SHARE", 0.0)
+    fail = tuple(range(5, 1200, 97))  # before, during and after the feeder joins
+    reference = _reference(files, fail)
+    assert reference.count("InjectedError") == len(fail)
+    with iter(_pipeline(files, fail=fail)) as it:
+        outcomes, _ = _outcomes(it)
+        assert it.process_decision.mode == "feeder"
+    assert outcomes == reference
+
+
+@pytest.mark.parametrize("keep", [0.0, float("inf")], ids=["kept", "handed-back"])
+def test_a_state_from_any_phase_restores_exactly_anywhere(files, short_windows, monkeypatch,
+                                                          keep):
+    monkeypatch.setattr(policy, "FEEDER_KEEP_SHARE", keep)
+    reference = _reference(files)
+    points = (2, 10, 40, 80, 120, 200, 280)
+    with iter(_pipeline(files)) as it:
+        outcomes, states = _outcomes(it, states_at=points)
+    assert outcomes == reference
+    for taken, state in states.items():
+        for options in (NEVER, TWO):  # threads only, or AUTOTUNE again
+            with iter(_pipeline(files, options)) as again:
+                again.load_state_dict(state)
+                assert _outcomes(again, 0.0)[0] == reference[taken:], (taken, options)
+
+
+def test_closing_while_the_feeder_starts_ends_it(files, short_windows):
+    before = _children()
+    it = iter(_pipeline(files))
+    while _root(it)._joining is None:
+        next(it)
+        time.sleep(LOOP_SECONDS)
+    joining = _root(it)._joining
+    it.close()
+    assert _root(it)._joining is None
+    assert joining.moved._pool is None  # discarded, not kept for a next epoch
+    assert wait_gone(_children() - before, 10.0) == []
