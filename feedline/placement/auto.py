@@ -16,7 +16,8 @@ otherwise it continues on threads. The decision, with its figures, is logged (lo
 
 Where the budget holds too few cores beside the pipeline for the trial alone to choose a
 feeder (2 cores), the threads decision is *provisional*: what a feeder gives there depends on
-the training loop, which the trial did not run. A window measures the loop on threads
+the training loop, which the trial did not run. After :data:`FEEDER_TRY_AFTER_SECONDS`, a
+window measures the loop on threads
 (:class:`_LoopWindow`); a loop that waits on the pipeline keeps the threads; otherwise a
 feeder starts at the position of the last element delivered while the threads go on feeding
 the loop (:class:`_FeederJoining`: its start-up costs the loop no wait), drops the elements the
@@ -73,12 +74,16 @@ TRIAL_MAX_ELEMENTS = 64
 """Most elements the trial holds back (its outputs are kept until delivered)."""
 TRIAL_MAX_BYTES = 256 << 20
 """Most bytes of elements the trial holds back."""
-WINDOW_SECONDS = 1.0
+FEEDER_TRY_AFTER_SECONDS = 10.0
+"""Run time on threads before a provisional decision measures the training loop: trying a
+feeder costs the loop about a second of its pace (the feeder's start-up and catch-up beside
+the threads, or the hand-back), paid only by runs long enough to gain from it."""
+WINDOW_SECONDS = 2.0
 """Least wall time of each window in which the training loop's rate is measured (on threads,
 then from a feeder process) where a feeder is tried beside it."""
 WINDOW_ELEMENTS = 8
 """Least elements of each such window."""
-FEEDER_SETTLE_ELEMENTS = 2
+FEEDER_SETTLE_ELEMENTS = 8
 """Elements a tried feeder delivers before its window starts."""
 FEEDER_CATCH_UP_SECONDS = 5.0
 """Most time a feeder process tried beside the training loop may take to start and catch up
@@ -183,10 +188,11 @@ class _LoopWindow:
     """The training loop's pace over one window: elements it took after the first ``skip``,
     the wall time from then, and the time it spent waiting in ``next()``."""
 
-    __slots__ = ("_skip", "elements", "ended", "started", "waited")
+    __slots__ = ("_opens", "_skip", "elements", "ended", "started", "waited")
 
-    def __init__(self, skip: int = 0) -> None:
+    def __init__(self, skip: int = 0, opens: float = 0.0) -> None:
         self._skip = skip
+        self._opens = opens  # no element returned before this time counts
         self.elements = 0
         self.started = self.ended = 0.0
         self.waited = 0.0
@@ -197,6 +203,9 @@ class _LoopWindow:
         if self._skip > 0:
             self._skip -= 1
             self.started = returned
+            return False
+        if returned < self._opens:
+            self.started = 0.0
             return False
         if self.started == 0.0:  # nothing to skip: the window opens at the first return
             self.started = returned
@@ -225,6 +234,8 @@ class _FeederJoining:
         self.first_ready: tuple[float, int] | None = None
         self._close_timeout = close_timeout
         self._started: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._lock = threading.Lock()
+        self._ending = False
         threading.Thread(target=self._start, name="feedline-feeder-start", daemon=True).start()
 
     def _start(self) -> None:
@@ -234,6 +245,9 @@ class _FeederJoining:
             self._started.set_exception(error)
         else:
             self._started.set_result(None)
+        with self._lock:
+            if self._ending:  # ended while it started: what the start made ends too
+                self.moved.discard()
 
     def ready(self) -> bool:
         """Whether the feeder's next element is here; raises what made it fail."""
@@ -243,9 +257,13 @@ class _FeederJoining:
         return bool(self.moved.ready())
 
     def end(self) -> None:
-        """End the feeder: its processes end (which also ends a start still under way)."""
+        """End the feeder: its processes end now (which also ends a start still under way:
+        what that start makes afterwards is ended when it returns)."""
+        with self._lock:
+            self._ending = True
         concurrent.futures.wait([self._started], timeout=self._close_timeout)
-        self.moved.discard()
+        with self._lock:
+            self.moved.discard()
 
 
 class AutoProcessesIterator(DatasetIterator):
@@ -269,6 +287,7 @@ class AutoProcessesIterator(DatasetIterator):
         self._window: _LoopWindow | None = None
         self._on_threads: LoopRate | None = None
         self._joining: _FeederJoining | None = None
+        self._provisional: ProcessDecision | None = None  # the trial's, while it is tried
 
     @property
     def replay_exact(self) -> bool:
@@ -343,20 +362,22 @@ class AutoProcessesIterator(DatasetIterator):
         else:
             elements, cpu, size = self._trial_figures
             decision = place_feeder(budget, busy, placed.reason, cpu / max(elements, 1),
-                                    size / max(elements, 1))
+                                    size / max(elements, 1), self._inner.replay_exact)
         if decision.mode == "threads":
             self._record(decision)
             if decision.provisional:
+                self._provisional = decision
                 # Measured from the first element the trial did not make: those it holds
                 # are delivered at once.
-                self._window = _LoopWindow(skip=len(self._held))
+                self._window = _LoopWindow(
+                    skip=len(self._held), opens=time.perf_counter() + FEEDER_TRY_AFTER_SECONDS)
         else:
             self._move_or_stay(decision)
 
     def _window_done(self, window: _LoopWindow) -> None:
         """A window measuring the training loop ended: try a feeder, or decide."""
-        decision = self.decision
-        assert decision is not None and decision.provisional
+        decision = self._provisional
+        assert decision is not None
         self._window = None
         if self._on_threads is None:
             self._on_threads = window.rate()
@@ -371,9 +392,7 @@ class AutoProcessesIterator(DatasetIterator):
             # The feeder's position is this pipeline's own: threads continue it exactly.
             feeder = self._inner
             assert isinstance(feeder, _multiprocess().MultiprocessIterator)
-            state = feeder.state_dict()
-            feeder.discard()  # its processes end now, not kept for a next epoch
-            self._restore_feeder_on_threads(state)
+            self._restore_feeder_on_threads(feeder.state_dict())  # it is discarded there
         self._record(final)
 
     def _join_feeder(self) -> None:
@@ -419,6 +438,12 @@ class AutoProcessesIterator(DatasetIterator):
             self._joining = None
             self._replace(joining.moved)
             self._window = _LoopWindow(skip=FEEDER_SETTLE_ELEMENTS)
+            provisional = self._provisional
+            assert provisional is not None
+            self._record(ProcessDecision(
+                "feeder", 1, provisional.cores_busy, provisional.cpu_budget,
+                f"{provisional.reason}; a feeder process feeds the training loop while its "
+                f"rate is measured (on threads: {self._on_threads})", provisional=True))
             return
         now = time.perf_counter()
         if joining.first_ready is None:
@@ -439,7 +464,7 @@ class AutoProcessesIterator(DatasetIterator):
     def _give_up_feeder(self, joining: _FeederJoining, why: str) -> None:
         self._joining = None
         joining.end()
-        decision = self.decision
+        decision = self._provisional
         assert decision is not None
         self._record(ProcessDecision(
             "threads", 0, decision.cores_busy, decision.cpu_budget,
@@ -523,7 +548,10 @@ class AutoProcessesIterator(DatasetIterator):
 
     def _replace(self, inner: DatasetIterator) -> None:
         old, self._inner, self._inputs = self._inner, inner, [inner]
-        old.close()
+        if isinstance(old, _multiprocess().MultiprocessIterator):
+            old.discard()  # no later run uses its processes (a new stage is made each time)
+        else:
+            old.close()
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> State:

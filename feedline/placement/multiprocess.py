@@ -80,7 +80,7 @@ from feedline.core.unary import UnaryDataset
 from feedline.core.validation import validate_int
 from feedline.distribute.autoshard import ShardPlan, plan_sharding
 from feedline.execution.positions import PositionTracker
-from feedline.placement.worker_loop import WorkerPool, in_worker_process
+from feedline.placement.worker_loop import WorkerPool, in_worker_process, per_epoch_nodes
 
 MAX_RESTARTS = 3
 """Times in a row one worker is restarted after dying without producing an element in
@@ -160,6 +160,8 @@ class MultiprocessIterator(DatasetIterator):
         # With statistics on: the latest (statistics, collector start) each worker sent.
         self._worker_statistics: dict[int, tuple[Any, int]] = {}
         self._positions: list[State] = []  # restored, not yet sent to the workers
+        # The epoch counters of the nodes the workers report epochs of, in their order.
+        self._epoch_counters = [n._epochs for n in per_epoch_nodes(node._inputs[0])]
         self._running = False
         self._reset_merge(self._num_workers)
 
@@ -408,6 +410,15 @@ class MultiprocessIterator(DatasetIterator):
             return False
         if kind == "reached":
             self._reached[index] = (message[2], message[3])
+            return False
+        if kind == "epochs":
+            # The worker's repeat started these epochs: the next iter(ds) here goes on
+            # after them, as the run would have in this process.
+            counters = self._epoch_counters
+            if len(counters) == len(message[2]):  # else a graph this stage did not send
+                for counter, next_epoch in zip(counters, message[2], strict=True):
+                    if next_epoch > 0:
+                        counter.advance_past(next_epoch - 1)
             return False
         if kind == "fatal":
             # The worker cannot run its shard at all (it cannot build or restore its

@@ -83,6 +83,12 @@ alone: the most share of its time the training loop may wait in ``next()`` on th
 AUTOTUNE to try one beside it. A loop that waits more runs at the pipeline's speed, which a
 feeder on these cores does not raise; one that waits less is slowed, if at all, by the
 pipeline's share of this process's CPU and GIL, which a feeder takes away."""
+FEEDER_TRY_SPARE_CORES = 0.4
+"""Least cores the budget must hold beyond those the pipeline keeps busy on threads for a
+feeder to be tried beside the training loop at all: a pipeline that keeps the cores busy on
+threads runs its work in parallel already (not held back by the GIL), and leaves no core for
+a feeder to start and catch up on (measured on 2 cores: the images pipeline, 1.9 cores busy,
+fed the loop 5-10% slower with a feeder tried; chess, 1.2-1.5 busy, as fast)."""
 FEEDER_KEEP_SHARE = 0.95
 """Least rate the training loop keeps from the tried feeder process, as a share of its rate
 on threads, for the feeder to stay. On 2 cores, chess: a loop holding the GIL 1.5 ms per
@@ -426,14 +432,16 @@ def place_shards(budget: int, busy: float | None) -> ProcessDecision:
 
 def place_feeder(budget: int, busy: float | None, unshardable: str,
                  seconds_per_element: float = 0.0, bytes_per_element: float = 0.0,
-                 ) -> ProcessDecision:
+                 replay_exact: bool = True) -> ProcessDecision:
     """One feeder process, or threads, for a pipeline that cannot be split
     (``unshardable`` says why): it moves when that frees this process (the training loop's)
     of enough CPU: the trial kept at least :data:`FEEDER_MIN_BUSY` cores busy, an element
     costs this process :data:`FEEDER_MIN_GAIN` times what receiving it would, and the budget
-    holds :data:`FEEDER_SPARE_CORES` more. Where only the spare cores are missing, the
-    threads decision is provisional: a feeder is tried beside the training loop
-    (:func:`try_feeder_beside`, :func:`keep_feeder`). ``busy=None``: forced.
+    holds :data:`FEEDER_SPARE_CORES` more. Where only the spare cores are missing, and
+    :data:`FEEDER_TRY_SPARE_CORES` are left, the threads decision is provisional: a feeder
+    is tried beside the training loop (:func:`try_feeder_beside`, :func:`keep_feeder`),
+    taking over at a position, which needs an order that re-reads the same
+    (``replay_exact``: not under ``deterministic=False``). ``busy=None``: forced.
 
     Example:
         >>> place_feeder(8, 1.2, "no stage boundary", 40e-6, 4000).mode
@@ -452,11 +460,13 @@ def place_feeder(budget: int, busy: float | None, unshardable: str,
                     f"than receiving its {bytes_per_element:,.0f} bytes would")
         elif budget - busy < FEEDER_SPARE_CORES:
             # What a feeder gives here depends on the training loop beside it, which the
-            # trial did not run: AUTOTUNE measures it with the loop (keep_feeder).
+            # trial did not run: AUTOTUNE measures it with the loop (keep_feeder), where a
+            # core is left for the feeder to start on.
             return ProcessDecision("threads", 0, busy, budget, f"{unshardable}; and threads "
                                    f"keep {busy:.2f} of {budget} cores busy, too few left "
                                    "for a feeder process beside the training loop",
-                                   provisional=True)
+                                   provisional=(budget - busy >= FEEDER_TRY_SPARE_CORES
+                                                and replay_exact))
         if stay is not None:
             return ProcessDecision("threads", 0, busy, budget, f"{unshardable}; and {stay}")
     reason = "forced by AutotuneOptions(processes=True)" if busy is None else \

@@ -18,6 +18,11 @@ messages of a run the consumer has moved past are dropped)::
     ("statistics", token, statistics, started_ns)  with statistics on: what the worker's
                                      pipeline measured (every STATISTICS_SECONDS and at the
                                      end), without its timeline
+    ("epochs", None, [next epoch, ...])  the next epoch of each per-epoch node of the graph
+                                     (reshuffling), in graph order, when one moved on: a
+                                     ``repeat`` inside the pipeline starts epochs in the
+                                     worker, and the next ``iter(ds)`` here continues after
+                                     them, as one process running it all would
 
 and consumer to worker: ``("start", token, position, credits, epoch, watch)``, ``("credit",
 n, released_buffers)`` (the shared buffers whose arrays the consumer has freed),
@@ -218,6 +223,10 @@ class _WorkerLoop:
             warnings.simplefilter("ignore", RuntimeWarning)
             self._graph = shard_pipeline(graph, num_workers, index)
         self._types = declared_types(graph)
+        # The per-epoch nodes, as the consumer lists its own (epoch_counters): the epochs
+        # they start here are counted in this worker's context.
+        self._epoch_nodes = per_epoch_nodes(self._graph)
+        self._epochs_sent: tuple[int, ...] = ()
         # One context for the worker's life: per-epoch behaviour (reshuffling) counts the
         # epochs this worker runs, as one process running the whole pipeline would.
         self._ctx = IteratorContext(options=options)
@@ -373,6 +382,7 @@ class _WorkerLoop:
                 snapshot = self._stop_watching()
         except StopIteration:
             self._send_statistics(force=True)
+            self._send_epochs()
             self._channel.send(("end", token))
             self._stop()
             return
@@ -395,6 +405,14 @@ class _WorkerLoop:
             self._channel.send(("item", token, item, True,
                                 PackedError(wrapped, traceback.format_exc()), snapshot))
         self._send_statistics()
+        self._send_epochs()
+
+    def _send_epochs(self) -> None:
+        iterations = self._ctx.iterations
+        epochs = tuple(iterations.get(node, 0) for node in self._epoch_nodes)
+        if epochs != self._epochs_sent:
+            self._epochs_sent = epochs
+            self._channel.send(("epochs", None, list(epochs)))
 
     def _send_statistics(self, force: bool = False) -> None:
         collector = self._ctx.statistics
@@ -408,6 +426,23 @@ class _WorkerLoop:
             # the copy the consumer keeps, grow for as long as the run lasted).
             statistics = dataclasses.replace(collector.statistics(), timeline=())
             self._channel.send(("statistics", self._token, statistics, collector.started_ns))
+
+
+def per_epoch_nodes(graph: Any) -> list[Any]:
+    """``graph``'s nodes that count epochs (reshuffling), in graph order: the same order in
+    the consumer's graph and in a worker's copy of it (unpickled, sharded).
+
+    Example:
+        >>> import feedline as fl
+        >>> ds = fl.Dataset.range(4).shuffle(4).repeat(2).shuffle(2)
+        >>> [type(node).__name__ for node in per_epoch_nodes(ds)]
+        ['ShuffleDataset', 'ShuffleDataset']
+    """
+    from feedline.core.graph import graph_nodes
+    from feedline.core.seed_epochs import EpochCounter
+
+    return [node for node in graph_nodes(graph)
+            if isinstance(getattr(node, "_epochs", None), EpochCounter)]
 
 
 class WorkerPool:
@@ -524,6 +559,14 @@ class WorkerPool:
         except OSError:
             pass  # it died: the next receive reports how
 
+    def _take_message(self, index: int, channel: Channel) -> int:
+        """Receive worker ``index``'s message waiting on ``channel`` into its inbox."""
+        try:
+            self.inbox[index].append(channel.recv())
+        except (EOFError, OSError):
+            raise self._death(index) from None
+        return index
+
     def credit(self, index: int) -> None:
         """Let worker ``index`` produce one more element, and reuse the shared buffers of
         the elements the consumer has freed."""
@@ -554,6 +597,11 @@ class WorkerPool:
                 raise WorkerProcessError(f"{self.name}: worker {index} was not started",
                                          worker=index)
             channels[channel] = index
+        for channel, index in channels.items():
+            # A message waiting already (a feeder ahead of its consumer) is taken without
+            # building a selector over every channel and exit watch (half the cost).
+            if channel.poll():
+                return self._take_message(index, channel)
         sentinels = {fd: i for i in indices if (fd := self._exits[i]) is not None}
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -565,14 +613,7 @@ class WorkerPool:
                     f"{timeout} s (Options().threading.element_timeout)")
             for handle in ready:  # data first: a worker may have sent before it died
                 if handle in channels:
-                    index = channels[handle]
-                    channel = self._channels[index]
-                    assert channel is not None
-                    try:
-                        self.inbox[index].append(channel.recv())
-                    except (EOFError, OSError):
-                        raise self._death(index) from None
-                    return index
+                    return self._take_message(channels[handle], handle)
             for handle in ready:
                 if handle in sentinels:
                     raise self._death(sentinels[handle])

@@ -123,9 +123,11 @@ def test_state_is_file_and_row():
 
 @pytest.mark.timeout(120)
 def test_worker_processes():
-    ds = fl.HuggingFaceDataset(str(GOLDEN / "dict"), split="train", columns=["id"])
-    batches = ds.global_shuffle(seed=3).map(lambda r: r["id"]).batch(2)
-    assert [b.tolist() for b in batches.multiprocess(2)] == [b.tolist() for b in batches]
+    def make() -> fl.Dataset:  # a first iteration (epoch 0) of its own objects each time
+        ds = fl.HuggingFaceDataset(str(GOLDEN / "dict"), split="train", columns=["id"])
+        return ds.global_shuffle(seed=3).map(lambda r: r["id"]).batch(2)
+
+    assert [b.tolist() for b in make().multiprocess(2)] == [b.tolist() for b in make()]
 
 
 def test_cache_folder_by_split(tmp_path):

@@ -10,6 +10,7 @@ those of the threads-only run at every step.
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 
 import numpy as np
@@ -34,6 +35,7 @@ LOOP_SECONDS = 0.01  # the simulated training step: the loop hardly waits on thi
 def short_windows(monkeypatch):
     """Windows of a few elements; a trial that reports 1.0 of 2 cores busy (too few spare
     cores for the trial alone to choose a feeder: the decision is provisional)."""
+    monkeypatch.setattr(auto, "FEEDER_TRY_AFTER_SECONDS", 0.0)
     monkeypatch.setattr(auto, "WINDOW_SECONDS", 0.05)
     monkeypatch.setattr(auto, "WINDOW_ELEMENTS", 3)
     original = AutoProcessesIterator._trial
@@ -208,4 +210,42 @@ def test_closing_while_the_feeder_starts_ends_it(files, short_windows):
     it.close()
     assert _root(it)._joining is None
     assert joining.moved._pool is None  # discarded, not kept for a next epoch
+    assert wait_gone(_children() - before, 10.0) == []
+
+
+def test_a_window_counts_from_its_opening_after_the_elements_it_skips(monkeypatch):
+    from feedline.placement.auto import _LoopWindow
+
+    monkeypatch.setattr(auto, "WINDOW_SECONDS", 1.0)
+    monkeypatch.setattr(auto, "WINDOW_ELEMENTS", 2)
+    window = _LoopWindow(skip=1, opens=10.0)
+    assert not window.took(0.0, 0.5)    # skipped
+    assert not window.took(5.0, 5.5)    # before it opens: the start moves
+    assert not window.took(9.0, 10.0)   # opens here
+    assert not window.took(10.5, 10.6)  # one element, 0.1 s waited
+    assert window.took(10.7, 11.0)      # two elements over 1.0 s: complete
+    rate = window.rate()
+    assert (rate.elements_per_second, round(rate.waited, 6)) == (2.0, 0.4)
+
+
+def test_closing_before_a_slow_feeder_start_returns_ends_what_it_started(files, short_windows,
+                                                                         monkeypatch):
+    original = MultiprocessIterator._start
+
+    def slow_start(self):
+        time.sleep(0.5)  # the close below returns before this start does
+        original(self)
+    monkeypatch.setattr(MultiprocessIterator, "_start", slow_start)
+    options = fl.Options(autotune=fl.AutotuneOptions(cpu_budget=2),
+                         threading=fl.ThreadingOptions(close_timeout=0.05))
+    before = _children()
+    it = iter(_pipeline(files, options))
+    while _root(it)._joining is None:
+        next(it)
+        time.sleep(LOOP_SECONDS)
+    joining = _root(it)._joining
+    it.close()
+    assert not joining._started.done()  # still starting when close() returned
+    concurrent.futures.wait([joining._started], timeout=30)
+    assert joining.moved._pool is None
     assert wait_gone(_children() - before, 10.0) == []

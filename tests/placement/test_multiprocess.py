@@ -59,12 +59,24 @@ def test_global_shuffle_gives_the_single_process_output_for_any_worker_count(tmp
     # Workers read their positions of the shuffled TFRecord files by index: no file is read
     # twice, and the merged batches are exactly those of one process.
     paths = _files(tmp_path, 3, 17)
-    ds = fl.TFRecordDataset(paths).global_shuffle(seed=4).map(lambda r: r + b"!").batch(5)
-    parallel = ds.multiprocess(workers)
+
+    def make() -> fl.Dataset:  # each a first iteration (epoch 0) of its own objects
+        return fl.TFRecordDataset(paths).global_shuffle(seed=4).map(lambda r: r + b"!") \
+            .batch(5)
+
+    parallel = make().multiprocess(workers)
     assert (parallel.sharding(workers).policy, parallel.sharding(workers).exact_order) == \
         ("index", True)
-    assert _values(parallel) == _values(ds)
-    assert _values(parallel.repeat(2)) == _values(ds.repeat(2))  # reshuffled epochs too
+    assert _values(parallel) == _values(make())
+    # Reshuffled epochs too.
+    assert _values(make().multiprocess(workers).repeat(2)) == _values(make().repeat(2))
+    # The epochs the workers ran count here: iterated again, the pipeline continues with
+    # the next epochs, as one process iterating it twice would.
+    ds = make()
+    once, twice = _values(ds.multiprocess(workers)), _values(ds)
+    single = make()
+    assert (once, twice) == (_values(single), _values(single))
+    assert once != twice
 
 
 def test_one_to_one_pipeline_keeps_its_order_and_structure():

@@ -152,6 +152,7 @@ def test_a_feeder_moves_when_it_frees_this_process():
 def test_only_missing_spare_cores_make_the_threads_decision_provisional():
     assert place_feeder(2, 1.0, "why not split", 1e-3, 100).provisional
     assert not place_feeder(2, 0.3, "why not split", 1e-3, 100).provisional  # idle here
+    assert not place_feeder(2, 1.9, "why not split", 1e-3, 100).provisional  # no core left
     assert not place_feeder(2, 1.0, "why not split", 1e-6, 4e6).provisional  # cheap element
     assert not place_feeder(8, 1.2, "why not split", 40e-6, 4000).provisional  # moves
 

@@ -50,6 +50,7 @@ SHARED_MEMORY_THRESHOLD = 64 * 1024
 _ALIGNMENT = 64  # every buffer starts on a cache line (and any dtype's alignment)
 _HAVE_MEMFD = hasattr(os, "memfd_create") and hasattr(socket, "send_fds")
 _HEADER = struct.Struct("!Q")  # length of the message that follows
+_HAVE_POLL = hasattr(select, "poll")
 
 MAX_SHARED_BUFFERS = 16
 """Reusable shared buffers per channel; beyond them (the receiver holds on to that many
@@ -157,6 +158,10 @@ from feedline.core.error_records import RestoredError, error_record, restore_err
 
     def poll(self) -> bool:
         """Whether a message (or the end of the stream) is waiting to be received."""
+        if _HAVE_POLL:  # any descriptor number (select() stops at FD_SETSIZE, 1024)
+            poller = select.poll()
+            poller.register(self.socket, select.POLLIN)
+            return bool(poller.poll(0))
         return bool(select.select([self.socket], [], [], 0)[0])
 
     def send(self, obj: Any) -> None:
