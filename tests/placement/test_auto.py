@@ -239,12 +239,13 @@ def test_a_state_saved_in_processes_restores_where_the_run_stays_on_threads(rest
 FOUR = fl.Options(autotune=fl.AutotuneOptions(cpu_budget=4))
 
 
-def _two_files(tmp_path) -> list[str]:
+def _two_files(tmp_path, records: int = 30) -> list[str]:
+    """Two TFRecord files of ``records`` records ``b"<file>-<i>"``."""
     paths = []
     for f in range(2):
         path = str(tmp_path / f"{f}.tfrecord")
         fl.write_tfrecord(fl.Dataset.from_tensor_slices(
-            np.array([b"%d-%d" % (f, i) for i in range(30)], dtype=object)), path)
+            np.array([b"%d-%d" % (f, i) for i in range(records)], dtype=object)), path)
         paths.append(path)
     return paths
 

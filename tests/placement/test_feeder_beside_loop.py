@@ -23,6 +23,7 @@ from feedline.placement.auto import AutoProcessesIterator, _FeederJoining
 from feedline.placement.multiprocess import MultiprocessIterator
 from feedline.testing import InjectedError, fail_at
 from tests.placement.process_helpers import wait_gone
+from tests.placement.test_auto import _two_files
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -48,13 +49,7 @@ def short_windows(monkeypatch):
 
 @pytest.fixture
 def files(tmp_path) -> list[str]:
-    paths = []
-    for f in range(2):
-        path = str(tmp_path / f"{f}.tfrecord")
-        fl.write_tfrecord(fl.Dataset.from_tensor_slices(
-            np.array([b"%d-%d" % (f, i) for i in range(600)], dtype=object)), path)
-        paths.append(path)
-    return paths
+    return _two_files(tmp_path, 600)
 
 
 def _slow_batch(batch: np.ndarray) -> np.ndarray:
