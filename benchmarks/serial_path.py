@@ -17,7 +17,7 @@ Two measurements on the chess data (8 TFRecord files of ``tf.train.Example``; th
   beside the trainer, a few seconds in), with the placement AUTOTUNE chose.
 
 Run it with ``python -m benchmarks.serial_path`` (``--gil-ms 1 --sleep-ms 2`` for the fast
-trainer; about three minutes on 2 cores).
+trainer; about two minutes per placement on 2 cores).
 """
 
 from __future__ import annotations
@@ -169,8 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true", help="the small chess data")
     parser.add_argument("--records", type=int, default=300_000,
                         help="records per stage measurement")
-    parser.add_argument("--batches", type=int, default=1500,
-                        help="training steps per placement (figures also for the second half)")
+    parser.add_argument("--batches", type=int, default=4000,
+                        help="training steps per placement (figures also for the second half: "
+                             "AUTOTUNE may try a feeder after 10 s)")
     parser.add_argument("--gil-ms", type=float, default=1.5)
     parser.add_argument("--sleep-ms", type=float, default=6.5)
     parser.add_argument("--placements", nargs="+", choices=PLACEMENTS, default=list(PLACEMENTS))
