@@ -28,6 +28,8 @@ def test_the_trainer_loop_runs_under_every_placement(files, placement):
     row = serial_path.feed_trainer(files, placement, gil_ms=0.1, sleep_ms=0.1, batches=4)
     assert row["placement"] == placement and row["examples_per_s"] > 0
     assert 0 <= row["waited_share"] <= 1
+    assert row["second_half"]["examples_per_s"] > 0 and 0 <= row["second_half"]["waited_share"] <= 1
+    assert row["chosen"] in ("threads", "feeder")  # a pipeline ending in prefetch(AUTOTUNE)
 
 
 def test_markdown_has_both_tables():
@@ -35,7 +37,13 @@ def test_markdown_has_both_tables():
         "stages": [{"stage": "TFRecordDataset(files)", "us_per_record": 0.15, "added_us": 0.15}],
         "trainer": {"gil_ms": 1.5, "sleep_ms": 6.5, "rows": [
             {"placement": "feeder", "examples_per_s": 60835.2, "waited_share": 0.036,
-             "consumer_ms_per_batch": 0.31}]}})
+             "consumer_ms_per_batch": 0.31},
+            {"placement": "default", "chosen": "feeder", "examples_per_s": 61162.0,
+             "waited_share": 0.027, "consumer_ms_per_batch": 1.33,
+             "second_half": {"examples_per_s": 61088.0, "waited_share": 0.029,
+                             "consumer_ms_per_batch": 0.27}}]}})
     assert "| TFRecordDataset(files) | 0.150 | +0.150 |" in text
-    assert "| feeder | 60,835 | 3.6% | 0.31 ms |" in text
+    # A row without the second half's figures (older results) repeats the whole run's.
+    assert "| feeder | - | 60,835 | 3.6% | 0.31 ms | 60,835 | 3.6% | 0.31 ms |" in text
+    assert "| default | feeder | 61,162 | 2.7% | 1.33 ms | 61,088 | 2.9% | 0.27 ms |" in text
     assert "trainer 1.5 ms GIL + 6.5 ms sleep" in text
