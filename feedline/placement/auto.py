@@ -44,6 +44,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import logging
+import os
 import threading
 import time
 from typing import Any
@@ -112,6 +113,21 @@ def _stages_writing_files(dataset: Dataset) -> list[str]:
 
     return [f"cache({getattr(node, 'filename', '')!r})" for node in graph_nodes(dataset)
             if node.traits().writes_files]
+
+
+def _memory_figures() -> tuple[int, int] | None:
+    """This process's resident bytes and the system's available bytes (Linux's ``/proc``),
+    or ``None`` where the system does not say."""
+    try:
+        with open("/proc/self/statm") as statm:
+            resident = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return resident, int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _multiprocess() -> Any:
@@ -381,7 +397,7 @@ class AutoProcessesIterator(DatasetIterator):
         self._window = None
         if self._on_threads is None:
             self._on_threads = window.rate()
-            final = try_feeder_beside(decision, self._on_threads)
+            final = try_feeder_beside(decision, self._on_threads, _memory_figures())
             if final is not None:
                 self._record(final)
             else:

@@ -89,6 +89,11 @@ feeder to be tried beside the training loop at all: a pipeline that keeps the co
 threads runs its work in parallel already (not held back by the GIL), and leaves no core for
 a feeder to start and catch up on (measured on 2 cores: the images pipeline, 1.9 cores busy,
 fed the loop 5-10% slower with a feeder tried; chess, 1.2-1.5 busy, as fast)."""
+FEEDER_MEMORY_FACTOR = 2.0
+"""Least memory the system must have available, as a multiple of what the training loop's
+process holds resident, for a feeder to be tried beside it: the feeder holds its own copy of
+the pipeline (at most this process's memory) and receives the pipeline's position, which
+carries its shuffle buffers, while the threads' copy still runs."""
 FEEDER_KEEP_SHARE = 0.95
 """Least rate the training loop keeps from the tried feeder process, as a share of its rate
 on threads, for the feeder to stay. On 2 cores, chess: a loop holding the GIL 1.5 ms per
@@ -487,10 +492,13 @@ class LoopRate:
         return f"{self.elements_per_second:,.0f} elements/s, waiting {self.waited:.0%}"
 
 
-def try_feeder_beside(provisional: ProcessDecision, on_threads: LoopRate) -> ProcessDecision | None:
+def try_feeder_beside(provisional: ProcessDecision, on_threads: LoopRate,
+                      memory: tuple[int, int] | None = (0, 1)) -> ProcessDecision | None:
     """After a window on threads: ``None`` to try a feeder process beside the training loop,
     or the final decision (threads) when the loop waits on the pipeline
-    (:data:`FEEDER_TRY_MAX_WAITED`).
+    (:data:`FEEDER_TRY_MAX_WAITED`) or a second copy of the pipeline may not fit in memory
+    (``memory``: this process's resident bytes and the system's available bytes, ``None``
+    where the system does not say; :data:`FEEDER_MEMORY_FACTOR`).
 
     Example:
         >>> first = ProcessDecision("threads", 0, 1.2, 2, "…", provisional=True)
@@ -498,13 +506,27 @@ def try_feeder_beside(provisional: ProcessDecision, on_threads: LoopRate) -> Pro
         True
         >>> print(try_feeder_beside(first, LoopRate(150_000, 0.8)).reason)
         …; the training loop waits on the pipeline on threads (150,000 elements/s, waiting 80%), which a feeder process beside it would not feed faster here
+        >>> print(try_feeder_beside(first, LoopRate(60_000, 0.02), (6 << 30, 8 << 30)).reason)
+        …; a feeder process beside the training loop could need up to 12.0 GiB (twice this process's 6.0 GiB), and 8.0 GiB are available
     """
-    if on_threads.waited <= FEEDER_TRY_MAX_WAITED:
-        return None
-    return ProcessDecision(
-        "threads", 0, provisional.cores_busy, provisional.cpu_budget,
-        f"{provisional.reason}; the training loop waits on the pipeline on threads "
-        f"({on_threads}), which a feeder process beside it would not feed faster here")
+    budget, busy = provisional.cpu_budget, provisional.cores_busy
+    if on_threads.waited > FEEDER_TRY_MAX_WAITED:
+        return ProcessDecision(
+            "threads", 0, busy, budget, f"{provisional.reason}; the training loop waits on "
+            f"the pipeline on threads ({on_threads}), which a feeder process beside it would "
+            "not feed faster here")
+    if memory is None:
+        return ProcessDecision("threads", 0, busy, budget, f"{provisional.reason}; the memory "
+                               "a feeder process would have is not known here")
+    resident, available = memory
+    if available < FEEDER_MEMORY_FACTOR * resident:
+        gib = 1 << 30
+        return ProcessDecision(
+            "threads", 0, busy, budget, f"{provisional.reason}; a feeder process beside the "
+            f"training loop could need up to {FEEDER_MEMORY_FACTOR * resident / gib:.1f} GiB "
+            f"(twice this process's {resident / gib:.1f} GiB), and {available / gib:.1f} GiB "
+            "are available")
+    return None
 
 
 def keep_feeder(provisional: ProcessDecision, on_threads: LoopRate,

@@ -244,3 +244,18 @@ def test_closing_before_a_slow_feeder_start_returns_ends_what_it_started(files, 
     concurrent.futures.wait([joining._started], timeout=30)
     assert joining.moved._pool is None
     assert wait_gone(_children() - before, 10.0) == []
+
+
+def test_no_feeder_is_tried_where_a_second_copy_may_not_fit_in_memory(files, short_windows,
+                                                                      monkeypatch):
+    monkeypatch.setattr(auto, "_memory_figures", lambda: (10 << 30, 12 << 30))
+    reference = _reference(files)
+    before = _children()
+    with iter(_pipeline(files)) as it:
+        outcomes, _ = _outcomes(it)
+        decision = it.process_decision
+        assert _children() - before == set()
+    assert outcomes == reference
+    assert (decision.mode, decision.provisional) == ("threads", False)
+    assert decision.reason.endswith("could need up to 20.0 GiB (twice this process's 10.0 "
+                                    "GiB), and 12.0 GiB are available")

@@ -190,3 +190,18 @@ def test_the_feeder_stays_if_the_loop_keeps_its_rate(from_feeder, mode):
     else:
         assert final.reason == f"why not split; and too few ({figures})"
 
+
+
+@pytest.mark.parametrize(("memory", "stays"), [
+    ((1 << 30, 2 << 30), None),  # exactly twice this process: tried
+    ((1 << 30, (2 << 30) - 1), "a feeder process beside the training loop could need up to "
+                               "2.0 GiB (twice this process's 1.0 GiB), and 2.0 GiB are "
+                               "available"),
+    (None, "the memory a feeder process would have is not known here")])
+def test_a_feeder_is_tried_only_where_a_second_copy_of_the_pipeline_fits(memory, stays):
+    final = try_feeder_beside(PROVISIONAL, LoopRate(1000.0, 0.0), memory)
+    if stays is None:
+        assert final is None
+    else:
+        assert (final.mode, final.provisional) == ("threads", False)
+        assert final.reason == f"why not split; and too few; {stays}"
