@@ -417,12 +417,9 @@ class AutoProcessesIterator(DatasetIterator):
         start-up (an interpreter, imports, the restore) costs the training loop no wait."""
         from feedline.execution.positions import initial_position
 
-        multiprocess = _multiprocess()
         assert not self._held and not self._ended
         position = initial_position(self._inner.state_dict())
-        moved = multiprocess.MultiprocessIterator(
-            self._ctx, multiprocess.MultiprocessDataset(self._node.input_dataset, 1),
-            self._run_epoch)
+        moved = self._in_processes(1)
         moved._set_state({"epoch": self._run_epoch, "num_workers": 1, "next_worker": 0,
                           "ended": [False], "workers": [position]})
         _log.info("feedline AUTOTUNE: starting a feeder process beside the training loop "
@@ -553,14 +550,17 @@ class AutoProcessesIterator(DatasetIterator):
     def _move(self, workers: int) -> None:
         """Continue in ``workers`` processes from the start (the trial's work is redone
         there, so that every element arrives once and in the single-process order)."""
-        from feedline.placement.multiprocess import MultiprocessDataset, MultiprocessIterator
-
-        node = MultiprocessDataset(self._node.input_dataset, workers)
-        # The workers run the epoch this run began (a second iter(ds) reshuffles there too).
-        moved = MultiprocessIterator(self._ctx, node, self._run_epoch)
+        moved = self._in_processes(workers)
         moved._start()  # pickles the pipeline: a TypeError here keeps the threads
         self._held.clear()
         self._replace(moved)
+
+    def _in_processes(self, workers: int) -> Any:
+        """A ``MultiprocessIterator`` of this pipeline in ``workers`` processes, not started."""
+        multiprocess = _multiprocess()
+        node = multiprocess.MultiprocessDataset(self._node.input_dataset, workers)
+        # The workers run the epoch this run began (a second iter(ds) reshuffles there too).
+        return multiprocess.MultiprocessIterator(self._ctx, node, self._run_epoch)
 
     def _replace(self, inner: DatasetIterator) -> None:
         old, self._inner, self._inputs = self._inner, inner, [inner]

@@ -35,10 +35,16 @@ LOOP_SECONDS = 0.01  # the simulated training step: the loop hardly waits on thi
 @pytest.fixture
 def short_windows(monkeypatch):
     """Windows of a few elements; a trial that reports 1.0 of 2 cores busy (too few spare
-    cores for the trial alone to choose a feeder: the decision is provisional)."""
+    cores for the trial alone to choose a feeder: the decision is provisional); a feeder
+    tried whatever the loop waited, memory plentiful, and never given up for being slow (a
+    busy machine decides none of these: the tests that need another set it)."""
     monkeypatch.setattr(auto, "FEEDER_TRY_AFTER_SECONDS", 0.0)
     monkeypatch.setattr(auto, "WINDOW_SECONDS", 0.05)
     monkeypatch.setattr(auto, "WINDOW_ELEMENTS", 3)
+    monkeypatch.setattr(auto, "FEEDER_CATCH_UP_SECONDS", 600.0)
+    monkeypatch.setattr(auto, "FEEDER_CATCH_UP_CHECK_SECONDS", 600.0)
+    monkeypatch.setattr(policy, "FEEDER_TRY_MAX_WAITED", 1.0)
+    monkeypatch.setattr(auto, "_memory_figures", lambda: (1 << 30, 1 << 40))
     original = AutoProcessesIterator._trial
 
     def trial(self):
@@ -85,6 +91,9 @@ def _outcomes(it, loop_seconds: float = LOOP_SECONDS, states_at: tuple[int, ...]
         if len(outcomes) in states_at:
             states[len(outcomes)] = it.state_dict()
         time.sleep(loop_seconds)
+        joining = getattr(it._root, "_joining", None)
+        if joining is not None:  # the feeder's start, however slow the machine, ends first
+            concurrent.futures.wait([joining._started], timeout=60)
 
 
 def _reference(paths: list[str], fail: tuple[int, ...] = ()) -> list:
@@ -119,7 +128,9 @@ def test_a_loop_that_hardly_waits_gets_a_feeder_in_the_same_order(files, short_w
     assert started and wait_gone(started, 10.0) == []
 
 
-def test_a_loop_that_waits_on_the_pipeline_keeps_the_threads(files, short_windows):
+def test_a_loop_that_waits_on_the_pipeline_keeps_the_threads(files, short_windows,
+                                                             monkeypatch):
+    monkeypatch.setattr(policy, "FEEDER_TRY_MAX_WAITED", 0.5)
     reference = _reference(files)
     before = _children()
     with iter(_pipeline(files, slow=True)) as it:
