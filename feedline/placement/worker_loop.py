@@ -223,7 +223,7 @@ class _WorkerLoop:
             warnings.simplefilter("ignore", RuntimeWarning)
             self._graph = shard_pipeline(graph, num_workers, index)
         self._types = declared_types(graph)
-        # The per-epoch nodes, as the consumer lists its own (epoch_counters): the epochs
+        # The per-epoch nodes, in the order the consumer lists its own: the epochs
         # they start here are counted in this worker's context.
         self._epoch_nodes = per_epoch_nodes(self._graph)
         self._epochs_sent: tuple[int, ...] = ()
