@@ -105,6 +105,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Protocol
 
+from feedline.placement.policy import INLINE_MAX_CALL_SECONDS
 from feedline.profiling.records import TuningDecision
 
 _log = logging.getLogger("feedline.autotune")
@@ -155,9 +156,12 @@ mean its input, not its work, holds it back."""
 
 SERIAL_GIL_SHARE = 0.8
 """Share of its calls' time holding the GIL (measured by the stage's executor choice) from
-which a stage starts at one worker: its calls run one at a time however many threads it
-has, and each more thread only takes the GIL from its input's thread (chess on 2 cores:
-one worker 25% faster than two)."""
+which a stage of short calls (:attr:`CallMeasurement.short`) starts at one worker, inline:
+its calls run one at a time however many threads it has, and each hands off to a thread
+(the tokenizer: 2.5x faster inline). Longer calls keep the workers measured: their
+threads overlap the calls' GIL-free parts (NumPy) and the input's reads (chess, a 2 ms
+parse judged 100% serialized: one worker 194k records/s, two 310k), and the tuner's trials
+decide from there."""
 
 RELIABLE_CONCURRENCY = 0.9
 """Calls running at once while measured, per worker of the stage, needed for the tuner to
@@ -287,6 +291,7 @@ class CallMeasurement:
         concurrency: Calls that could run at once, on average, while measured.
         busy_alone: Share of its time a call running alone spent on a CPU.
         rate: Elements per second while the calls ran together.
+        seconds_per_call: Wall time of one element's call, alone (``None``: not measured).
     """
 
     gil_share: float
@@ -294,6 +299,14 @@ class CallMeasurement:
     concurrency: float
     busy_alone: float = 1.0
     rate: float = 0.0
+    seconds_per_call: float | None = None
+
+    @property
+    def short(self) -> bool:
+        """Whether a call is short enough that a hand-off to a worker thread is much of its
+        cost (:data:`~feedline.placement.policy.INLINE_MAX_CALL_SECONDS`; unmeasured counts
+        as short)."""
+        return self.seconds_per_call is None or self.seconds_per_call < INLINE_MAX_CALL_SECONDS
 
 
 def holds_the_gil(measured: CallMeasurement) -> bool:
@@ -765,7 +778,7 @@ class Tuner:
         # whatever share of its few CPU microseconds the measurement gave the GIL (a 4 ms
         # sleep measured 80-100%, and ran one at a time instead of 64).
         holding = share * measured.busy_alone
-        if holding >= SERIAL_GIL_SHARE and workers > 1:
+        if holding >= SERIAL_GIL_SHARE and workers > 1 and measured.short:
             # Judged on the rate measured with ``workers``: a machine busy with other work,
             # or the first calls' set-up, can make calls that run in parallel look serial.
             control.trial = ("serial", workers, measured.rate, self._ticks + TRIAL_TICKS)
@@ -774,6 +787,12 @@ class Tuner:
                       "time however many workers it has, and more take the GIL from its input",
                       figures)
             return True
+        if holding >= SERIAL_GIL_SHARE:
+            # Longer calls that hold the GIL keep their workers; more would mostly wait for
+            # it, so they grow one at a time, each step judged (chess: 4 workers 15%
+            # slower than 2, an ascent's trial of them a quarter of a 3 s run).
+            control.ascending = False
+            return False
         # Threads whose GIL time adds up to the whole GIL, with headroom (calls hold it in
         # bursts): more would only wait for it.
         filling = _filling(stage, holding)
@@ -798,13 +817,21 @@ class Tuner:
         share = min(1.0, max(0.0, (previous / speedup - 1) / (previous - 1)))
         measured = stage.measured_calls
         busy_alone = measured.busy_alone if measured is not None else 1.0
-        target = max(previous, _filling(stage, share * busy_alone))
+        # ``previous`` workers ran clearly more than ``previous`` times as fast as one:
+        # something other than the GIL slowed the one (running inline, a machine busy
+        # meanwhile), and the scaling says nothing of the GIL: back to what was measured,
+        # the grow rule goes on from there (chess, 2.6x: a fill target of every CPU worker,
+        # 4, ran 15% slower than 2).
+        superlinear = speedup > previous * GAIN
+        target = previous if superlinear else max(previous, _filling(stage, share * busy_alone))
+        scaling = (f"{speedup:.1f}x as fast as one, more than {previous} workers can: "
+                   f"something else slowed the one; back to {previous}" if superlinear else
+                   f"{speedup:.1f}x as fast as one, so its calls hold the GIL about {share:.0%} "
+                   f"of their time: {target} threads")
         self._set(stage, control, target,
                   f"one worker was slower ({rate:,.0f} elements/s) than {previous} measured "
                   f"({rate_before:,.0f}): the measurement misled (a busy machine, the first "
-                  f"calls' set-up); {previous} ran {speedup:.1f}x as fast as one, so its calls "
-                  f"hold the GIL about {share:.0%} of their time: {target} threads",
-                  {**figures, "gil_share": share})
+                  f"calls' set-up); {previous} ran {scaling}", {**figures, "gil_share": share})
 
     def record(self, stage: str, setting: str, old: int, new: int, reason: str,
                figures: dict[str, float] | None = None) -> None:

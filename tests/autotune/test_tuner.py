@@ -511,6 +511,45 @@ def test_serial_calls_that_were_not_go_to_the_threads_their_scaling_says(
         tuner.decisions()[-1].reason
 
 
+def test_serial_calls_far_faster_on_two_workers_go_back_to_two(clock, tuner_with):
+    # Two ran 2.6x as fast as one (chess: its one worker ran inline): more than two workers
+    # can, so the scaling says nothing of the GIL. Back to the two measured, not to every
+    # CPU worker (4, 15% slower on chess).
+    stage = FakeStage(workers=4)
+    stage.tuned_workers = 2
+    stage, tuner = _serial_trial(clock, tuner_with, stage, 385)
+    assert stage.tuned_workers == 2
+    assert ("2 ran 2.6x as fast as one, more than 2 workers can: something else slowed the "
+            "one; back to 2") in tuner.decisions()[-1].reason
+
+
+def test_long_calls_that_hold_the_gil_keep_their_workers_and_grow_one_at_a_time(
+        clock, tuner_with):
+    # A 2 ms call measured serialized by the GIL: a worker thread's hand-off is nothing to
+    # it, and its threads overlap its NumPy parts and the input's reads (chess: one worker
+    # 194k records/s, two 310k). It keeps its workers; its consumer waiting, it grows by
+    # one (an ascent to 4 would cost a quarter of a short run), each step judged.
+    stage = FakeStage(workers=4)
+    stage.tuned_workers = 2
+    stage.measured_calls = CallMeasurement(gil_share=1.0, busy_together=0.49,
+                                           concurrency=2.0, rate=600.0,
+                                           seconds_per_call=2e-3)
+    assert not stage.measured_calls.short
+    tuner = tuner_with(stage)
+    _tick(tuner, clock, stage, 600, 200, 1.5)
+    assert stage.tuned_workers == 2 and not tuner.decisions()
+    _tick(tuner, clock, stage, 600, 200, 1.5)
+    assert stage.tuned_workers == 3
+    assert "its consumer waited for 33% of calls" in tuner.decisions()[-1].reason
+
+
+def test_short_calls_are_those_a_hand_off_to_a_thread_weighs_on():
+    measured = CallMeasurement(gil_share=1.0, busy_together=0.5, concurrency=2.0)
+    assert measured.short  # unmeasured: as before the call times were kept
+    assert CallMeasurement(1.0, 0.5, 2.0, seconds_per_call=40e-6).short
+    assert not CallMeasurement(1.0, 0.5, 2.0, seconds_per_call=2e-3).short
+
+
 @pytest.mark.parametrize(("share", "alone", "threads"), [
     (0.3, 1.0, 4),  # images on 2 cores: 1 / 0.3 threads fill the GIL (4: the most)
     (0.45, 1.0, 3),
