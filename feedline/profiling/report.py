@@ -7,7 +7,9 @@ stages did per second of the run, divided by the threads it has: a load of 1 mea
 threads never rested. The segment with the highest load limits throughput; within it, the
 stage with the most own time is the bottleneck. The consumer's own work (time between its
 ``next()`` calls) is a segment too, and so is the CPU (all work over the cores): a pipeline
-cannot be faster than its busiest part.
+cannot be faster than its busiest part. The model's arithmetic (segments, loads, GIL-bound
+threads, the bottleneck) lives in :mod:`feedline.profiling.model`, which the tuner
+(:mod:`feedline.autotune.tuner`) shares; this module analyses a run with it and advises.
 
 A rewrite's predicted speed-up is the highest load before over the highest load after the
 change (a stage with no cost, a stage on more threads or processes, a buffer between the
@@ -27,6 +29,7 @@ from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.options import Options, ProfilingOptions
 from feedline.core.validation import schedulable_cpus
+from feedline.profiling import model
 from feedline.profiling.records import (
     Advice,
     Bottleneck,
@@ -38,10 +41,6 @@ from feedline.profiling.records import (
 INPUT_BOUND_WAIT = 0.10
 """Share of the consumer's time spent waiting above which it is called input-bound."""
 
-GIL_BOUND_CORES = 1.2
-"""A threaded stage whose workers together use at most this many cores while its buffer
-is not full is taken to be serialized by the GIL."""
-
 MIN_PREDICTED_SPEEDUP = 1.1
 """Rewrites predicted to gain less than this are not advised."""
 
@@ -52,21 +51,7 @@ _LATER_EPOCHS = {"consumer": -1, "cache": 1, "snapshot": 1}
 """Sort order of advice kinds: whether the consumer is the limit comes first, changes that
 pay from the second epoch on (cache, snapshot) after those that pay at once."""
 
-_PULL_ON_WORKERS = ("prefetch", "interleave", "snapshot", "load", "multiprocess")
-"""Read-ahead stages whose workers (threads, or processes) pull their input: the stages
-below them run in those workers' segment."""
-
-_MAPS = ("map", "fused_inline")
-"""Operations running user functions element by element (``fused_inline``: maps and filters
-that map fusion runs as one stage)."""
 _RANDOM = ("shuffle", "global_shuffle", "random")
-
-
-@dataclass(frozen=True)
-class _Segment:
-    key: str
-    threads: int
-    stages: tuple[int, ...]
 
 
 def profile(dataset: Dataset, seconds: float = 5.0, consumer: Callable[[Any], None] | None = None,
@@ -185,79 +170,7 @@ def measure_throughput(dataset: Dataset, seconds: float,
     return count / elapsed if elapsed > 0 else 0.0
 
 
-# ---------------------------------------------------------------------- the model
-def _segments(stages: tuple[StageStatistics, ...]) -> dict[int, str]:
-    """The segment each stage's own work runs in: ``"consumer"`` or ``"workers:<id>"``."""
-    segment_of: dict[int, str] = {}
-    for stage in stages:  # parents come before children (output first)
-        if stage.asynchronous:
-            segment_of[stage.id] = f"workers:{stage.id}"
-        elif stage.parent is None:
-            segment_of[stage.id] = "consumer"
-        else:
-            segment_of[stage.id] = _caller_segment(stages[stage.parent], stages, segment_of)
-    return segment_of
-
-
-def _caller_segment(stage: StageStatistics, stages: tuple[StageStatistics, ...],
-                    segment_of: dict[int, str]) -> str:
-    """The segment that calls the ``next()`` of ``stage``'s input: its own when it is
-    synchronous, its workers' when it reads ahead on them (:data:`_PULL_ON_WORKERS`),
-    else (a parallel map or batch pulls its input where it is called) its caller's."""
-    if not stage.asynchronous:
-        return segment_of[stage.id]
-    if stage.operation in _PULL_ON_WORKERS:
-        return f"workers:{stage.id}"
-    if stage.parent is None:
-        return "consumer"
-    return _caller_segment(stages[stage.parent], stages, segment_of)
-
-
-def _loads(statistics: PipelineStatistics, segment_of: dict[int, str], cores: int,
-           own: dict[int, float] | None = None, threads: dict[str, float] | None = None
-           ) -> dict[str, float]:
-    """Each segment's load (busy share of its threads), plus ``"cpu"`` and the consumer's
-    own work (``"step"``). ``own`` / ``threads`` override the measured values (to predict
-    a rewrite)."""
-    wall = statistics.seconds or 1e-9
-    own = dict(own or {s.id: s.self_seconds for s in statistics.stages})
-    for stage in statistics.stages:
-        if _gil_bound_cores(statistics, stage) is not None:
-            # Its threads' occupied time is mostly waiting for the GIL: its work is its CPU.
-            own[stage.id] = min(own[stage.id], stage.cpu_seconds)
-    work: dict[str, float] = {}
-    for stage in statistics.stages:
-        work[segment_of[stage.id]] = work.get(segment_of[stage.id], 0.0) + own[stage.id]
-    sizes: dict[str, float] = {"consumer": 1}
-    for stage in statistics.stages:
-        if stage.asynchronous:
-            # A threaded stage the GIL serializes has the cores its threads used, not
-            # its thread count.
-            gil = _gil_bound_cores(statistics, stage)
-            sizes[f"workers:{stage.id}"] = gil if gil is not None else max(1, stage.parallelism)
-    sizes.update(threads or {})
-    loads = {key: value / (sizes.get(key, 1) * wall) for key, value in work.items()}
-    cpu = {s.id: min(s.cpu_seconds, own[s.id]) for s in statistics.stages}
-    loads["cpu"] = sum(cpu.values()) / (cores * wall)
-    step = statistics.consumer.between_seconds
-    loads["step"] = step / wall
-    return loads
-
-
-def _gil_bound_cores(statistics: PipelineStatistics, stage: StageStatistics) -> float | None:
-    """The cores a threaded stage's workers kept busy, when the GIL limited them: two or
-    more threads together using at most :data:`GIL_BOUND_CORES` cores while its buffer was
-    mostly empty (its consumer waited for it). ``None`` when not GIL-bound."""
-    if not (stage.asynchronous and stage.executor == "threads" and stage.parallelism >= 2
-            and stage.operation in _MAPS + ("batch",)):
-        return None
-    cores = stage.cpu_seconds / (statistics.seconds or 1e-9)
-    starving = stage.buffer_mean is None or stage.buffer_mean < 0.5
-    if cores <= GIL_BOUND_CORES and starving and cores > 0.3:
-        return max(cores, 1e-3)
-    return None
-
-
+# ---------------------------------------------------------------------- the analysis
 def _speedup(before: dict[str, float], after: dict[str, float]) -> float:
     top_before, top_after = max(before.values()), max(after.values())
     if top_after <= 0:
@@ -288,18 +201,16 @@ def analyse(statistics: PipelineStatistics, cores: int | None = None) -> Profile
     if not stages or statistics.seconds <= 0:
         return ProfileReport(statistics, input_bound, None, (), cores,
                              ("nothing was measured",))
-    segment_of = _segments(stages)
-    loads = _loads(statistics, segment_of, cores)
-    pipeline_loads = {k: v for k, v in loads.items() if k not in ("step", "cpu")}
-    critical = max(pipeline_loads, key=lambda key: pipeline_loads[key])
-    members = [s for s in stages if segment_of[s.id] == critical]
-    worst = max(members, key=lambda s: s.self_seconds)
+    segment_of = model.segments(stages)
+    loads = model.loads(statistics, segment_of, cores)
+    worst = model.bottleneck(stages, segment_of, loads)
+    members = [s for s in stages if segment_of[s.id] == segment_of[worst.id]]
     segment_work = sum(s.self_seconds for s in members) or 1e-12
     without = {s.id: (0.0 if s.id == worst.id else s.self_seconds) for s in stages}
     bottleneck = Bottleneck(stage=worst.id, name=worst.name,
                             share=worst.self_seconds / segment_work,
-                            speedup_without=_speedup(loads, _loads(statistics, segment_of,
-                                                                   cores, own=without)))
+                            speedup_without=_speedup(loads, model.loads(
+                                statistics, segment_of, cores, own=without)))
     advice = _advise(statistics, segment_of, loads, worst, cores, input_bound)
     notes = []
     if statistics.seconds < 0.5:
@@ -316,7 +227,7 @@ def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
 
     def predict(own: dict[int, float] | None = None,
                 threads: dict[str, float] | None = None) -> float:
-        return _speedup(loads, _loads(statistics, segment_of, cores, own, threads))
+        return _speedup(loads, model.loads(statistics, segment_of, cores, own, threads))
 
     if not input_bound and statistics.consumer.calls:
         advice.append(Advice(
@@ -332,7 +243,7 @@ def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
             "thread's work (large elements: copies)",
             f"{worst.operation}(batch_size, num_parallel_calls=fl.AUTOTUNE)",
             _parallel_prediction(statistics, segment_of, loads, worst, cores)))
-    if worst.operation in _MAPS and not worst.asynchronous:
+    if worst.operation in model.MAPS and not worst.asynchronous:
         advice.append(Advice(
             "parallelize", worst.id,
             f"parallelize {worst.name}: it runs on its caller's thread and takes "
@@ -340,7 +251,7 @@ def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
             'it releases the GIL: NumPy, files, decoding; else add executor="process")',
             _parallel_rewrite(worst),
             _parallel_prediction(statistics, segment_of, loads, worst, cores)))
-    gil_cores = _gil_bound_cores(statistics, worst)
+    gil_cores = model.gil_bound_cores(statistics, worst)
     if gil_cores is not None:
         workers = min(worst.parallelism, cores)
         advice.append(Advice(
@@ -350,7 +261,7 @@ def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
             "its Python)",
             f'{short}({_function(worst)}, num_parallel_calls={workers}, executor="process")',
             predict(threads={segment_of[worst.id]: workers})))
-    if worst.operation in _MAPS and worst.elements and \
+    if worst.operation in model.MAPS and worst.elements and \
             worst.seconds_per_element < VECTORIZE_BELOW_SECONDS and _batch_above(stages, worst):
         advice.append(Advice(
             "vectorize", worst.id,
@@ -360,14 +271,14 @@ def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
             f".batch(B).{short}({_function(worst)}_batched)",
             predict(own=_moved(statistics, worst.id, 0.0))))
     cache = _below(stages, worst, ("cache",))
-    if worst.operation in _MAPS and cache is not None:
+    if worst.operation in model.MAPS and cache is not None:
         advice.append(Advice(
             "cache", cache.id,
             f"move {cache.name} after {worst.name}: the cache keeps the input of the "
             "expensive map, so every epoch computes it again",
             f"{short}({_function(worst)}).cache()",
             predict(own=_moved(statistics, worst.id, 0.0))))
-    if worst.operation in _MAPS + ("batch", "tfrecord", "text_line", "parquet") and \
+    if worst.operation in model.MAPS + ("batch", "tfrecord", "text_line", "parquet") and \
             _below(stages, worst, _RANDOM) is None and _above(stages, worst, ("snapshot",
                                                                            "cache")) is None:
         prefix = _prefix_ids(stages, worst)
@@ -407,7 +318,7 @@ def _parallel_prediction(statistics: PipelineStatistics, segment_of: dict[int, s
     moved = dict(segment_of)
     moved[stage.id] = f"workers:{stage.id}"
     threads: dict[str, float] = {f"workers:{stage.id}": cores}
-    return _speedup(loads, _loads(statistics, moved, cores, threads=threads))
+    return _speedup(loads, model.loads(statistics, moved, cores, threads=threads))
 
 
 def _moved(statistics: PipelineStatistics, stage_id: int, seconds: float) -> dict[int, float]:
