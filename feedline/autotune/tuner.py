@@ -9,7 +9,10 @@ calls had to wait for a result, the time its tasks took, and the time it spent p
 input. Its model of a stage is Plumber's: the stage needs as many workers as its tasks keep
 busy at the pipeline's current rate, plus headroom; more only help while its consumer waits
 for it and its input is not what holds it back. A stage measuring where its function should
-run (threads or processes) is left alone meanwhile.
+run (threads or processes) is left alone meanwhile. These figures, over the looks since a
+stage's setting began, are a :class:`~feedline.profiling.model.StageWindow`: the model of the
+pipeline :func:`feedline.profile` builds (:mod:`feedline.profiling.model`), in which a tuned
+stage's workers are a segment of their own and its *load* is their busy share.
 
 The setting is how many of the stage's threads work at once (a
 :class:`~feedline.execution.gate.WorkerGate`), with two tasks per worker in its window:
@@ -82,6 +85,12 @@ The rules, at each look:
   holding it, within its CPU workers), rather than one more per trial. The other
   rules go on from there, and undo a start the measurement misled (a grow is tried while
   the consumer waits on busy workers).
+* **One grows at a look** (several tuned stages): when the grow rule fires for two or more
+  stages at one look, only the most loaded grows (the model's bottleneck among them,
+  :func:`~feedline.profiling.model.most_loaded`; ties to the earlier registered). The
+  others change nothing and are considered again at the next look, while the one that grew
+  is on trial: more workers for a stage that does not limit the pipeline take cores, and
+  the GIL, from the one that does. A pipeline of one tuned stage is tuned as above.
 * Decisions are judged over the looks since the setting began (at most
   :data:`WINDOW_TICKS`); changes on the rate over :data:`TRIAL_TICKS` looks after them.
 * Settings carry over to the stage's next iterator (each epoch of a ``repeat``).
@@ -106,6 +115,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from feedline.placement.policy import INLINE_MAX_CALL_SECONDS
+from feedline.profiling.model import Snapshot, StageWindow, most_loaded
 from feedline.profiling.records import TuningDecision
 
 _log = logging.getLogger("feedline.autotune")
@@ -409,8 +419,9 @@ class TunableStage(Protocol):
         when not measured, or when they run in processes)."""
 
 
-_Look = tuple[float, int, int, int, float, float, float]
-"""(time, elements, calls, waits, busy seconds, input seconds, CPU seconds) at one look."""
+_Look = Snapshot
+"""(time, elements, calls, waits, busy seconds, input seconds, CPU seconds) at one look: the
+snapshot a :class:`~feedline.profiling.model.StageWindow` is measured between."""
 
 
 class _Control:
@@ -439,6 +450,20 @@ class _Control:
         self.history: collections.deque[_Look] = collections.deque(maxlen=WINDOW_TICKS)
         self.setting = stage.tuned_workers
         self.counters = TuningCounters()
+
+
+@dataclass(frozen=True)
+class _Grow:
+    """A grow a stage's rule calls for at one look: made only if the stage is the most
+    loaded of those whose grow rule fired at that look."""
+
+    control: _Control
+    stage: TunableStage
+    window: StageWindow
+    workers: int
+    trial: tuple[str, int, float, int]  # kind, previous, rate, due
+    reason: str
+    figures: dict[str, float]
 
 
 def _workers(count: int) -> str:
@@ -548,52 +573,69 @@ class Tuner:
                     return
 
     def tick(self) -> None:
-        """Look at every stage once (the tuner's thread calls this every period)."""
+        """Look at every stage once (the tuner's thread calls this every period).
+
+        Each stage's window is taken first; then each stage's rules run on it. Of the
+        stages whose grow rule fires, only the most loaded grows (see the module doc)."""
         self._ticks += 1
         with self._lock:
             controls = list(self._controls)
+        looked: list[tuple[_Control, TunableStage, StageWindow]] = []
         for control in controls:
             stage = control.stage()
             if stage is None or stage.tuning_done:
                 with self._lock:
                     self._controls.remove(control)
                 continue
-            self._step(control, stage)
+            window = self._look(control, stage)
+            if window is not None:
+                looked.append((control, stage, window))
+        grows = [grow for control, stage, window in looked
+                 if (grow := self._step(control, stage, window)) is not None]
+        if grows:
+            # The model's bottleneck among them (ties to the earlier registered): more
+            # workers elsewhere would take cores, and the GIL, from the stage that limits
+            # the pipeline. The others are considered again at the next look.
+            self._grow(grows[most_loaded([grow.window for grow in grows])])
 
-    def _step(self, control: _Control, stage: TunableStage) -> None:
+    def _look(self, control: _Control, stage: TunableStage) -> StageWindow | None:
+        """Take a snapshot of the stage's counters: its window since its setting began
+        (at most the last :data:`WINDOW_TICKS` looks), or ``None`` when there is nothing
+        to judge yet (or the stage was just set from its executor choice's measurement)."""
         if stage.tuning_paused:
             control.last = None  # start afresh once it means something
             control.history.clear()
-            return
+            return None
         if not control.measurement_used:
             control.measurement_used = True
             measured = stage.measured_calls
             if measured is not None and self._start_from(stage, control, measured):
-                return
+                return None
         now = time.perf_counter()
         last = control.last
         control.last = (now, *stage.tuning_counters())
-        _, elements, calls, waits, busy_seconds, input_seconds, cpu_seconds = control.last
         history = control.history
         if last is None or not history:
             history.append(control.last)
-            return
-        if calls - last[2] <= 0 or now <= last[0]:
-            return  # the consumer is not reading: nothing to learn
+            return None
+        if control.last[2] - last[2] <= 0 or now <= last[0]:
+            return None  # the consumer is not reading: nothing to learn
         # Judged over the looks since the setting began (at most the last WINDOW_TICKS):
         # one look, a quarter of a second, is too short; a hiccup of the machine would
         # trim a busy stage. The window lets a long-held setting follow a workload change.
         since = history[0]
         history.append(control.last)
-        held = now - since[0]
-        rate = (elements - since[1]) / held if held > 0 else 0.0
-        waited = (waits - since[3]) / max(1, calls - since[2])
-        occupied = max(0.0, (busy_seconds - since[4]) / held) if held > 0 else 0.0
-        pulling = max(0.0, (input_seconds - since[5]) / held) if held > 0 else 0.0
-        if busy_seconds - since[4] > 0:
-            control.share = min(1.0, max(0.0, (cpu_seconds - since[6])
-                                         / (busy_seconds - since[4])))
-        workers = stage.tuned_workers
+        return StageWindow.between(since, control.last, stage.tuned_workers)
+
+    def _step(self, control: _Control, stage: TunableStage, window: StageWindow
+              ) -> _Grow | None:
+        """Apply the rules to the stage's ``window``; a grow its rule calls for is returned,
+        not made: :meth:`tick` chooses which stage grows."""
+        held, rate, waited = window.seconds, window.rate, window.waited
+        occupied, pulling = window.occupied, window.pulling
+        if window.share is not None:  # else its tasks took no time: the last share holds
+            control.share = window.share
+        workers = window.workers
         bound = stage_bound(stage, control.share)
         figures = {"rate": rate, "waited": waited, "occupied": occupied, "pulling": pulling,
                    **bound.figures()}
@@ -651,7 +693,7 @@ class Tuner:
                 return
         if not judged and (self._ticks < control.paused_until or held < SETTLE_SECONDS):
             return
-        busy = occupied / workers
+        busy = window.load
         figures["busy"] = busy
         if waiting:
             figures["peak"] = max(control.peaks)
@@ -666,12 +708,12 @@ class Tuner:
             target = min(bound.workers, workers * control.factor if control.ascending
                          else workers + _fine(workers))
             ticks = ASCENT_TRIAL_TICKS if control.ascending else TRIAL_TICKS
-            control.trial = ("grow", workers, rate, self._ticks + ticks)
-            self._set(stage, control, target,
-                      f"its consumer waited for {waited:.0%} of calls while its "
-                      f"{_workers(workers)} {'was' if workers == 1 else 'were'} {busy:.0%} "
-                      f"busy{self._why_bound(bound, target)}",
-                      figures)
+            return _Grow(control, stage, window, target,
+                         ("grow", workers, rate, self._ticks + ticks),
+                         f"its consumer waited for {waited:.0%} of calls while its "
+                         f"{_workers(workers)} {'was' if workers == 1 else 'were'} "
+                         f"{busy:.0%} busy{self._why_bound(bound, target)}",
+                         figures)
         elif workers > bound.workers * BOUND_SLACK and bound.limit == "ram":
             self._set(stage, control, bound.workers,
                       f"{workers} workers hold more than the RAM budget allows "
@@ -707,6 +749,10 @@ class Tuner:
             self._set(stage, control, workers - step,
                       f"trying {_workers(step)} fewer ({rate:,.0f} elements/s with {workers}; "
                       f"{why})", figures)
+
+    def _grow(self, grow: _Grow) -> None:
+        grow.control.trial = grow.trial
+        self._set(grow.stage, grow.control, grow.workers, grow.reason, grow.figures)
 
     def _judge_grow(self, stage: TunableStage, control: _Control, previous: int,
                     workers: int, rate: float, rate_before: float, waited: float,

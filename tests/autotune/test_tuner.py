@@ -904,3 +904,83 @@ def test_an_autotune_map_of_calls_that_wait_grows_past_its_cpu_workers(monkeypat
     decision = _first_decision(fetch, lambda d: d.new > cpu_workers, budget)
     assert decision.figures["cpu_share"] < 0.5
     assert decision.figures["bound"] > cpu_workers
+
+
+# ---------------------------------------------------------------------- several stages
+def _two_stages(tuner_with, first: FakeStage, second: FakeStage) -> Tuner:
+    tuner = tuner_with(first)
+    second.counters = tuner.register(second)
+    return tuner
+
+
+def _look_at(tuner: Tuner, clock: list[float], *figures: tuple[FakeStage, int, int, float]
+             ) -> None:
+    """One look, each stage having handed out ``elements``, ``waits`` of them waited for,
+    with ``occupied`` workers busy."""
+    clock[0] += 1.0
+    for stage, elements, waits, occupied in figures:
+        stage.advance(elements, waits, occupied)
+    tuner.tick()
+
+
+def _changes(tuner: Tuner) -> list[tuple[str, int, int]]:
+    return [(d.stage, d.old, d.new) for d in tuner.decisions()]
+
+
+def test_of_two_stages_that_would_grow_only_the_more_loaded_grows_then_the_other(
+        clock, tuner_with):
+    # Both waited for by their consumers, both busy: the model's bottleneck among them
+    # (map(b): 95% busy, map(a): 70%) grows; map(a) records nothing, and grows at the next
+    # look, while map(b)'s step is on trial.
+    a, b = FakeStage("map(a)", workers=16), FakeStage("map(b)", workers=16)
+    a.tuned_workers = b.tuned_workers = 2
+    tuner = _two_stages(tuner_with, a, b)
+    _look_at(tuner, clock, (a, 1000, 500, 1.4), (b, 1000, 500, 1.9))  # remembered
+    _look_at(tuner, clock, (a, 1000, 500, 1.4), (b, 1000, 500, 1.9))
+    assert (a.tuned_workers, b.tuned_workers) == (2, 4)
+    assert _changes(tuner) == [("map(b)", 2, 4)]
+    assert tuner.decisions()[0].figures["busy"] == pytest.approx(0.95)
+    _look_at(tuner, clock, (a, 1000, 500, 1.4), (b, 1600, 500, 3.8))
+    assert (a.tuned_workers, b.tuned_workers) == (4, 4)
+    assert _changes(tuner) == [("map(b)", 2, 4), ("map(a)", 2, 4)]
+    grew = tuner.decisions()[-1]
+    assert "its consumer waited for 50% of calls while its 2 workers were 70% busy" in \
+        grew.reason
+    assert (grew.figures["rate"], grew.figures["busy"]) == (1000, pytest.approx(0.7))
+    assert tuner.settings() == {"map(a)": 4, "map(b)": 4}
+
+
+def test_two_stages_as_loaded_the_earlier_registered_grows_first(clock, tuner_with):
+    a, b = FakeStage("map(a)", workers=16), FakeStage("map(b)", workers=16)
+    a.tuned_workers = b.tuned_workers = 2
+    tuner = _two_stages(tuner_with, a, b)
+    for _ in range(2):
+        _look_at(tuner, clock, (a, 1000, 500, 1.9), (b, 1000, 500, 1.9))
+    assert _changes(tuner) == [("map(a)", 2, 4)]
+    _look_at(tuner, clock, (a, 1600, 500, 3.8), (b, 1000, 500, 1.9))
+    assert _changes(tuner) == [("map(a)", 2, 4), ("map(b)", 2, 4)]
+
+
+def test_only_grows_compete_a_trim_of_another_stage_is_made_at_the_same_look(
+        clock, tuner_with):
+    a = FakeStage("map(a)", workers=16)
+    a.tuned_workers = 2
+    idle = FakeStage("map(idle)", workers=8)
+    tuner = _two_stages(tuner_with, a, idle)
+    for _ in range(2):
+        _look_at(tuner, clock, (a, 1000, 500, 1.4), (idle, 1000, 900, 1.5))
+    # The trim is made as its stage's rules run; the grow once every stage has been seen.
+    assert _changes(tuner) == [("map(idle)", 8, 2), ("map(a)", 2, 4)]
+
+
+def test_one_stage_alone_grows_as_it_did_without_the_others(clock, tuner_with):
+    # The same figures as map(a) above: alone, it grows at the second look.
+    a = FakeStage("map(a)", workers=16)
+    a.tuned_workers = 2
+    tuner = tuner_with(a)
+    for _ in range(2):
+        _look_at(tuner, clock, (a, 1000, 500, 1.4))
+    assert a.tuned_workers == 4
+    assert _changes(tuner) == [("map(a)", 2, 4)]
+    assert "its consumer waited for 50% of calls while its 2 workers were 70% busy" in \
+        tuner.decisions()[0].reason
