@@ -73,12 +73,15 @@ The rules, at each look:
   than :data:`BOUND_SLACK`): down to the bound at once.
 * **Start from the executor choice's measurement** (:class:`CallMeasurement`, once, as
   soon as the choice kept the stage on threads, if its calls did run about as many at
-  once as the stage has workers, :data:`RELIABLE_CONCURRENCY`): calls that hold the GIL
-  at least :data:`SERIAL_GIL_SHARE` of their time (of their CPU time, times their share
-  of time on a CPU alone) run one worker (they run one at a time
-  however many threads there are), kept unless slower than the rate measured meanwhile
-  (a busy machine can make parallel calls look serial: then how the rate scaled gives
-  the GIL share, and the stage goes to the threads that fill the GIL); calls that left
+  once as the stage has workers, :data:`RELIABLE_CONCURRENCY`): short calls that hold the
+  GIL at least :data:`SERIAL_GIL_SHARE` of their time (of their CPU time, times their share
+  of time on a CPU alone) run one worker, inline (they run one at a time however many
+  threads there are), kept unless slower than the rate measured meanwhile (a busy machine
+  can make parallel calls look serial: then how the rate scaled gives the GIL share, and
+  the stage goes to the threads that fill the GIL, or back to the workers measured when
+  they ran more than that many times as fast); longer calls that hold it keep their
+  workers and grow one at a time (their threads overlap their GIL-free parts and the
+  input's reads); calls that left
   their CPUs idle part of the time when running together (below :data:`FILL_BUSY`:
   waiting for the GIL, files, the network) get, at once, as many threads as it takes for
   their GIL time to fill the GIL (:data:`HEADROOM` over the share of a call's time
