@@ -386,8 +386,11 @@ def test_busy_workers_are_explored_one_fewer_and_kept_fewer_when_as_fast(clock, 
     stage = FakeStage(workers=3)
     tuner = tuner_with(stage)
     # Every worker busy, the consumer rarely waiting (the stage is ahead of it): only
-    # trying one fewer tells whether all of them are needed.
-    _tick(tuner, clock, stage, 1000, 50, 3.0)
+    # trying one fewer tells whether all of them are needed. Not before EXPLORE_TICKS
+    # looks: the setting it started from was measured, and a try costs a second.
+    for _ in range(EXPLORE_TICKS - 1):
+        _tick(tuner, clock, stage, 1000, 50, 3.0)
+    assert stage.tuned_workers == 3 and tuner.decisions() == ()
     _tick(tuner, clock, stage, 1000, 50, 3.0)
     assert stage.tuned_workers == 2
     assert "trying one worker fewer" in tuner.decisions()[-1].reason
