@@ -169,7 +169,8 @@ class MapKnobs:
             return None
         return CallMeasurement(decision.gil_share, decision.busy_together,
                                decision.concurrency, decision.busy_alone,
-                               decision.thread_rate, decision.seconds_per_element)
+                               decision.thread_rate, decision.seconds_per_element,
+                               decision.idle_cpus)
 
     def inline_figures(self) -> dict[str, float]:
         """The measurement behind a switch to or from inline calls, for the tuner's record."""

@@ -121,6 +121,8 @@ class ExecutorDecision:
         seconds_per_element: Wall time of one element's call, alone.
         thread_rate: Elements per second measured on threads.
         process_rate: Elements per second estimated on processes.
+        idle_cpus: CPUs the machine left idle while the calls ran together (``None``: not
+            measured).
     """
 
     stage: str
@@ -133,6 +135,7 @@ class ExecutorDecision:
     seconds_per_element: float | None = None
     thread_rate: float | None = None
     process_rate: float | None = None
+    idle_cpus: float | None = None
 
     def __str__(self) -> str:
         numbers = []
@@ -268,7 +271,7 @@ def place_map_calls(stage: str, figures: MapCallFigures, allow_processes: bool =
         "gil_share": gil_share, "busy_alone": figures.busy_alone,
         "busy_together": figures.busy_together, "concurrency": figures.concurrency,
         "seconds_per_element": figures.seconds_per_element,
-        "thread_rate": figures.thread_rate}
+        "thread_rate": figures.thread_rate, "idle_cpus": figures.idle_cpus}
     if figures.concurrency < MIN_CONCURRENCY:
         reason = "the calls rarely ran at once (the map is not the bottleneck)"
     elif figures.busy_alone < MIN_BUSY:

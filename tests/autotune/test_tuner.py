@@ -514,6 +514,22 @@ def test_serial_calls_that_were_not_go_to_the_threads_their_scaling_says(
         tuner.decisions()[-1].reason
 
 
+@pytest.mark.parametrize(("idle", "threads"), [(0.15, 2), (0.5, 3), (None, 4)])
+def test_the_threads_that_fill_the_cpus_are_those_the_machine_left_idle(
+        clock, tuner_with, idle, threads):
+    # Calls on a CPU 81% of their time running together may be waiting for a CPU, not for
+    # the GIL: with 0.15 CPU idle meanwhile (images on 2 busy cores), more threads would
+    # only take turns (4 ran 14% slower than 2). Unmeasured: as before, the GIL decides.
+    stage = FakeStage(workers=4)
+    stage.tuned_workers = 2
+    stage.measured_calls = CallMeasurement(gil_share=0.3, busy_together=0.81,
+                                           concurrency=2.0, idle_cpus=idle)
+    tuner = tuner_with(stage)
+    _tick(tuner, clock, stage, 1000, 500, 1.6)
+    assert stage.tuned_workers == threads
+    assert len(tuner.decisions()) == (threads > 2)
+
+
 def test_serial_calls_far_faster_on_two_workers_go_back_to_two(clock, tuner_with):
     # Two ran 2.6x as fast as one (chess: its one worker ran inline): more than two workers
     # can, so the scaling says nothing of the GIL. Back to the two measured, not to every
