@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from feedline.core.constants import INFINITE, UNKNOWN
+from feedline.autotune.stage_knobs import ThreadStageKnobs, thread_bounds
+from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import StructureError
 from feedline.core.functions import annotate_error
@@ -176,9 +178,12 @@ class BatchDataset(Dataset):
         upstream = self._inputs[0]._make_iterator(ctx)
         if self.num_parallel_calls is None:
             return BatchIterator(ctx, upstream, self.batch_size, self.drop_remainder, self.name)
+        autotune = ctx.options.autotune
+        tune = self.num_parallel_calls == AUTOTUNE and autotune.enabled and autotune.tune
         return ParallelBatchIterator(
             ctx, upstream, self.batch_size, self.drop_remainder, self.name,
-            resolve_parallelism(self.num_parallel_calls, ctx), ctx.deterministic(self.deterministic))
+            resolve_parallelism(self.num_parallel_calls, ctx), ctx.deterministic(self.deterministic),
+            tune=tune, stage_key=self)
 
 
     _RANDOM_ACCESS_FROM_INPUT = True
@@ -312,26 +317,52 @@ class ParallelBatchIterator(DatasetIterator):
     then a batch starting after the failed element (tf.data's ``batch``, parallel or not).
     The state is a position in batches (:mod:`feedline.execution.positions`): batches in
     flight are collected and stacked again after a restore.
+
+    With ``tune`` (``num_parallel_calls=AUTOTUNE`` and a pipeline tuner) the pipeline's
+    tuner (:mod:`feedline.autotune.tuner`) sets how many of its threads stack at once, and
+    the window follows (one batch per worker), through the stage's :attr:`knobs`
+    (:class:`~feedline.autotune.stage_knobs.ThreadStageKnobs`), between one and its CPU
+    workers (:func:`~feedline.autotune.stage_knobs.thread_bounds`: stacking computes). The
+    stage counts its stacking tasks' wall and CPU time, the time it pulls its input, and
+    the ``next()`` calls that waited. Batches, their order, errors and checkpoints do not
+    depend on the setting. ``stage_key`` identifies the stage across its iterators (its
+    dataset node): the next epoch starts at the setting reached.
     """
 
     OPERATION = "batch"
     STATE_VERSION = 2
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, batch_size: int,
-                 drop_remainder: bool, name: str, parallelism: int, deterministic: bool) -> None:
+                 drop_remainder: bool, name: str, parallelism: int, deterministic: bool,
+                 tune: bool = False, stage_key: object = None) -> None:
         super().__init__(ctx, [upstream])
         self._upstream = upstream
         self._batch_size = batch_size
         self._drop_remainder = drop_remainder
         self._name = name
         self._deterministic = deterministic
-        threading_options = ctx.options.threading
+        options = ctx.options
+        threading_options = options.threading
+        self._tuner = ctx.autotuner() if tune else None
+        self._knobs: ThreadStageKnobs | None = None
+        threads, gate = parallelism, None
+        if self._tuner is not None:
+            cpu_workers, threads = thread_bounds(options, parallelism)
+            self._knobs = ThreadStageKnobs(name, parallelism, threads, cpu_workers,
+                                           options.autotune_ram_budget(), tasks_per_worker=1)
+            # A task holds its input elements and their batch: about twice the batch.
+            self._knobs.held_per_task = 2.0
+            gate = self._knobs.gate
+        close_timeout = threading_options.close_timeout
         self._window = ReadAhead(
-            name, lambda: make_executor(parallelism, name,
-                                        close_timeout=threading_options.close_timeout),
+            name, lambda: make_executor(threads, name, close_timeout=close_timeout, gate=gate),
             limit=parallelism, deterministic=deterministic,
             element_timeout=threading_options.element_timeout,
             describe=lambda item: f"batch {item}")
+        if self._knobs is not None and self._tuner is not None:
+            self._knobs.window = self._window  # its limit follows the tuner's setting
+            self._knobs.counters = self._tuner.register(
+                self._knobs, stage_key if stage_key is not None else name)
         self._positions = PositionReader(self._pull, upstream.state_dict, upstream.replay_exact,
                                          hold_order=upstream.hold_order)
         self._tracker = PositionTracker()
@@ -348,13 +379,30 @@ class ParallelBatchIterator(DatasetIterator):
     def read_aheads(self) -> list[ReadAhead]:
         return [self._window]
 
+    @property
+    def knobs(self) -> ThreadStageKnobs | None:
+        """What the tuner sets and reads of this stage (``None``: not tuned)."""
+        return self._knobs
+
     def _pull(self) -> list[Any]:
         return pull_batch(self._upstream, self._batch_size, self._drop_remainder)
 
     def __next__(self) -> Any:
+        knobs = self._knobs
+        if knobs is None:
+            return self._next_batch()
+        counters = knobs.counters
+        counters.calls += 1
+        batch = self._next_batch(knobs)
+        counters.elements += 1
+        knobs.sample(batch)  # one in SIZE_EVERY is sized
+        return batch
+
+    def _next_batch(self, knobs: ThreadStageKnobs | None = None) -> Any:
         window, positions, tracker = self._window, self._positions, self._tracker
         if not tracker.has_snapshot:
             tracker.add_snapshot((positions.pulled, self._upstream.state_dict()))
+        pulling = time.perf_counter() if knobs is not None else 0.0
         while not self._exhausted and window.has_room():
             try:
                 item, is_error, value, snapshot = positions.pull()
@@ -364,10 +412,18 @@ class ParallelBatchIterator(DatasetIterator):
             tracker.add_snapshot(snapshot)
             if is_error:
                 window.add_failed(item, value)
+            elif knobs is not None:
+                window.submit(item, knobs.run_task, _stack, value)
             else:
                 window.submit(item, _stack, value)
         if not len(window):
             raise StopIteration
+        if knobs is not None:
+            knobs.counters.input += time.perf_counter() - pulling
+            # Unordered, take() hands back any finished batch: counted by the head, a wait
+            # may be one it did not have to make.
+            if not window.head_ready():
+                knobs.counters.waits += 1
         item, future = window.take()
         tracker.handed_out(item)
         positions.handed_out(item)
@@ -391,4 +447,6 @@ class ParallelBatchIterator(DatasetIterator):
         self._tracker.restore(state)
 
     def _release(self) -> None:
+        if self._knobs is not None:
+            self._knobs.done = True  # closed: the tuner forgets it
         self._window.shutdown()
