@@ -93,15 +93,15 @@ class ThreadStageKnobs:
         """Threads allowed to work at once."""
         self.counters = TuningCounters()
         """What the stage counts (shared with its earlier iterators once registered)."""
-        self.held_per_task = 1.0
+        self.held_per_task: float | None = None
         """Sampled values one task holds (a batch: its input elements and the stacked
-        batch, 2; an interleave's read: the elements it reads)."""
+        batch, 2); ``None``: the elements handed out per task so far (an interleave's read:
+        the elements it reads), at least one."""
         self.tasks = 0
         """Tasks run through :meth:`run_task`."""
         self.done = False
         """Set by the stage when closed (the tuner forgets it)."""
         self._sampled: float | None = None
-        self._samples = 0
         self._lock = threading.Lock()  # tasks on several threads add to the counters
 
     # ------------------------------------------------------------------ the setting
@@ -143,14 +143,17 @@ class ThreadStageKnobs:
         """Bytes one more worker holds: its tasks (``held_per_task`` values each, at their
         sampled size; at least one, a reading task's) and its thread (:data:`THREAD_BYTES`)."""
         tasks = max(1, self._tasks_per_worker)
-        return tasks * self.held_per_task * (self._sampled or 0.0) + THREAD_BYTES
+        held = self.held_per_task
+        if held is None:
+            held = max(1.0, self.counters.elements / max(1, self.tasks))
+        return tasks * held * (self._sampled or 0.0) + THREAD_BYTES
 
     # ------------------------------------------------------------------ measurements
-    def sample(self, value: Any) -> None:
-        """A value a task holds: the first and one in :data:`SIZE_EVERY` are sized."""
-        if self._sampled is None or self._samples % SIZE_EVERY == 0:
+    def sample(self, value: Any, count: int) -> None:
+        """``value`` is the ``count``-th a task held: the first and one in
+        :data:`SIZE_EVERY` are sized (a moving mean)."""
+        if self._sampled is None or count % SIZE_EVERY == 0:
             self._sampled = _mean_bytes(self._sampled, value)
-        self._samples += 1
 
     def run_task(self, fn: Callable[..., Any], /, *args: Any) -> Any:
         """Run one task on the calling worker, counting its wall and thread CPU time."""

@@ -394,8 +394,8 @@ class ParallelBatchIterator(DatasetIterator):
         counters = knobs.counters
         counters.calls += 1
         batch = self._next_batch(knobs)
+        knobs.sample(batch, counters.elements)
         counters.elements += 1
-        knobs.sample(batch)  # one in SIZE_EVERY is sized
         return batch
 
     def _next_batch(self, knobs: ThreadStageKnobs | None = None) -> Any:

@@ -11,7 +11,9 @@ With ``num_parallel_calls`` set, each open slot (and up to ``cycle_length`` data
 will enter the cycle next) is read ahead on the stage's own thread pool, so reading many
 files overlaps; the output order stays exactly the same unless ``deterministic=False``,
 which lets the stage take from whichever slot has an element ready. That is the main way
-to read many files in parallel.
+to read many files in parallel. With ``num_parallel_calls=AUTOTUNE`` it starts with
+``min(CPUs, cycle_length)`` reading threads and the pipeline's tuner sets how many read at
+once, up to one per open dataset (:class:`ParallelInterleaveIterator`).
 
 The iterators live beside this module: :mod:`~feedline.transforms.interleave_cycle` (the
 cycle position and checkpoint layout both share, and the sequential iterator) and
@@ -150,10 +152,14 @@ class InterleaveDataset(Dataset):
         if self.num_parallel_calls is None:
             return InterleaveIterator(ctx, upstream, opener, cycle_length, self.block_length,
                                       self.name)
+        autotune = ctx.options.autotune
+        tune = False
         if self.num_parallel_calls == AUTOTUNE:
             workers = min(resolve_parallelism(AUTOTUNE, ctx), cycle_length)
+            # The pipeline's tuner sets how many reads run at once (see the iterator).
+            tune = autotune.enabled and autotune.tune
         else:
             workers = self.num_parallel_calls
         return ParallelInterleaveIterator(
             ctx, upstream, opener, cycle_length, self.block_length, self.name, workers,
-            ctx.deterministic(self.deterministic))
+            ctx.deterministic(self.deterministic), tune=tune, stage_key=self)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from typing import Any
 
+from feedline.autotune.stage_knobs import ThreadStageKnobs, TimedExecutor, thread_bounds
 from feedline.core.error_records import restore_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State, chunk_reader
 from feedline.core.state_codec import decode
@@ -52,8 +54,10 @@ class _SharedPool:
     """The stage's pool of reading threads, made by the first read; every open dataset
     reads on it through its own :class:`~feedline.execution.executor.Strand`."""
 
-    def __init__(self, workers: int, name: str, close_timeout: float) -> None:
+    def __init__(self, workers: int, name: str, close_timeout: float,
+                 knobs: ThreadStageKnobs | None = None) -> None:
         self._args = (workers, name, close_timeout)
+        self._knobs = knobs  # tuned: its gate limits the reads at once, which it times
         self._executor: Executor | None = None
         self._lock = threading.Lock()
         self._shut = False
@@ -64,7 +68,13 @@ class _SharedPool:
                 raise BufferClosed
             if self._executor is None:
                 workers, name, close_timeout = self._args
-                self._executor = make_executor(workers, name, close_timeout=close_timeout)
+                knobs = self._knobs
+                if knobs is None:
+                    self._executor = make_executor(workers, name, close_timeout=close_timeout)
+                else:
+                    self._executor = TimedExecutor(
+                        make_executor(workers, name, close_timeout=close_timeout,
+                                      gate=knobs.gate), knobs)
             return Strand(self._executor)
 
     def shutdown(self) -> None:
@@ -122,28 +132,58 @@ class ParallelInterleaveIterator(InterleaveBase):
 
     With ``deterministic=False`` the consumer takes from the first slot, in cycle order from
     the current position, that has an item ready, and only waits when none has.
+
+    With ``tune`` (``num_parallel_calls=AUTOTUNE`` and a pipeline tuner) the pipeline's
+    tuner (:mod:`feedline.autotune.tuner`) sets how many reads run at once, through the
+    stage's :attr:`knobs` (:class:`~feedline.autotune.stage_knobs.ThreadStageKnobs`, whose
+    gate the pool's threads pass), from one up to the open datasets
+    (``cycle_length * (1 + PREFETCH_INPUT_FACTOR)``: each reads on its strand, one read at a
+    time, so more threads would idle), within the CPU, thread and RAM bounds of
+    :func:`~feedline.autotune.stage_knobs.thread_bounds` (reads may wait for files, so
+    past the cores). The stage counts its reading tasks' wall and CPU time, the elements it
+    hands out, the ``next()`` calls that found nothing read, and the time it pulls input
+    elements and opens their datasets. The order, errors and checkpoints do not depend on
+    the setting. ``stage_key`` identifies the stage across its iterators (its dataset node).
     """
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, opener: Opener,
                  cycle_length: int, block_length: int, name: str, workers: int,
-                 deterministic: bool) -> None:
+                 deterministic: bool, tune: bool = False, stage_key: object = None) -> None:
         super().__init__(ctx, upstream, opener, cycle_length, block_length, name)
         self._deterministic = deterministic
         self._capacity = max(2 * block_length + 1, MIN_SLOT_BUFFER)
         # Datasets waiting to enter the cycle read only tf.data's 2 * block_length + 1 ahead:
         # enough to hide opening them, without holding a full buffer each.
         self._future_capacity = min(self._capacity, 2 * block_length + 1)
-        threading_options = ctx.options.threading
+        options = ctx.options
+        threading_options = options.threading
         self._timeout = threading_options.element_timeout
-        self._pool = _SharedPool(max(1, workers), name, threading_options.close_timeout)
+        self._max_open = cycle_length * (1 + PREFETCH_INPUT_FACTOR)
+        workers = max(1, workers)
+        self._tuner = ctx.autotuner() if tune else None
+        self._knobs: ThreadStageKnobs | None = None
+        self._counters: Any = None  # the tuner's counters (tuned only)
+        threads = workers
+        if self._tuner is not None:
+            cpu_workers, threads = thread_bounds(options, workers, useful=self._max_open,
+                                                 waits=True)
+            knobs = self._knobs = ThreadStageKnobs(name, workers, threads, cpu_workers,
+                                                   options.autotune_ram_budget())
+            self._counters = knobs.counters = self._tuner.register(
+                knobs, stage_key if stage_key is not None else name)
+        self._pool = _SharedPool(threads, name, threading_options.close_timeout, self._knobs)
         self._stop = StopSignal()
         self._futures: collections.deque[_Slot | InputError] = collections.deque()
-        self._max_open = cycle_length * (1 + PREFETCH_INPUT_FACTOR)
         self._started = False
 
     @property
     def replay_exact(self) -> bool:
         return self._deterministic and super().replay_exact
+
+    @property
+    def knobs(self) -> ThreadStageKnobs | None:
+        """What the tuner sets and reads of this stage (``None``: not tuned)."""
+        return self._knobs
 
     def read_aheads(self) -> list[Any]:
         # The open datasets' readers (sampled on the consumer's thread, which alone
@@ -183,6 +223,17 @@ class ParallelInterleaveIterator(InterleaveBase):
 
     def _top_up(self) -> None:
         """Open input elements ahead until ``cycle_length * (1 + factor)`` are open."""
+        counters = self._counters
+        if counters is None:
+            self._open_ahead()
+            return
+        started = time.perf_counter()
+        try:
+            self._open_ahead()
+        finally:
+            counters.input += time.perf_counter() - started
+
+    def _open_ahead(self) -> None:
         futures = self._futures
         while not self._end_of_input and self._num_open + len(futures) < self._max_open:
             try:
@@ -221,6 +272,37 @@ class ParallelInterleaveIterator(InterleaveBase):
 
     # ---------------------------------------------------------------- iteration
     def __next__(self) -> Any:
+        counters = self._counters
+        if counters is None:
+            return self._next_element()
+        counters.calls += 1
+        if not self._element_ready():
+            counters.waits += 1
+        element = self._next_element()
+        count = counters.elements
+        counters.elements = count + 1
+        self._knobs.sample(element, count)  # type: ignore[union-attr]
+        return element
+
+    def _element_ready(self) -> bool:
+        """Whether the next element is read (or the next outcome needs no read): the slot
+        at the cycle position's, or, unordered, any slot's."""
+        cycle = self._cycle
+        if not cycle:
+            return True
+        slots = [cycle[self._cycle_index]] if self._deterministic else cycle
+        for slot in slots:
+            if slot is None:  # filled from the next future dataset
+                if not self._futures:  # one still to open (nothing read yet), or the end
+                    return self._end_of_input
+                if not isinstance(self._futures[0], _Slot):
+                    return True  # the input's error
+                slot = self._futures[0]
+            if slot.reader is None or slot.reader.ready():
+                return True
+        return False
+
+    def _next_element(self) -> Any:
         if self._stop.is_set():
             raise StopIteration
         if not self._started:
@@ -293,6 +375,12 @@ class ParallelInterleaveIterator(InterleaveBase):
                 self._cycle_index = (position + 1) % len(cycle)
         if not out:
             return [self.__next__()]
+        counters = self._counters
+        if counters is not None:  # in hand: no wait
+            counters.calls += 1
+            count = counters.elements
+            counters.elements = count + len(out)
+            self._knobs.sample(out[0], count)  # type: ignore[union-attr]
         return out
 
     def _whole_rounds(self, most: int) -> int:
@@ -405,5 +493,7 @@ class ParallelInterleaveIterator(InterleaveBase):
         # Wake a consumer waiting on any dataset, stop the pool (a bounded wait for running
         # reads), then close the datasets.
         self._stop.set()
+        if self._knobs is not None:
+            self._knobs.done = True  # closed: the tuner forgets it
         self._pool.shutdown()
         self._stop_slots(wait=False)

@@ -67,12 +67,13 @@ def test_knobs_bound_the_setting_and_move_the_window():
 def test_bytes_per_worker_from_sampled_sizes():
     knobs = ThreadStageKnobs("s", 2, 8, 2, ram_budget=1 << 20, tasks_per_worker=1)
     knobs.held_per_task = 2.0
-    knobs.sample(np.zeros(1000, dtype=np.uint8))  # the first is sized
+    knobs.sample(np.zeros(1000, dtype=np.uint8), 0)  # the first is sized
+    knobs.sample(np.zeros(9000, dtype=np.uint8), 1)  # not sized: one in SIZE_EVERY
     assert knobs.bytes_per_worker == 2 * 1000 + (64 << 10)
     # The RAM budget bounds the workers the tuner may give it.
     knobs = ThreadStageKnobs("s", 2, 64, 64, ram_budget=10 * ((64 << 10) + 2000))
     knobs.held_per_task = 2.0
-    knobs.sample(np.zeros(1000, dtype=np.uint8))
+    knobs.sample(np.zeros(1000, dtype=np.uint8), 0)
     assert stage_bound(knobs, 0.01).by_ram == 10
 
 
@@ -194,3 +195,122 @@ def test_batch_next_epoch_starts_at_the_setting_reached():
         second = _find(it, ParallelBatchIterator)
         assert second is not stage and second.knobs.tuned_workers == 1
         assert second.knobs.counters is knobs.counters  # one stage to the tuner
+
+
+# ---------------------------------------------------------------------- interleave
+def _inner(x: Any) -> fl.Dataset:
+    start = int(x) * 100
+    inner = fl.Dataset.range(start, start + 4 + int(x) % 5)
+    return fail_at(inner, [2]) if int(x) == 3 else inner
+
+
+def _interleaved(parallel: int | None = fl.AUTOTUNE, deterministic: bool | None = None,
+                 options: fl.Options = OPTIONS) -> fl.Dataset:
+    source = fail_at(fl.Dataset.range(14), [6])  # an input error, raised in its turn
+    return source.interleave(_inner, cycle_length=3, block_length=2,
+                             num_parallel_calls=parallel,
+                             deterministic=deterministic).with_options(options)
+
+
+def _interleave_reference() -> list[Any]:
+    return _plain(take_outcomes(iter(_interleaved(None))))
+
+
+def _interleave_stage(it: Any) -> Any:
+    from feedline.transforms.interleave_parallel import ParallelInterleaveIterator
+
+    return _find(it, ParallelInterleaveIterator)
+
+
+def test_interleave_registers_and_gates_its_reads():
+    with no_leaked_threads(), iter(_interleaved()) as it:
+        stage = _interleave_stage(it)
+        knobs = _stopped(stage)
+        assert "interleave(_inner)" in stage._tuner.settings()
+        start = min(OPTIONS.autotune_parallelism(), 3)
+        # At most a read per open dataset: the cycle's 3 and the 3 opened ahead.
+        assert (knobs.cpu_workers, knobs.max_workers) == \
+            thread_bounds(OPTIONS, start, useful=6, waits=True)
+        assert knobs.max_workers == 6 and knobs.tuned_workers == start
+        out = _plain(take_outcomes(it, 4))
+        pool = stage._pool._executor._executor  # the threads behind the timing
+        knobs.tuned_workers = 1
+        assert knobs.gate.limit == pool.workers == 1
+        knobs.tuned_workers = 1000
+        assert knobs.gate.limit == pool.workers == 6
+        out += _plain(take_outcomes(it))
+        assert out == _interleave_reference()
+        elements, calls, waits, busy, pulled, cpu = knobs.tuning_counters()
+        failures = sum(isinstance(o, Failed) for o in out)
+        assert elements == len(out) - failures and calls == len(out) + 1
+        # The first call waits: nothing was read before it.
+        assert 1 <= waits <= calls and busy > 0.0 and pulled > 0.0 and cpu >= 0.0
+        assert knobs.tasks > 0
+    assert knobs.tuning_done
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_interleave_output_is_the_untuned_one_under_any_setting(deterministic):
+    reference = _interleave_reference()
+    with no_leaked_threads(), iter(_interleaved(deterministic=deterministic)) as it:
+        knobs = _stopped(_interleave_stage(it))
+        out: list[Any] = []
+        for workers in (1, 4, 2, 1000, 1):
+            knobs.tuned_workers = workers
+            out += take_outcomes(it, 7)
+        out += take_outcomes(it)
+    if deterministic:
+        assert _plain(out) == reference
+    else:  # from whichever dataset has one ready
+        assert sorted(map(str, _plain(out))) == sorted(map(str, reference))
+
+
+def test_interleave_chunks_under_any_setting():
+    # A batch after it takes whole blocks at once (next_chunk), counted as one call.
+    reference = _plain(take_outcomes(iter(
+        fl.Dataset.range(14).interleave(_inner_ok, cycle_length=3, block_length=2).batch(5))))
+    ds = fl.Dataset.range(14).interleave(_inner_ok, cycle_length=3, block_length=2,
+                                         num_parallel_calls=fl.AUTOTUNE).batch(5)
+    with no_leaked_threads(), iter(ds.with_options(OPTIONS)) as it:
+        knobs = _stopped(_interleave_stage(it))
+        out: list[Any] = []
+        for workers in (1, 6, 2):
+            knobs.tuned_workers = workers
+            out += take_outcomes(it, 3)
+        out += take_outcomes(it)
+        assert _plain(out) == reference
+        elements = knobs.tuning_counters()[0]
+        assert elements == sum(len(batch) for batch in _plain(out))
+
+
+def _inner_ok(x: Any) -> fl.Dataset:
+    return fl.Dataset.range(int(x) * 100, int(x) * 100 + 4 + int(x) % 5)
+
+
+def test_interleave_checkpoint_restores_under_another_setting():
+    reference = _interleave_reference()
+    with no_leaked_threads(), iter(_interleaved()) as it:
+        knobs = _stopped(_interleave_stage(it))
+        knobs.tuned_workers = 1
+        first = _plain(take_outcomes(it, 13))
+        state = it.state_dict()
+        knobs.tuned_workers = 5
+        assert first + _plain(take_outcomes(it)) == reference
+    with no_leaked_threads(), iter(_interleaved()) as it:
+        knobs = _stopped(_interleave_stage(it))
+        knobs.tuned_workers = 1000
+        it.load_state_dict(state)
+        assert first + _plain(take_outcomes(it)) == reference
+    with no_leaked_threads(), iter(_interleaved(None)) as it:  # and the sequential stage
+        it.load_state_dict(state)
+        assert first + _plain(take_outcomes(it)) == reference
+
+
+@pytest.mark.parametrize("parallel, options", [(fl.AUTOTUNE, UNTUNED), (2, OPTIONS)])
+def test_interleave_untuned_registers_nothing(parallel, options):
+    with no_leaked_threads(), iter(_interleaved(parallel, options=options)) as it:
+        stage = _interleave_stage(it)
+        assert stage.knobs is None and stage._tuner is None
+        assert _plain(take_outcomes(it)) == _interleave_reference()
+        tuner = it._ctx.tuner
+        assert tuner is None or not tuner.settings()
