@@ -7,6 +7,8 @@
 * :mod:`~feedline.autotune.map_knobs`: what a parallel ``map`` exposes to it (its setting,
   bounds, counters, element sizes and measured calls), so that the iterator only counts and
   follows;
+* :mod:`~feedline.autotune.stage_knobs`: the same for ``batch`` and ``interleave`` with
+  ``num_parallel_calls=AUTOTUNE`` (their stacking and reading threads);
 * :mod:`~feedline.autotune.buffer`: the rule of ``prefetch(AUTOTUNE)``'s buffer, run on the
   consumer's calls and recorded with the same tuner;
 * :mod:`~feedline.autotune.status`: the optional live status line.
