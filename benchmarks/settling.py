@@ -53,6 +53,8 @@ class Settling:
         moves: Other changes after :data:`SETTLE_GOAL`.
         rate: Rows per second over the second half.
         changes: Every change, as ``"stage setting old->new at seconds"``.
+        executors: Where each parallel stage ran at the end (``"map(f): processes"``): a
+            map's calls moved to worker processes are tuned no more.
     """
 
     workload: str
@@ -62,6 +64,7 @@ class Settling:
     moves: int
     rate: float
     changes: list[str]
+    executors: str = ""
 
 
 def _pipelines() -> dict[str, Callable[[], Any]]:
@@ -121,7 +124,10 @@ def run_once(workload: str, make: Callable[[], Any], seconds: float) -> Settling
         while (now := time.perf_counter() - started) < seconds:
             count += profiling._rows(next(iterator))
             marks.append((now, count))
-        decisions = [d for d in iterator.statistics().tuning if d.new != d.old]
+        statistics = iterator.statistics()
+        decisions = [d for d in statistics.tuning if d.new != d.old]
+        executors = ", ".join(f"{stage.name}: {stage.executor}" for stage in statistics.stages
+                              if stage.asynchronous and stage.executor)
     per_second = []
     for second in range(int(seconds)):
         low = max((c for t, c in marks if t <= second), default=0)
@@ -137,7 +143,7 @@ def run_once(workload: str, make: Callable[[], Any], seconds: float) -> Settling
                     sum(1 for _, is_trial in late if is_trial) // 2,
                     sum(1 for _, is_trial in late if not is_trial), rate,
                     [f"{d.stage} {d.setting} {d.old}->{d.new} at {d.seconds:.2f} s: {d.reason[:140]}"
-                     for d in decisions])
+                     for d in decisions], executors)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,13 +167,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n`python -m benchmarks.settling {' '.join(sys.argv[1:] if argv is None else argv)}`"
           f": {args.rounds} round(s) of {args.seconds:g} s per workload\n")
     print("| workload | rows/s (second half) | settled at (s) | last move (s) | moves after "
-          f"{SETTLE_GOAL:g} s | trials after {SETTLE_GOAL:g} s |")
-    print("|---|---|---|---|---|---|")
+          f"{SETTLE_GOAL:g} s | trials after {SETTLE_GOAL:g} s | stages ran on |")
+    print("|---|---|---|---|---|---|---|")
     for run in runs:
         settled = "never" if run.settled is None else f"{run.settled:.0f}"
         last = "none" if run.last_move is None else f"{run.last_move:.2f}"
         print(f"| {run.workload} | {run.rate:,.0f} | {settled} | {last} | {run.moves} | "
-              f"{run.trials} |")
+              f"{run.trials} | {run.executors} |")
     return 0
 
 
