@@ -91,8 +91,8 @@ class ThreadStageKnobs:
         whose limit is ``tasks_per_worker`` times the setting, or ``None``."""
         self.gate = WorkerGate(self._parallelism)
         """Threads allowed to work at once."""
-        self.counters = TuningCounters()
-        """What the stage counts (shared with its earlier iterators once registered)."""
+        self._counters = TuningCounters()
+        self._elements_before = 0  # counted by the stage's earlier iterators (epochs)
         self.held_per_task: float | None = None
         """Sampled values one task holds (a batch: its input elements and the stacked
         batch, 2); ``None``: the elements handed out per task so far (an interleave's read:
@@ -103,6 +103,18 @@ class ThreadStageKnobs:
         """Set by the stage when closed (the tuner forgets it)."""
         self._sampled: float | None = None
         self._lock = threading.Lock()  # tasks on several threads add to the counters
+
+    @property
+    def counters(self) -> TuningCounters:
+        """What the stage counts (shared with its earlier iterators once registered)."""
+        return self._counters
+
+    @counters.setter
+    def counters(self, counters: TuningCounters) -> None:
+        # Shared with the stage's earlier iterators: their elements are not this one's
+        # tasks' (bytes_per_worker divides this iterator's elements by its tasks).
+        self._counters = counters
+        self._elements_before = counters.elements
 
     # ------------------------------------------------------------------ the setting
     @property
@@ -145,7 +157,8 @@ class ThreadStageKnobs:
         tasks = max(1, self._tasks_per_worker)
         held = self.held_per_task
         if held is None:
-            held = max(1.0, self.counters.elements / max(1, self.tasks))
+            held = max(1.0, (self.counters.elements - self._elements_before)
+                       / max(1, self.tasks))
         return tasks * held * (self._sampled or 0.0) + THREAD_BYTES
 
     # ------------------------------------------------------------------ measurements

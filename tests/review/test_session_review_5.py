@@ -1,0 +1,42 @@
+"""Review of AUTOTUNE v2 (issue 25, session review 5: commits f0b31cd..fbe6a9d).
+
+Each test pins a bug found in review of the tuner, the pipeline model it shares with
+``fl.profile`` and the knobs of ``batch``/``interleave(num_parallel_calls=AUTOTUNE)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from feedline.autotune.map_knobs import THREAD_BYTES
+from feedline.autotune.stage_knobs import ThreadStageKnobs
+from feedline.autotune.tuner import TuningCounters, stage_bound
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_an_interleaves_next_epoch_sizes_its_reads_by_its_own_elements():
+    # The tuner shares a stage's counters across its iterators (each epoch of a repeat()),
+    # while each iterator's knobs count their own tasks: the elements a read holds must be
+    # this iterator's elements per task, not every epoch's so far over this one's tasks
+    # (which made each later epoch look like reads holding thousands of elements, and the
+    # RAM bound cut the interleave to one reading thread at every epoch's start).
+    shared = TuningCounters()
+    first = ThreadStageKnobs("interleave", 2, 8, 2, ram_budget=64 * (THREAD_BYTES + 8000))
+    first.counters = shared  # as Tuner.register() hands it over
+    for _ in range(100):  # epoch 1: 100 reads of 10 elements
+        first.run_task(lambda: None)
+        shared.elements += 10
+    first.sample(np.zeros(1000, dtype=np.uint8), 0)
+    assert first.bytes_per_worker == 10 * 1000 + THREAD_BYTES
+    first.done = True
+
+    second = ThreadStageKnobs("interleave", 2, 8, 2, ram_budget=64 * (THREAD_BYTES + 8000))
+    second.counters = shared  # epoch 2: the same stage to the tuner
+    second.run_task(lambda: None)
+    shared.elements += 10
+    second.sample(np.zeros(1000, dtype=np.uint8), shared.elements)
+    assert second.bytes_per_worker == 10 * 1000 + THREAD_BYTES
+    # And so the RAM budget bounds it as it did the first epoch.
+    assert stage_bound(second, 0.01).by_ram == stage_bound(first, 0.01).by_ram
