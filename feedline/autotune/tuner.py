@@ -613,7 +613,10 @@ class Tuner:
             stage = control.stage()
             if stage is None or stage.tuning_done:
                 with self._lock:
-                    self._controls.remove(control)
+                    # Unless the stage's next iterator (an epoch of repeat()) registered
+                    # meanwhile: that one is tuned on.
+                    if control.stage() is stage:
+                        self._controls.remove(control)
                 continue
             window = self._look(control, stage)
             if window is not None:
