@@ -287,20 +287,30 @@ class ParallelInterleaveIterator(InterleaveBase):
     def _element_ready(self) -> bool:
         """Whether the next element is read (or the next outcome needs no read): the slot
         at the cycle position's, or, unordered, any slot's."""
-        cycle = self._cycle
+        cycle, futures = self._cycle, self._futures
         if not cycle:
             return True
-        slots = [cycle[self._cycle_index]] if self._deterministic else cycle
-        for slot in slots:
+        start, filled = self._cycle_index, 0
+        for offset in range(len(cycle)):
+            slot = cycle[(start + offset) % len(cycle)]
             if slot is None:  # filled from the next future dataset
-                if not self._futures:  # one still to open (nothing read yet), or the end
-                    return self._end_of_input
-                if not isinstance(self._futures[0], _Slot):
+                if filled == len(futures):
+                    if self._end_of_input:
+                        continue  # nothing left to fill it: the outcome is another slot's
+                    if self._deterministic:
+                        return False  # one still to open: nothing read yet
+                    continue
+                entry = futures[filled]
+                filled += 1
+                if not isinstance(entry, _Slot):
                     return True  # the input's error
-                slot = self._futures[0]
+                slot = entry
             if slot.reader is None or slot.reader.ready():
                 return True
-        return False
+            if self._deterministic:
+                return False
+        # Every slot empty with nothing left to open: the end, no wait.
+        return self._end_of_input and not futures and all(s is None for s in cycle)
 
     def _next_element(self) -> Any:
         if self._stop.is_set():
