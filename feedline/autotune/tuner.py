@@ -111,6 +111,7 @@ The stages' buffers stay within the RAM budget as before (``prefetch`` grows onl
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import math
 import threading
@@ -477,6 +478,7 @@ class _Control:
         self.history: collections.deque[_Look] = collections.deque(maxlen=WINDOW_TICKS)
         self.setting = stage.tuned_workers
         self.counters = TuningCounters()
+        self.registered = 0  # its place in the order the stages registered
 
 
 @dataclass(frozen=True)
@@ -520,7 +522,13 @@ class Tuner:
     def __init__(self, period: float = PERIOD) -> None:
         self._period = period
         self._controls: list[_Control] = []
-        self._known: dict[object, _Control] = {}  # by stage key: survives the stage's epochs
+        # By stage key: survives the stage's epochs. A dataset node is held weakly: an
+        # interleave's function makes a tuned stage per element, whose node, once dropped,
+        # is never seen again (held strongly, one control per element would pile up).
+        self._known: dict[object, _Control] = {}
+        self._known_nodes: weakref.WeakKeyDictionary[object, _Control] = \
+            weakref.WeakKeyDictionary()
+        self._registered = itertools.count()
         self._decisions: list[TuningDecision] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -542,8 +550,14 @@ class Tuner:
             previous epoch's), whose setting the new one starts from.
         """
         key = stage.name if key is None else key
+        try:
+            weakref.ref(key)
+        except TypeError:  # a name: kept as long as the tuner
+            known_by = self._known
+        else:
+            known_by = self._known_nodes
         with self._lock:
-            known = self._known.get(key)
+            known = known_by.get(key)
             if known is not None:
                 # The same stage in a new epoch: carry on from where its tuning was.
                 stage.tuned_workers = known.setting
@@ -552,8 +566,9 @@ class Tuner:
                     self._controls.append(known)
                 control = known
             else:
-                control = self._known[key] = _Control(stage)
+                control = known_by[key] = _Control(stage)
                 control.first_explore += self._ticks
+                control.registered = next(self._registered)
                 self._controls.append(control)
             if self._stop.is_set():
                 return control.counters
@@ -567,7 +582,9 @@ class Tuner:
         """Each stage's current setting (threads working at once), by stage name, in the
         order the stages registered (the live status line shows them)."""
         with self._lock:
-            return {control.name: control.setting for control in self._known.values()}
+            controls = sorted([*self._known.values(), *self._known_nodes.values()],
+                              key=lambda control: control.registered)
+            return {control.name: control.setting for control in controls}
 
     def decisions(self) -> tuple[TuningDecision, ...]:
         """Every change made so far, oldest first."""

@@ -188,7 +188,7 @@ def test_batch_next_epoch_starts_at_the_setting_reached():
         stage = _find(it, ParallelBatchIterator)
         knobs = _stopped(stage)
         knobs.tuned_workers = 1
-        control, = (c for c in stage._tuner._known.values() if c.name == "batch")
+        control, = (c for c in stage._tuner._known_nodes.values() if c.name == "batch")
         control.setting = 1  # as the tuner records it
         out = _plain(take_outcomes(it))
         assert out == [list(range(i, i + 4)) for i in range(0, 20, 4)] * 2

@@ -1003,3 +1003,25 @@ def test_one_stage_alone_grows_as_it_did_without_the_others(clock, tuner_with):
     assert _changes(tuner) == [("map(a)", 2, 4)]
     assert "its consumer waited for 50% of calls while its 2 workers were 70% busy" in \
         tuner.decisions()[0].reason
+
+
+def test_the_tuner_forgets_a_stage_whose_dataset_node_is_gone():
+    # An interleave's function makes a tuned stage per element: once its node is dropped,
+    # it can never register again, and its control must not pile up in the tuner.
+    import gc
+
+    class Node:
+        pass
+
+    tuner = Tuner(period=3600)
+    try:
+        kept, dropped = Node(), Node()
+        tuner.register(FakeStage("map(a)"), key=kept)
+        tuner.register(FakeStage("map(b)"), key=dropped)
+        tuner.register(FakeStage("map(c)"))  # by name: kept as long as the tuner
+        assert list(tuner.settings()) == ["map(a)", "map(b)", "map(c)"]
+        del dropped
+        gc.collect()
+        assert list(tuner.settings()) == ["map(a)", "map(c)"]
+    finally:
+        tuner.stop()

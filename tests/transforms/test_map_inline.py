@@ -202,7 +202,7 @@ def test_long_calls_that_hold_the_gil_keep_their_worker_threads_not_inline(monke
         while stage.executor_decision is None:
             got += _outcomes(it, 1)
         deadline = time.monotonic() + 30
-        while not all(control.measurement_used for control in stage._tuner._known.values()):
+        while not all(control.measurement_used for control in stage._tuner._known_nodes.values()):
             assert time.monotonic() < deadline, "the tuner did not look at the measurement"
             time.sleep(0.005)
         assert stage.knobs.tuned_workers == measured_with > 1
