@@ -28,7 +28,47 @@ SIZE_EVERY = 16
 always): what its elements in flight hold, for the RAM budget of its threads."""
 
 
-class MapKnobs:
+class StageKnobs:
+    """What every tuned stage's knobs share: its budgets and its counters, as the tuner
+    reads them (``_parallelism``, ``_cpu_workers``, ``_ram_budget``, ``counters`` and
+    ``done`` are set by the subclass)."""
+
+    _parallelism: int
+    _cpu_workers: int
+    _ram_budget: int
+    counters: TuningCounters
+    done: bool
+
+    @property
+    def cpu_workers(self) -> int:
+        """Workers its CPU budget gives calls that compute."""
+        return self._cpu_workers
+
+    @property
+    def cores(self) -> int:
+        """CPUs its budget gives it (its ``AUTOTUNE`` parallelism): what the CPU time of
+        its tasks, waiting or not, should add up to at most."""
+        return self._parallelism
+
+    @property
+    def ram_budget(self) -> int:
+        """Bytes its elements in flight and its threads may hold."""
+        return self._ram_budget
+
+    def tuning_counters(self) -> tuple[int, int, int, float, float, float]:
+        """(elements handed out, ``next()`` calls, calls that waited for a task, seconds its
+        tasks took, seconds spent pulling its input, CPU seconds of its tasks)."""
+        counters = self.counters
+        return (counters.elements, counters.calls, counters.waits, counters.busy,
+                counters.input, counters.cpu)
+
+    @property
+    def tuning_done(self) -> bool:
+        """Closed (or, a map, moved to processes: the tuner sets threads only)."""
+        return self.done
+
+
+class MapKnobs(StageKnobs):
     """What the tuner sets and reads of one parallel map (see the module doc).
 
     Args:
@@ -98,22 +138,6 @@ class MapKnobs:
         return self._ceiling
 
     @property
-    def cpu_workers(self) -> int:
-        """Workers its CPU budget gives calls that compute."""
-        return self._cpu_workers
-
-    @property
-    def cores(self) -> int:
-        """CPUs its budget gives it (its ``AUTOTUNE`` parallelism): what the CPU time of
-        its calls, waiting or not, should add up to at most."""
-        return self._parallelism
-
-    @property
-    def ram_budget(self) -> int:
-        """Bytes its elements in flight and its threads may hold."""
-        return self._ram_budget
-
-    @property
     def bytes_per_worker(self) -> float:
         """Bytes one more worker holds: its tasks in the window (two, of ``chunk_size``
         elements, each its input and its result, at their sampled sizes) and its thread
@@ -133,18 +157,6 @@ class MapKnobs:
         if self._output_bytes is None or self._results % SIZE_EVERY == 0:
             self._output_bytes = _mean_bytes(self._output_bytes, result)
         self._results += 1
-
-    def tuning_counters(self) -> tuple[int, int, int, float, float, float]:
-        """(elements handed out, ``next()`` calls, calls that waited for a task, seconds its
-        tasks took, seconds spent pulling its input, CPU seconds of its tasks)."""
-        counters = self.counters
-        return (counters.elements, counters.calls, counters.waits, counters.busy,
-                counters.input, counters.cpu)
-
-    @property
-    def tuning_done(self) -> bool:
-        """Closed, or moved to processes (the tuner sets threads only)."""
-        return self.done
 
     @property
     def tuning_paused(self) -> bool:

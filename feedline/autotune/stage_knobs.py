@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from feedline.autotune.map_knobs import SIZE_EVERY, THREAD_BYTES, _mean_bytes
+from feedline.autotune.map_knobs import SIZE_EVERY, THREAD_BYTES, StageKnobs, _mean_bytes
 from feedline.autotune.tuner import CallMeasurement, TuningCounters
 from feedline.core.options import Options
 from feedline.execution.gate import WorkerGate
@@ -56,7 +56,7 @@ def thread_bounds(options: Options, parallelism: int, useful: int | None = None,
     return min(cpu_workers, threads), max(threads, 1)
 
 
-class ThreadStageKnobs:
+class ThreadStageKnobs(StageKnobs):
     """What the tuner sets and reads of one read-ahead stage of threads (see the module doc).
 
     Args:
@@ -136,21 +136,6 @@ class ThreadStageKnobs:
         return self._max_workers
 
     @property
-    def cpu_workers(self) -> int:
-        """Workers its CPU budget gives tasks that compute."""
-        return self._cpu_workers
-
-    @property
-    def cores(self) -> int:
-        """CPUs its budget gives it (its ``AUTOTUNE`` parallelism)."""
-        return self._parallelism
-
-    @property
-    def ram_budget(self) -> int:
-        """Bytes its tasks and threads may hold."""
-        return self._ram_budget
-
-    @property
     def bytes_per_worker(self) -> float:
         """Bytes one more worker holds: its tasks (``held_per_task`` values each, at their
         sampled size; at least one, a reading task's) and its thread (:data:`THREAD_BYTES`)."""
@@ -182,18 +167,6 @@ class ThreadStageKnobs:
                 counters.busy += seconds
                 counters.cpu += cpu
                 self.tasks += 1
-
-    def tuning_counters(self) -> tuple[int, int, int, float, float, float]:
-        """(elements handed out, ``next()`` calls, calls that waited for a task, seconds its
-        tasks took, seconds spent pulling its input, CPU seconds of its tasks)."""
-        counters = self.counters
-        return (counters.elements, counters.calls, counters.waits, counters.busy,
-                counters.input, counters.cpu)
-
-    @property
-    def tuning_done(self) -> bool:
-        """Closed: the tuner forgets it."""
-        return self.done
 
     @property
     def tuning_paused(self) -> bool:
