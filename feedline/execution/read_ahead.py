@@ -293,16 +293,22 @@ class ReadAhead:
         if wait:
             concurrent.futures.wait(started)
 
-    def shutdown(self, stop_all: bool = True) -> None:
+    def shutdown(self, stop_all: bool = True, keep_executor: bool = False) -> Executor | None:
         """Wake a waiting :meth:`take`, cancel queued tasks, stop the executor. Idempotent.
 
         Args:
             stop_all: Also set the shared :class:`StopSignal` (``False`` ends only this
                 window, as when one of interleave's datasets ends).
+            keep_executor: Leave the executor running and return it (the caller owns it
+                now: a stage keeps its worker processes for its next iterator); its tasks
+                already running finish there, unread.
+
+        Returns:
+            The executor, if kept (``None`` otherwise, or if none was made).
         """
         with self._lock:
             if self._shut:
-                return
+                return None
             self._shut = True
         if stop_all:
             self._stop.set()
@@ -310,8 +316,12 @@ class ReadAhead:
         # it, and it sees the closed flag before it takes anything more.
         for _, future in list(self._pending):
             future.cancel()
-        if self._executor is not None:
-            self._executor.shutdown()
+        executor = self._executor
+        if executor is not None and keep_executor:
+            return executor
+        if executor is not None:
+            executor.shutdown()
+        return None
 
 
 def wait_any(windows: list[ReadAhead], stop: StopSignal, timeout: float | None) -> bool:

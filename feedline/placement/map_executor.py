@@ -231,6 +231,13 @@ class SwitchingExecutor:
         if self._processes is not None:
             self._processes.shutdown()
 
+    def keep_processes(self) -> Executor | None:
+        """Shut down the thread pool and hand over the process pool, if started (the caller
+        owns it now); ``None`` otherwise."""
+        self._threads.shutdown()
+        processes, self._processes = self._processes, None
+        return processes
+
 
 class ExecutorChoice:
     """Measures an ``AUTOTUNE`` map's first tasks and decides threads or processes.

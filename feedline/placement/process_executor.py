@@ -350,6 +350,13 @@ class ProcessExecutor:
         """Counts of workers started, functions shipped (and their bytes), calls sent."""
         return self._stats
 
+    @property
+    def reusable(self) -> bool:
+        """Whether new calls may still be submitted: not shut down, not broken (a stage's
+        next iterator may then take this pool over, its workers started)."""
+        with self._lock:
+            return not self._shut and self._broken is None
+
     def _count(self, **increments: int) -> None:
         stats = self._stats
         self._stats = ProcessStatistics(**{

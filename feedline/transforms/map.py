@@ -536,7 +536,14 @@ class ParallelMapIterator(DatasetIterator):
             gate = self._gate if executor_kind == "thread" else None
 
             def make() -> Any:
+                if executor_kind == "process":
+                    kept = _kept_pool(ctx, stage_key, parallelism)
+                    if kept is not None:
+                        return kept
                 return make_executor(threads, name, executor_kind, close_timeout, gate)
+        # Its worker processes, kept for the stage's next iterator (the next epoch of a
+        # repeat) by its dataset node: their start-up is paid once per pipeline run.
+        self._pool_key = stage_key
         self._window = ReadAhead(
             name, make,
             limit=2 * parallelism, deterministic=deterministic,
@@ -886,7 +893,36 @@ class ParallelMapIterator(DatasetIterator):
                                         message=r"feedline: .* did not stop within")
                 self._window.shutdown()
             return
-        self._window.shutdown()
+        ctx = self._ctx
+        if self._executor_kind != "process" or self._pool_key is None or ctx.closing:
+            self._window.shutdown()
+            return
+        # The next iterator of this stage (the next epoch of a repeat) takes the worker
+        # processes over; the pipeline's close ends them (ctx.close_kept). Calls of this
+        # iterator still running there finish unread.
+        executor = self._window.shutdown(keep_executor=True)
+        keep_processes = getattr(executor, "keep_processes", None)
+        if keep_processes is not None:  # AUTOTUNE's: threads, then processes
+            executor = keep_processes()
+        if getattr(executor, "reusable", False):
+            ctx.keep(self._pool_key, executor)
+        elif executor is not None:
+            executor.shutdown()
+
+
+def _kept_pool(ctx: IteratorContext, node: object, workers: int) -> Any:
+    """The worker processes an earlier iterator of the map ``node`` kept (see
+    ``ParallelMapIterator._release``), if they are ``workers`` and still usable; else ``None``
+    (anything kept for it is shut down)."""
+    if node is None:
+        return None
+    kept = ctx.kept.pop(node, None)
+    if kept is None:
+        return None
+    if getattr(kept, "reusable", False) and getattr(kept, "workers", None) == workers:
+        return kept
+    kept.shutdown()
+    return None
 
 
 def _describe_chunk(tag: Any) -> str:

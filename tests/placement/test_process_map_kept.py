@@ -1,0 +1,93 @@
+"""A map's worker processes are kept across the epochs of a ``repeat`` and end with the
+pipeline (``ParallelMapIterator._release``, ``IteratorContext.keep``)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+import feedline as fl
+from feedline.core.iterator import IteratorContext
+from feedline.testing.threads import no_leaked_threads
+from feedline.transforms.map import _kept_pool
+from tests.placement.process_helpers import wait_gone, worker_processes
+
+pytestmark = pytest.mark.timeout(120)
+
+THREADS = fl.Options(autotune=fl.AutotuneOptions(processes=False))
+
+
+def _pid_and_value(x):
+    return os.getpid(), int(x) * 3
+
+
+def _epochs(dataset: fl.Dataset, epochs: int, per_epoch: int) -> list[list[tuple[int, int]]]:
+    with iter(dataset.repeat(epochs).with_options(THREADS)) as it:
+        out = [(int(pid), int(value)) for pid, value in it]
+    return [out[i * per_epoch:(i + 1) * per_epoch] for i in range(epochs)]
+
+
+def test_the_next_epoch_runs_on_the_same_worker_processes_and_they_end_with_the_pipeline():
+    ds = fl.Dataset.range(40).map(_pid_and_value, num_parallel_calls=2, executor="process")
+    with no_leaked_threads():
+        epochs = _epochs(ds, 3, 40)
+        assert [[value for _, value in epoch] for epoch in epochs] == \
+            [[3 * i for i in range(40)]] * 3
+        pids = [{pid for pid, _ in epoch} for epoch in epochs]
+        assert os.getpid() not in pids[0] and 1 <= len(pids[0]) <= 2
+        assert pids[1] <= pids[0] and pids[2] <= pids[0]  # no worker started after the first
+        assert wait_gone(sorted(pids[0]), 10) == []
+    assert worker_processes() == []
+
+
+def test_a_pipeline_closed_mid_epoch_ends_the_kept_workers():
+    ds = fl.Dataset.range(40).map(_pid_and_value, num_parallel_calls=2, executor="process")
+    with no_leaked_threads():
+        it = iter(ds.repeat(3).with_options(THREADS))
+        seen = {int(next(it)[0]) for _ in range(50)}  # into the second epoch
+        it.close()
+        assert wait_gone(sorted(seen), 10) == []
+    assert worker_processes() == []
+
+
+class _Pool:
+    def __init__(self, workers: int, reusable: bool) -> None:
+        self.workers, self.reusable, self.shut = workers, reusable, False
+
+    def shutdown(self) -> None:
+        self.shut = True
+
+
+@pytest.mark.parametrize(("workers", "reusable", "taken"), [
+    (2, True, True), (3, True, False), (2, False, False)])
+def test_a_kept_pool_is_taken_only_if_usable_and_of_the_stages_size(workers, reusable, taken):
+    ctx, node = IteratorContext(), object()
+    pool = _Pool(workers, reusable)
+    ctx.keep(node, pool)
+    assert (_kept_pool(ctx, node, 2) is pool) == taken
+    assert pool.shut == (not taken)  # one not taken is ended, not left running
+    assert node not in ctx.kept
+    assert _kept_pool(ctx, None, 2) is None
+
+
+def _slow_pid_and_value(x):
+    time.sleep(0.01)  # the first epoch's workers start while the consumer maps inline
+    return os.getpid(), int(x) * 3
+
+
+def test_an_autotune_map_moved_to_processes_keeps_them_for_the_next_epoch(monkeypatch):
+    from tests.gil_measurements import measure_as, serialized_by_the_gil
+
+    measure_as(monkeypatch, serialized_by_the_gil)  # moved to processes after its first calls
+    ds = fl.Dataset.range(200).map(_slow_pid_and_value, num_parallel_calls=fl.AUTOTUNE)
+    with no_leaked_threads():
+        epochs = _epochs(ds, 3, 200)
+        assert [[value for _, value in epoch] for epoch in epochs] == \
+            [[3 * i for i in range(200)]] * 3
+        first = {pid for pid, _ in epochs[0]} - {os.getpid()}
+        later = {pid for epoch in epochs[1:] for pid, _ in epoch} - {os.getpid()}
+        assert first and later and later <= first  # no worker started after the first epoch
+        assert wait_gone(sorted(first), 10) == []
+    assert worker_processes() == []
