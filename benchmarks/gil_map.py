@@ -57,8 +57,9 @@ def make_lines(count: int, seed: int = 0) -> np.ndarray:
                     dtype=object)
 
 
-def pipeline(setting: str, lines: np.ndarray) -> fl.Dataset:
-    """The pipeline of ``setting`` (one of :data:`SETTINGS`).
+def pipeline(setting: str, lines: np.ndarray, epochs: int = 1) -> fl.Dataset:
+    """The pipeline of ``setting`` (one of :data:`SETTINGS`), over ``lines`` ``epochs``
+    times (a ``repeat``: a map's worker processes stay from one epoch to the next).
 
     Example:
         >>> ds = pipeline("inline", make_lines(3))
@@ -75,7 +76,8 @@ def pipeline(setting: str, lines: np.ndarray) -> fl.Dataset:
         if setting == "autotune-threads":
             ds = ds.with_options(fl.Options(autotune=fl.AutotuneOptions(
                 processes=False, choose_executor=False)))
-    return ds.batch(common.TEXT_BATCH)
+    ds = ds.batch(common.TEXT_BATCH)
+    return ds if epochs == 1 else ds.repeat(epochs)
 
 
 def _cpu() -> tuple[float, float]:
@@ -85,11 +87,12 @@ def _cpu() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
-def run_once(setting: str, lines: np.ndarray) -> tuple[float, str, float, float, float]:
+def run_once(setting: str, lines: np.ndarray, epochs: int = 1
+             ) -> tuple[float, str, float, float, float]:
     """Lines per second of one full pass, where the map ran, lines per second from the
     first batch on (the steady rate, without what starting costs), and the CPU seconds per
     line of this process and of the worker processes (ended when the pass is)."""
-    ds = pipeline(setting, lines)
+    ds = pipeline(setting, lines, epochs)
     cpu_before = _cpu()
     started = time.perf_counter()
     count = 0
@@ -136,6 +139,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lines", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--settings", default=",".join(SETTINGS))
+    parser.add_argument("--epochs", type=int, default=1,
+                        help="passes over the lines in one run (a repeat)")
     args = parser.parse_args(argv)
     settings = args.settings.split(",")
     lines = make_lines(args.lines)
@@ -146,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     for round_ in range(args.rounds):
         order = settings if round_ % 2 == 0 else settings[::-1]
         for setting in order:
-            rate, ran, after_start, own, workers = run_once(setting, lines)
+            rate, ran, after_start, own, workers = run_once(setting, lines, args.epochs)
             rates[setting].append(rate)
             cpu[setting].append((own, workers))
             steady[setting].append(after_start)
@@ -156,8 +161,8 @@ def main(argv: list[str] | None = None) -> None:
                   f"({after_start:,.0f} after start) {ran}", flush=True)
     for title, table in (("", rates), (" after start (from the first batch)", steady)):
         base = statistics.median(table["inline"]) if "inline" in table else None
-        print(f"\n{args.lines} lines, batch {common.TEXT_BATCH}, {args.rounds} rounds "
-              f"(median){title}")
+        print(f"\n{args.lines} lines x {args.epochs} epoch(s), batch {common.TEXT_BATCH}, "
+              f"{args.rounds} rounds (median){title}")
         for setting in settings:
             rate = statistics.median(table[setting])
             ratio = f"{rate / base:5.2f}x inline" if base else ""
