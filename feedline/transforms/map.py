@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from feedline.autotune.map_knobs import MapKnobs
+from feedline.autotune.stage_knobs import thread_bounds
 from feedline.autotune.tuner import CallMeasurement, holds_the_gil
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
@@ -87,16 +88,11 @@ class MapDataset(Dataset):
         parallelism = resolve_parallelism(self.num_parallel_calls, ctx)
         cpu_workers = threads = parallelism
         if tune:
-            thread_limit = ctx.options.threading.max_parallelism
-            if autotune.cpu_budget is None and thread_limit is None:
-                # No budget set: the tuner may try threads beyond the cores for calls that
-                # compute (kept only where they measure faster: threads that hold the GIL
-                # part of the time leave cores idle, which more threads fill).
-                cpu_workers = OVERSUBSCRIPTION * parallelism
-            # Calls that wait (files, the network, a sleep) use no CPU meanwhile: the tuner
-            # may give them threads past the CPU budget, as many as their measured CPU
-            # time adds up to the budget, within the RAM budget and this many threads.
-            threads = max(cpu_workers, thread_limit or MAX_THREADS)
+            # No budget set: the tuner may try threads beyond the cores for calls that
+            # compute (kept only where they measure faster); calls that wait (files, the
+            # network, a sleep) use no CPU meanwhile and may have threads past the budget,
+            # within the RAM budget (``thread_bounds``: the rule every tuned stage shares).
+            cpu_workers, threads = thread_bounds(ctx.options, parallelism, waits=True)
         return ParallelMapIterator(
             ctx, upstream, fn, self.name, parallelism,
             ctx.deterministic(self.deterministic), self.executor or "thread",
