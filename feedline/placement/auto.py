@@ -29,8 +29,9 @@ the loop kept its rate, or hands back to threads at its position (the policy's
 It only moves when that cannot change the result a user sees: the sharding must keep the
 single-process order (``ShardPlan.exact_order``), unless ``Options(deterministic=False)``
 allows reordering; the pipeline must pickle; and never from inside a worker. Elements the
-trial made are delivered when the pipeline stays on threads, and discarded when it moves
-(the workers make them again: every element arrives once). User functions with side effects
+trial made are delivered in either case: when it moves, while the workers start (on a thread
+of their own), and the workers' copies of them are then dropped (they begin at the start of
+the run: every element arrives once). User functions with side effects
 in the parent (appending to a list) see them in worker processes instead: switch the
 choice off with ``Options(autotune=AutotuneOptions(processes=False))``, or force it on
 without a trial with ``processes=True``.
@@ -236,23 +237,18 @@ class _LoopWindow:
         return LoopRate(self.elements / wall, self.waited / wall)
 
 
-class _FeederJoining:
-    """A feeder process starting beside the threads: ``behind`` counts the elements the
-    threads delivered since its position. Its start (which pickles the pipeline and its
-    position, and waits for the process to read them) runs on a thread of its own."""
+class _StartingBeside:
+    """Worker processes (a ``MultiprocessIterator``) starting on a thread of their own while
+    this process goes on delivering elements: the start (an interpreter and imports per
+    worker, the pipeline sent to each) costs the training loop no wait."""
 
     def __init__(self, moved: Any, close_timeout: float) -> None:
         self.moved = moved
-        self.behind = 0
-        self.deadline = time.perf_counter() + FEEDER_CATCH_UP_SECONDS
-        self.made_one = False
-        # When it first made an element, and how far behind it was then.
-        self.first_ready: tuple[float, int] | None = None
         self._close_timeout = close_timeout
         self._started: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._lock = threading.Lock()
         self._ending = False
-        threading.Thread(target=self._start, name="feedline-feeder-start", daemon=True).start()
+        threading.Thread(target=self._start, name="feedline-processes-start", daemon=True).start()
 
     def _start(self) -> None:
         try:
@@ -266,20 +262,50 @@ class _FeederJoining:
                 self.moved.discard()
 
     def ready(self) -> bool:
-        """Whether the feeder's next element is here; raises what made it fail."""
+        """Whether the processes' next element is here; raises what made the start fail."""
         if not self._started.done():
             return False
         self._started.result()
         return bool(self.moved.ready())
 
+    def wait_started(self) -> None:
+        """Wait for the start to end; raises what made it fail."""
+        self._started.result()
+
     def end(self) -> None:
-        """End the feeder: its processes end now (which also ends a start still under way:
-        what that start makes afterwards is ended when it returns)."""
+        """End the processes now (which also ends a start still under way: what that start
+        makes afterwards is ended when it returns)."""
         with self._lock:
             self._ending = True
         concurrent.futures.wait([self._started], timeout=self._close_timeout)
         with self._lock:
             self.moved.discard()
+
+
+class _FeederJoining(_StartingBeside):
+    """A feeder process starting beside the threads: ``behind`` counts the elements the
+    threads delivered since its position (the start also pickles the pipeline and the
+    position)."""
+
+    def __init__(self, moved: Any, close_timeout: float) -> None:
+        self.behind = 0
+        self.deadline = time.perf_counter() + FEEDER_CATCH_UP_SECONDS
+        self.made_one = False
+        # When it first made an element, and how far behind it was then.
+        self.first_ready: tuple[float, int] | None = None
+        super().__init__(moved, close_timeout)
+
+
+class _Moving(_StartingBeside):
+    """The pipeline moving to worker processes that begin at the start of the run, while the
+    trial's elements (``skip`` of them) are delivered: the processes make those again, and
+    they are dropped before the processes feed the loop."""
+
+    def __init__(self, moved: Any, close_timeout: float, skip: int,
+                 decision: ProcessDecision) -> None:
+        self.skip = skip
+        self.decision = decision
+        super().__init__(moved, close_timeout)
 
 
 class AutoProcessesIterator(DatasetIterator):
@@ -303,6 +329,7 @@ class AutoProcessesIterator(DatasetIterator):
         self._window: _LoopWindow | None = None
         self._on_threads: LoopRate | None = None
         self._joining: _FeederJoining | None = None
+        self._moving: _Moving | None = None  # processes starting while the trial's deliver
         self._provisional: ProcessDecision | None = None  # the trial's, while it is tried
 
     @property
@@ -340,6 +367,8 @@ class AutoProcessesIterator(DatasetIterator):
             if isinstance(outcome, _Failed):
                 raise outcome.error
             return outcome
+        if self._moving is not None:
+            self._finish_move(self._moving)
         self._held_state = None
         if self._ended:
             raise StopIteration
@@ -488,6 +517,9 @@ class AutoProcessesIterator(DatasetIterator):
         joining, self._joining = self._joining, None
         if joining is not None:
             joining.end()
+        moving, self._moving = self._moving, None
+        if moving is not None:
+            moving.end()
 
     def _trial_unless_it_ends(self, budget: int) -> float | None:
         """The cores the trial kept busy, or ``None`` (recorded: staying) if the data ended
@@ -507,13 +539,57 @@ class AutoProcessesIterator(DatasetIterator):
 
     def _move_or_stay(self, decision: ProcessDecision) -> None:
         """Move to ``decision.workers`` processes and record it; stay if the pipeline does
-        not pickle."""
+        not pickle.
+
+        The processes continue from the start of the run (the trial's work is redone there,
+        so that every element arrives once and in the single-process order). Where the trial
+        holds elements, they are delivered while the processes start on a thread of their
+        own (:class:`_Moving`); the processes' copies of them are dropped once they are all
+        taken (:meth:`_finish_move`). The threads stay paused at the trial's end meanwhile:
+        processes that fail to start or die leave the run to them, exactly where it was.
+        """
+        moved = self._in_processes(decision.workers)
         try:
-            self._move(decision.workers)
+            moved.prepare()  # pickles the pipeline
         except TypeError as error:  # the pipeline does not pickle
             self._stay(decision.cpu_budget, decision.cores_busy, str(error))
             return
         self._record(decision)
+        if self._held:
+            self._moving = _Moving(moved, self._ctx.options.threading.close_timeout,
+                                   len(self._held), decision)
+            return
+        moved._start()  # forced processes: no trial, nothing to deliver meanwhile
+        self._replace(moved)
+
+    def _finish_move(self, moving: _Moving) -> None:
+        """The trial's elements are all delivered: drop the processes' copies of them and
+        let the processes feed the loop; if they failed, go on on threads."""
+        self._moving = None
+        try:
+            moving.wait_started()
+            for _ in range(moving.skip):
+                try:
+                    next(moving.moved)
+                except StopIteration:
+                    raise RuntimeError("they ended before the elements the threads "
+                                       "delivered") from None
+                except WorkerProcessError:
+                    raise
+                except Exception as error:  # noqa: BLE001 - an element's error, delivered
+                    _log.debug("feedline AUTOTUNE: worker processes catching up skipped an "
+                               "error the threads delivered already: %r", error)
+        except BaseException as error:
+            moving.end()
+            decision = moving.decision
+            self._record(ProcessDecision(
+                "threads", 0, decision.cores_busy, decision.cpu_budget,
+                f"{decision.reason}; the worker processes failed, the threads go on: "
+                f"{error}"))
+            if not isinstance(error, Exception):
+                raise
+            return
+        self._replace(moving.moved)
 
     def _trial(self) -> tuple[float, bool]:
         """Pull on threads for the trial; hold what it makes. Returns (cores busy, ended)."""
@@ -546,14 +622,6 @@ class AutoProcessesIterator(DatasetIterator):
         self.decision = decision
         _log.info("feedline AUTOTUNE: %s%s (%s)", decision.mode,
                   f" x{decision.workers}" if decision.workers else "", decision.reason)
-
-    def _move(self, workers: int) -> None:
-        """Continue in ``workers`` processes from the start (the trial's work is redone
-        there, so that every element arrives once and in the single-process order)."""
-        moved = self._in_processes(workers)
-        moved._start()  # pickles the pipeline: a TypeError here keeps the threads
-        self._held.clear()
-        self._replace(moved)
 
     def _in_processes(self, workers: int) -> Any:
         """A ``MultiprocessIterator`` of this pipeline in ``workers`` processes, not started."""

@@ -200,9 +200,10 @@ class MultiprocessIterator(DatasetIterator):
         return [] if self._pool is None else self._pool.pids()
 
     # ------------------------------------------------------------------ running
-    def _start(self) -> None:
-        if self._running:
-            return
+    def prepare(self) -> None:
+        """Make the worker pool without starting its processes: pickles the pipeline, so
+        that one that does not pickle is told at once (``TypeError``), before a start that
+        may run on another thread (:mod:`feedline.placement.auto`)."""
         if self._pool is None:
             self._pool = self._ctx.kept.pop(self._node, None)
         if self._pool is None or self._pool.num_workers != self._num_workers:
@@ -216,6 +217,12 @@ class MultiprocessIterator(DatasetIterator):
             self._pool = WorkerPool(self._node._inputs[0], self._worker_options(),
                                     self._num_workers, self._node.name,
                                     self._ctx.options.threading.close_timeout)
+
+    def _start(self) -> None:
+        if self._running:
+            return
+        self.prepare()
+        assert self._pool is not None
         positions, self._positions = self._positions, []
         self._pool.start([i for i in range(self._num_workers) if not self._ended[i]])
         for index in range(self._num_workers):
