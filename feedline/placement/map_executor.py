@@ -371,7 +371,9 @@ class ExecutorChoice:
             seconds_per_element=sum(p.wall for p in solo) / max(1, elements_alone),
             thread_rate=sum(p.elements for p in together) / max(span, 1e-9),
             transport_per_element=transport, workers=self.workers,
-            cpus=schedulable_cpus(), idle_cpus=self._idle_cpus())
+            cpus=schedulable_cpus(), idle_cpus=self._idle_cpus(),
+            cpu_per_element=sum(p.cpu for p in (*solo, *together)) / max(
+                1, sum(p.elements for p in (*solo, *together))))
         return self._settle(place_map_calls(self.stage, figures, self._allow_processes,
                                             self._pickles))
 

@@ -118,7 +118,8 @@ class ExecutorDecision:
         busy_together: CPU time of the calls run together over wall time and concurrency.
         concurrency: Average number of calls that could run at once while measured (tasks
             submitted and not finished, at most one per worker).
-        seconds_per_element: Wall time of one element's call, alone.
+        seconds_per_element: Seconds of one element's call with the GIL its own
+            (:attr:`MapCallFigures.work_per_element`).
         thread_rate: Elements per second measured on threads.
         process_rate: Elements per second estimated on processes.
         idle_cpus: CPUs the machine left idle while the calls ran together (``None``: not
@@ -170,6 +171,8 @@ class MapCallFigures:
         cpus: CPUs this process may run on.
         idle_cpus: CPUs the machine left idle while the calls ran together (``None`` where
             the system does not say).
+        cpu_per_element: CPU seconds of the calls per element, over every call measured
+            (``None``: not measured).
     """
 
     busy_alone: float
@@ -182,6 +185,21 @@ class MapCallFigures:
     workers: int
     cpus: int
     idle_cpus: float | None = None
+    cpu_per_element: float | None = None
+
+    @property
+    def work_per_element(self) -> float:
+        """Seconds one element's call takes with the GIL its own: in a worker process, or
+        made inline.
+
+        Its CPU time per element over every call measured, over the share of its time a
+        call alone ran (what is left waits on I/O, which a process waits too). Not the wall
+        time of the calls alone: those are a few, made while the pipeline starts, and pay
+        what first calls pay; thousands of calls measure it steadily.
+        """
+        if self.cpu_per_element is None:
+            return self.seconds_per_element
+        return self.cpu_per_element / max(self.running_alone, 1e-9)
 
     @property
     def busy_together(self) -> float:
@@ -209,7 +227,7 @@ class MapCallFigures:
         (``None`` if the elements do not pickle)."""
         if self.transport_per_element is None:
             return None
-        per_element = self.seconds_per_element
+        per_element = self.work_per_element
         transport = self.transport_per_element
         per_task = PROCESS_TASK_SECONDS / max(1.0, PROCESS_TARGET_TASK_SECONDS / max(
             per_element, 1e-9))
@@ -270,7 +288,7 @@ def place_map_calls(stage: str, figures: MapCallFigures, allow_processes: bool =
     measured: dict[str, Any] = {
         "gil_share": gil_share, "busy_alone": figures.busy_alone,
         "busy_together": figures.busy_together, "concurrency": figures.concurrency,
-        "seconds_per_element": figures.seconds_per_element,
+        "seconds_per_element": figures.work_per_element,
         "thread_rate": figures.thread_rate, "idle_cpus": figures.idle_cpus}
     if figures.concurrency < MIN_CONCURRENCY:
         reason = "the calls rarely ran at once (the map is not the bottleneck)"
@@ -292,7 +310,7 @@ def place_map_calls(stage: str, figures: MapCallFigures, allow_processes: bool =
         # GIL run inline when they stay (the tuner's serial setting), often faster than
         # threads that take turns at the GIL.
         if process_rate < MAP_MIN_GAIN * max(figures.thread_rate,
-                                             1 / max(figures.seconds_per_element, 1e-9)):
+                                             1 / max(figures.work_per_element, 1e-9)):
             reason = ("held back by the GIL, but moving its elements between processes "
                       "would cost more than it gains")
         elif not function_pickles():

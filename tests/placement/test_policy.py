@@ -60,6 +60,29 @@ def test_a_map_stays_on_threads_for_each_reason(change, reason):
     assert (decision.kind, decision.reason) == ("thread", reason)
 
 
+def test_the_work_per_element_is_the_cpu_of_every_call_over_the_share_a_call_alone_ran():
+    assert HELD.work_per_element == 0.002  # no CPU measured: the calls alone
+    steady = dataclasses.replace(HELD, cpu_per_element=0.001)
+    assert steady.work_per_element == 0.001
+    waiting = dataclasses.replace(HELD, cpu_per_element=0.001, running_alone=0.5)
+    assert waiting.work_per_element == 0.002  # half its time on I/O, in a process too
+
+
+def test_a_gil_bound_map_whose_first_calls_ran_slow_still_moves_to_processes():
+    # A tokenizer on 2 cores: its first 5 calls alone took 107 µs a line (first-call costs),
+    # the 2,000 after them 60 µs of CPU a line; on threads 13,000 lines/s.
+    tokenizer = dataclasses.replace(HELD, seconds_per_element=107e-6, thread_rate=13_000.0,
+                                    transport_per_element=5e-6)
+    assert place_map_calls("m", tokenizer).reason == (
+        "held back by the GIL, but moving its elements between processes would cost more "
+        "than it gains")
+    steady = dataclasses.replace(tokenizer, cpu_per_element=60e-6)
+    decision = place_map_calls("m", steady)
+    assert decision.kind == "process" and decision.seconds_per_element == 60e-6
+    assert decision.process_rate == pytest.approx(steady.process_rate())
+    assert decision.process_rate > 1.3 * 1 / 60e-6 > 1.3 * 13_000
+
+
 def test_a_map_held_by_the_gil_moves_to_processes_with_its_figures():
     decision = place_map_calls("map(f)", HELD)
     assert decision.kind == "process"
@@ -194,9 +217,9 @@ def test_the_feeder_stays_if_the_loop_keeps_its_rate(from_feeder, mode):
 
 @pytest.mark.parametrize(("memory", "stays"), [
     ((1 << 30, 2 << 30), None),  # exactly twice this process: tried
-    ((1 << 30, (2 << 30) - 1), "a feeder process beside the training loop could need up to "
-                               "2.0 GiB (twice this process's 1.0 GiB), and 2.0 GiB are "
-                               "available"),
+    ((1 << 30, (2 << 30) - 1), ("a feeder process beside the training loop could need up "
+                                "to 2.0 GiB (twice this process's 1.0 GiB), and 2.0 GiB are "
+                                "available")),
     (None, "the memory a feeder process would have is not known here")])
 def test_a_feeder_is_tried_only_where_a_second_copy_of_the_pipeline_fits(memory, stays):
     final = try_feeder_beside(PROVISIONAL, LoopRate(1000.0, 0.0), memory)
