@@ -51,8 +51,8 @@ The rules, at each look:
   ascent is tried again half as large; else the stage is left alone for a while, twice as
   long after each failure (at most :data:`MAX_EXPLORE_BACKOFF` times :data:`PAUSE_TICKS`),
   then tries fewer workers, an eighth at a time while as fast (calls that came to hold the
-  GIL on threads grown for calls that waited). Calls that wait 4 ms on 2 cores, read at
-  30,000 elements/s: 4, 8, 32, then 200 threads, in 2.5 s.
+  GIL on threads grown for calls that waited). Calls that wait 4 ms on 2 cores: 4 (the
+  fill), 32, then 256 threads by 1.7 s, trimmed to those kept busy at 2.5 s.
 * **Trim** (its workers are idle part of the time): the workers running at once go down
   to those its tasks keep busy (times :data:`HEADROOM`), in one step. Fewer threads
   leave cores, and the GIL, to the stages that limit the pipeline; on a few cores this is
@@ -87,7 +87,8 @@ The rules, at each look:
   waiting for the GIL, files, the network) get, at once, as many threads as it takes for
   their GIL time to fill the GIL (:data:`HEADROOM` over the share of a call's time
   holding it, within its CPU workers and the CPUs the machine left idle meanwhile), rather
-  than one more per trial. The other
+  than one more per trial; for calls that mostly wait (below :data:`WAITING_BUSY`) that
+  fill is the first step of an ascent four times as large, judged as one. The other
   rules go on from there, and undo a start the measurement misled (a grow is tried while
   the consumer waits on busy workers).
 * **One grows at a look** (several tuned stages): when the grow rule fires for two or more
@@ -227,6 +228,12 @@ FILL_BUSY = 0.9
 """Share of their time calls running together spent on a CPU below which the cores they
 leave idle are filled with more threads (images on 2 cores: 77%; 4 threads read 20% more
 than 2)."""
+
+WAITING_BUSY = 0.25
+"""Share of their time calls running together spent on a CPU below which they are calls
+that wait (on I/O, a sleep): their fill is the first step of an ascent, judged as one, and
+the next step is four times the workers (their measurement showed them overlapping freely,
+so each step is expected to scale about linearly)."""
 
 
 def _filling(stage: TunableStage, holding: float) -> int:
@@ -895,6 +902,12 @@ class Tuner:
         # on a CPU, 0.15 CPU idle; 4 threads 14% slower than 2).
         filling = min(_filling(stage, holding), _idle_filling(workers, busy, measured.idle_cpus))
         if busy < FILL_BUSY and filling > workers:
+            if busy < WAITING_BUSY:
+                # Past the CPU workers such calls grow by measured steps; starting them from
+                # the fill, judged at once, settles hundreds of threads a step sooner.
+                control.ascending, control.factor = True, 4
+                control.trial = ("grow", workers, measured.rate,
+                                 self._ticks + ASCENT_TRIAL_TICKS)
             self._set(stage, control, filling,
                       f"its calls, running {workers} at once, were on a CPU {busy:.0%} of "
                       f"their time, and each alone held the GIL {holding:.0%} of its time: "

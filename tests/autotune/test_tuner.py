@@ -587,6 +587,43 @@ def test_calls_that_leave_cpus_idle_get_the_threads_that_fill_the_gil_at_once(
             f"of its time: {threads} threads fill the CPUs") in tuner.decisions()[-1].reason
 
 
+def test_calls_that_wait_start_an_ascent_from_their_fill(clock, tuner_with):
+    # A 4 ms sleep on 2 cores: on a CPU 0.5-1% of their time, measured at 480 elements/s with 2.
+    # The fill (its CPU workers) is judged as the first step of an ascent that began at
+    # four times the workers; it scaled linearly, so the next step is twice that: 4, 32,
+    # 256 threads, a step sooner than doubling from the fill (the sleeping map settled at
+    # 2.5 s, not 3.5).
+    stage = FakeStage(workers=4, threads=256, cores=2)
+    stage.tuned_workers = 2
+    stage.measured_calls = CallMeasurement(gil_share=0.9, busy_together=0.01,
+                                           concurrency=2.0, busy_alone=0.02, rate=480.0)
+    tuner = tuner_with(stage)
+    _tick(tuner, clock, stage, 480, 470, 2.0, share=0.005)
+    assert stage.tuned_workers == 4
+    for _ in range(ASCENT_TRIAL_TICKS - 1):
+        _tick(tuner, clock, stage, 960, 940, 4.0, share=0.005)
+    assert stage.tuned_workers == 4
+    _tick(tuner, clock, stage, 960, 940, 4.0, share=0.005)  # 2x for 2x, judged: 8x next
+    assert stage.tuned_workers == 32
+    for _ in range(ASCENT_TRIAL_TICKS):
+        _tick(tuner, clock, stage, 7680, 7400, 32.0, share=0.005)
+    assert stage.tuned_workers == 256  # 8x for 8x: 8x again, within its 256 threads
+    assert [(d.old, d.new) for d in tuner.decisions()] == [(2, 4), (4, 32), (32, 256)]
+
+
+def test_calls_on_a_cpu_part_of_their_time_fill_without_an_ascent(clock, tuner_with):
+    # Images (on a CPU 77% of their time): the fill is a setting, not a step of an ascent.
+    stage = FakeStage(workers=4)
+    stage.tuned_workers = 2
+    stage.measured_calls = CallMeasurement(gil_share=0.3, busy_together=0.77,
+                                           concurrency=2.0, rate=500.0)
+    tuner = tuner_with(stage)
+    _tick(tuner, clock, stage, 1000, 500, 1.9)
+    assert stage.tuned_workers == 4
+    control = next(iter(tuner._known.values()))
+    assert control.trial is None and control.factor == 2
+
+
 @pytest.mark.parametrize("measured", [
     None,  # not measured
     # Two threads' GIL time already fills the GIL.
