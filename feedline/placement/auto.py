@@ -547,6 +547,9 @@ class AutoProcessesIterator(DatasetIterator):
         own (:class:`_Moving`); the processes' copies of them are dropped once they are all
         taken (:meth:`_finish_move`). The threads stay paused at the trial's end meanwhile:
         processes that fail to start or die leave the run to them, exactly where it was.
+        That needs the processes' first elements to be the trial's: where either side may
+        reorder (``deterministic=False``), the trial's elements are discarded instead and
+        the processes start here.
         """
         moved = self._in_processes(decision.workers)
         try:
@@ -554,12 +557,23 @@ class AutoProcessesIterator(DatasetIterator):
         except TypeError as error:  # the pipeline does not pickle
             self._stay(decision.cpu_budget, decision.cores_busy, str(error))
             return
-        self._record(decision)
-        if self._held:
+        if self._held and moved.replay_exact and self._inner.replay_exact:
+            self._record(decision)
             self._moving = _Moving(moved, self._ctx.options.threading.close_timeout,
                                    len(self._held), decision)
             return
-        moved._start()  # forced processes: no trial, nothing to deliver meanwhile
+        try:
+            moved._start()
+        except BaseException as error:
+            moved.discard()
+            if not self._held or not isinstance(error, Exception):
+                raise  # forced processes: as the start failed (the next next() tries again)
+            self._record(ProcessDecision(
+                "threads", 0, decision.cores_busy, decision.cpu_budget,
+                f"{decision.reason}; the worker processes failed, the threads go on: {error}"))
+            return
+        self._held.clear()  # the processes make them again, in their order
+        self._record(decision)
         self._replace(moved)
 
     def _finish_move(self, moving: _Moving) -> None:

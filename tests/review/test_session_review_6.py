@@ -1,0 +1,106 @@
+"""Review of AUTOTUNE's move to worker processes while the trial's elements are delivered,
+the map executor's work estimate and the tuner's ascent from a fill (session review 6:
+commits bc8b335, 96563c2, 22cead4).
+
+Each test pins a bug found in review; the tests that start threads or processes have a
+timeout and check that those ended.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+
+import pytest
+
+import feedline as fl
+from feedline.placement import auto, worker_loop
+from feedline.placement.auto import AutoProcessesIterator
+from feedline.placement.multiprocess import MultiprocessIterator
+from tests.placement.process_helpers import wait_gone
+
+HELD = 6
+"""Elements the trial holds here (``TRIAL_MAX_ELEMENTS``)."""
+
+
+def _root(it: fl.PipelineIterator) -> AutoProcessesIterator:
+    root = it._root
+    assert isinstance(root, AutoProcessesIterator)
+    return root
+
+
+def _start_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "feedline-processes-start"]
+
+
+@pytest.fixture
+def gil_bound_trial(monkeypatch):
+    """A trial that holds :data:`HELD` elements and reports one core busy of two: a move."""
+    original = AutoProcessesIterator._trial
+
+    def one_core_busy(self):
+        original(self)
+        return 1.0, False
+    monkeypatch.setattr(AutoProcessesIterator, "_trial", one_core_busy)
+    monkeypatch.setattr(auto, "TRIAL_MAX_ELEMENTS", HELD)
+
+
+@pytest.fixture
+def spawned(monkeypatch):
+    """The pids of the worker processes started, in order."""
+    pids: list[int] = []
+    real = worker_loop.start_worker
+
+    def counting(*args, **kwargs):
+        process = real(*args, **kwargs)
+        pids.append(process.pid)
+        return process
+    monkeypatch.setattr(worker_loop, "start_worker", counting)
+    return pids
+
+
+@pytest.mark.timeout(120)
+def test_an_unordered_move_delivers_every_element_once(gil_bound_trial, spawned):
+    # Options(deterministic=False) lets AUTOTUNE move a pipeline whose sharding changes the
+    # order (a filter before the batch: each worker batches its own shard), and merges the
+    # workers' elements as they come. The workers' first HELD batches are then not the
+    # trial's: dropping them as "the same ones" lost some values and repeated others.
+    options = fl.Options(deterministic=False, autotune=fl.AutotuneOptions(cpu_budget=2))
+    ds = fl.Dataset.range(400).filter(lambda x: x % 3 != 1).batch(4) \
+        .prefetch(fl.AUTOTUNE).with_options(options)
+    with iter(ds) as it:
+        values = [v for batch in it for v in batch.tolist()]
+        root = _root(it)
+        assert root.decision.mode == "processes"
+        assert isinstance(root._inner, MultiprocessIterator)
+    repeated = sorted(v for v, n in collections.Counter(values).items() if n > 1)
+    assert repeated == []
+    assert sorted(values) == [x for x in range(400) if x % 3 != 1]
+    assert len(spawned) == 2 and wait_gone(spawned, 10) == []
+
+
+@pytest.mark.timeout(120)
+def test_a_forced_move_whose_start_fails_is_not_recorded_as_processes(monkeypatch, spawned):
+    # processes=True starts the workers on the consumer's thread. The decision was recorded
+    # before that start: when it failed, next() raised, and the run then went on on threads
+    # while its decision said "processes".
+    options = fl.Options(autotune=fl.AutotuneOptions(cpu_budget=2, processes=True))
+    ds = fl.Dataset.range(40).map(lambda x: x * 2).batch(4).prefetch(fl.AUTOTUNE) \
+        .with_options(options)
+    real = worker_loop.start_worker
+
+    def no_processes(*args, **kwargs):
+        raise OSError("no processes here")
+    monkeypatch.setattr(worker_loop, "start_worker", no_processes)
+    with iter(ds) as it:
+        with pytest.raises(OSError, match="no processes here"):
+            next(it)
+        root = _root(it)
+        assert root.decision is None or root.decision.mode == "threads"
+        monkeypatch.setattr(worker_loop, "start_worker", real)
+        taken = [b.tolist() for b in it]
+        assert root.decision.mode == "processes"
+        assert isinstance(root._inner, MultiprocessIterator)
+        pids = root._inner.worker_pids
+    assert taken == [[2 * x for x in range(i, i + 4)] for i in range(0, 40, 4)]
+    assert wait_gone(pids, 10) == []
