@@ -66,6 +66,7 @@ memory is anonymous and freed by the kernel with its last user.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Any
 
 from feedline.core.constants import AUTOTUNE
@@ -163,6 +164,10 @@ class MultiprocessIterator(DatasetIterator):
         # The epoch counters of the nodes the workers report epochs of, in their order.
         self._epoch_counters = [n._epochs for n in per_epoch_nodes(node._inputs[0])]
         self._running = False
+        # discard() and a start on another thread (feedline.placement.auto) exclude each
+        # other: a start after the discard must not make a new pool (nobody would end it).
+        self._pool_lock = threading.Lock()
+        self._discarded = False
         self._reset_merge(self._num_workers)
 
     def _reset_merge(self, num_workers: int) -> None:
@@ -204,19 +209,22 @@ class MultiprocessIterator(DatasetIterator):
         """Make the worker pool without starting its processes: pickles the pipeline, so
         that one that does not pickle is told at once (``TypeError``), before a start that
         may run on another thread (:mod:`feedline.placement.auto`)."""
-        if self._pool is None:
-            self._pool = self._ctx.kept.pop(self._node, None)
-        if self._pool is None or self._pool.num_workers != self._num_workers:
-            if self._pool is not None:
-                self._pool.shutdown()
-            plan = plan_sharding(self._node._inputs[0], self._num_workers)
-            if plan.policy == "output" and self._num_workers > 1:
-                from feedline.distribute.autoshard import shard_pipeline
+        with self._pool_lock:
+            if self._discarded:
+                raise RuntimeError(f"the worker processes of {self._node.name} were discarded")
+            if self._pool is None:
+                self._pool = self._ctx.kept.pop(self._node, None)
+            if self._pool is None or self._pool.num_workers != self._num_workers:
+                if self._pool is not None:
+                    self._pool.shutdown()
+                plan = plan_sharding(self._node._inputs[0], self._num_workers)
+                if plan.policy == "output" and self._num_workers > 1:
+                    from feedline.distribute.autoshard import shard_pipeline
 
-                shard_pipeline(self._node._inputs[0], self._num_workers, 0, plan)  # warns
-            self._pool = WorkerPool(self._node._inputs[0], self._worker_options(),
-                                    self._num_workers, self._node.name,
-                                    self._ctx.options.threading.close_timeout)
+                    shard_pipeline(self._node._inputs[0], self._num_workers, 0, plan)  # warns
+                self._pool = WorkerPool(self._node._inputs[0], self._worker_options(),
+                                        self._num_workers, self._node.name,
+                                        self._ctx.options.threading.close_timeout)
 
     def _start(self) -> None:
         if self._running:
@@ -311,7 +319,9 @@ class MultiprocessIterator(DatasetIterator):
     def discard(self) -> None:
         """Close, ending the worker processes now rather than keeping them for a next epoch
         (AUTOTUNE tried them and went on without them)."""
-        pool, self._pool = self._pool, None
+        with self._pool_lock:
+            self._discarded = True
+            pool, self._pool = self._pool, None
         self.close()
         if pool is not None:
             pool.shutdown()

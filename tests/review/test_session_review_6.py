@@ -104,3 +104,35 @@ def test_a_forced_move_whose_start_fails_is_not_recorded_as_processes(monkeypatc
         pids = root._inner.worker_pids
     assert taken == [[2 * x for x in range(i, i + 4)] for i in range(0, 40, 4)]
     assert wait_gone(pids, 10) == []
+
+
+@pytest.mark.timeout(120)
+def test_closing_before_the_start_thread_starts_the_workers_starts_none(
+        gil_bound_trial, monkeypatch, spawned):
+    # close() waits close_timeout for the workers' start, then discards them. A start
+    # thread that had not yet reached the pool then made a new one and started its
+    # processes after close() returned (ended only when the start returned).
+    reached = threading.Event()
+    release = threading.Event()
+    original = MultiprocessIterator._start
+
+    def gated(self):
+        if not self._running:
+            reached.set()
+            release.wait(10)
+        original(self)
+    monkeypatch.setattr(MultiprocessIterator, "_start", gated)
+    options = fl.Options(autotune=fl.AutotuneOptions(cpu_budget=2),
+                         threading=fl.ThreadingOptions(close_timeout=0.1))
+    ds = fl.Dataset.range(400).map(lambda x: x * 2).batch(4).prefetch(fl.AUTOTUNE) \
+        .with_options(options)
+    it = iter(ds)
+    next(it)
+    assert _root(it)._moving is not None
+    assert reached.wait(10)
+    it.close()
+    release.set()
+    for thread in _start_threads():
+        thread.join(10)
+    assert _start_threads() == []
+    assert spawned == []
