@@ -52,6 +52,7 @@ from typing import Any
 
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
+from feedline.core.error_records import is_fatal
 from feedline.core.errors import WorkerProcessError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.options import Options
@@ -591,6 +592,8 @@ class AutoProcessesIterator(DatasetIterator):
                 except WorkerProcessError:
                     raise
                 except Exception as error:  # noqa: BLE001 - an element's error, delivered
+                    if is_fatal(error):
+                        raise  # not an element: the stage cannot go on (it ended)
                     _log.debug("feedline AUTOTUNE: worker processes catching up skipped an "
                                "error the threads delivered already: %r", error)
         except BaseException as error:

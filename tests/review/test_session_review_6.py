@@ -136,3 +136,37 @@ def test_closing_before_the_start_thread_starts_the_workers_starts_none(
         thread.join(10)
     assert _start_threads() == []
     assert spawned == []
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_that_cannot_run_its_shard_while_catching_up_leaves_the_run_to_the_threads(
+        gil_bound_trial, monkeypatch, spawned):
+    # A worker that cannot build its pipeline sends a fatal error: the stage raises it
+    # (marked fatal) and ends. Catching up took it for an element's error the threads had
+    # delivered; at the last element to drop, the processes then fed the loop, and the run
+    # ended silently after the trial's elements.
+    from feedline.core.error_records import mark_fatal
+    from feedline.core.errors import WorkerProcessError
+
+    real_next = MultiprocessIterator.__next__
+    calls = [0]
+
+    def fatal_at_the_last_to_drop(self):
+        calls[0] += 1
+        if calls[0] == HELD:
+            self._broken = WorkerProcessError("worker 5 cannot run its shard", worker=5)
+            raise mark_fatal(ValueError("worker 5 cannot build its pipeline"))
+        return real_next(self)
+    monkeypatch.setattr(MultiprocessIterator, "__next__", fatal_at_the_last_to_drop)
+    ds = fl.Dataset.range(400).map(lambda x: x * 2).batch(4).prefetch(fl.AUTOTUNE) \
+        .with_options(fl.Options(autotune=fl.AutotuneOptions(cpu_budget=2)))
+    with iter(ds) as it:
+        taken = [next(it).tolist() for _ in range(HELD)]
+        moving = _root(it)._moving
+        assert moving is not None
+        taken += [b.tolist() for b in it]
+        decision = _root(it).decision
+    assert taken == [[2 * x for x in range(i, i + 4)] for i in range(0, 400, 4)]
+    assert decision.mode == "threads"
+    assert "worker 5 cannot build its pipeline" in decision.reason
+    assert len(spawned) == 2 and wait_gone(spawned, 10) == []
