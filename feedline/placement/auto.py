@@ -567,11 +567,13 @@ class AutoProcessesIterator(DatasetIterator):
             moved._start()
         except BaseException as error:
             moved.discard()
-            if not self._held or not isinstance(error, Exception):
+            if not self._held:
                 raise  # forced processes: as the start failed (the next next() tries again)
             self._record(ProcessDecision(
                 "threads", 0, decision.cores_busy, decision.cpu_budget,
                 f"{decision.reason}; the worker processes failed, the threads go on: {error}"))
+            if not isinstance(error, Exception):
+                raise
             return
         self._held.clear()  # the processes make them again, in their order
         self._record(decision)

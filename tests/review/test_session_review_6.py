@@ -170,3 +170,23 @@ def test_a_worker_that_cannot_run_its_shard_while_catching_up_leaves_the_run_to_
     assert decision.mode == "threads"
     assert "worker 5 cannot build its pipeline" in decision.reason
     assert len(spawned) == 2 and wait_gone(spawned, 10) == []
+
+
+@pytest.mark.timeout(120)
+def test_an_unordered_move_whose_start_fails_delivers_the_trials_elements_on_threads(
+        gil_bound_trial, monkeypatch):
+    # Where the processes start at once (an unordered move), a failed start leaves the run
+    # to the threads, the trial's elements first, as a failed start beside them does.
+    def no_processes(*args, **kwargs):
+        raise OSError("no processes here")
+    monkeypatch.setattr(worker_loop, "start_worker", no_processes)
+    options = fl.Options(deterministic=False, autotune=fl.AutotuneOptions(cpu_budget=2))
+    ds = fl.Dataset.range(400).filter(lambda x: x % 3 != 1).batch(4) \
+        .prefetch(fl.AUTOTUNE).with_options(options)
+    with iter(ds) as it:
+        values = [v for batch in it for v in batch.tolist()]
+        decision = _root(it).decision
+        assert not isinstance(_root(it)._inner, MultiprocessIterator)
+    assert sorted(values) == [x for x in range(400) if x % 3 != 1]
+    assert decision.mode == "threads"
+    assert "the worker processes failed, the threads go on: no processes here" in decision.reason
