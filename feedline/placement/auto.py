@@ -202,6 +202,28 @@ class _Failed:
         self.error = error
 
 
+def _drop_delivered(moved: Any) -> None:
+    """Take from worker processes catching up with the threads (``moved``) an element the
+    threads delivered already, and drop it: an element's error goes with it; their end, a
+    dead worker or an error that ends the stage raise (they cannot take over)."""
+    try:
+        next(moved)
+    except StopIteration:
+        raise RuntimeError("they ended before the threads did") from None
+    except WorkerProcessError:
+        raise
+    except Exception as error:  # an element's error, which the threads delivered already
+        if is_fatal(error):
+            raise  # not an element's: the stage cannot go on
+        _log.debug("feedline AUTOTUNE: worker processes catching up dropped an error the "
+                   "threads delivered already: %r", error)
+
+
+def _described(error: BaseException) -> str:
+    """``error`` in words (its class where it has no message: an interrupt)."""
+    return str(error) or type(error).__name__
+
+
 class _LoopWindow:
     """The training loop's pace over one window: elements it took after the first ``skip``,
     the wall time from then, and the time it spent waiting in ``next()``."""
@@ -463,19 +485,11 @@ class AutoProcessesIterator(DatasetIterator):
         (:data:`FEEDER_CATCH_UP_SECONDS`) ends, and the threads go on."""
         try:
             while joining.behind > 0 and joining.ready():
-                try:
-                    next(joining.moved)
-                except StopIteration:
-                    raise RuntimeError("it ended before the threads did") from None
-                except WorkerProcessError:
-                    raise
-                except Exception as error:  # noqa: BLE001 - an element's error, as the threads'
-                    _log.debug("feedline AUTOTUNE: a feeder catching up skipped an error the "
-                               "threads delivered already: %r", error)
+                _drop_delivered(joining.moved)
                 joining.behind -= 1
                 joining.made_one = True
         except Exception as error:  # noqa: BLE001 - the threads go on: say why
-            self._give_up_feeder(joining, f"it failed: {error}")
+            self._give_up_feeder(joining, f"it failed: {_described(error)}")
             return
         if joining.behind == 0:
             self._joining = None
@@ -571,7 +585,8 @@ class AutoProcessesIterator(DatasetIterator):
                 raise  # forced processes: as the start failed (the next next() tries again)
             self._record(ProcessDecision(
                 "threads", 0, decision.cores_busy, decision.cpu_budget,
-                f"{decision.reason}; the worker processes failed, the threads go on: {error}"))
+                f"{decision.reason}; the worker processes failed, the threads go on: "
+                f"{_described(error)}"))
             if not isinstance(error, Exception):
                 raise
             return
@@ -586,25 +601,14 @@ class AutoProcessesIterator(DatasetIterator):
         try:
             moving.wait_started()
             for _ in range(moving.skip):
-                try:
-                    next(moving.moved)
-                except StopIteration:
-                    raise RuntimeError("they ended before the elements the threads "
-                                       "delivered") from None
-                except WorkerProcessError:
-                    raise
-                except Exception as error:  # noqa: BLE001 - an element's error, delivered
-                    if is_fatal(error):
-                        raise  # not an element: the stage cannot go on (it ended)
-                    _log.debug("feedline AUTOTUNE: worker processes catching up skipped an "
-                               "error the threads delivered already: %r", error)
+                _drop_delivered(moving.moved)
         except BaseException as error:
             moving.end()
             decision = moving.decision
             self._record(ProcessDecision(
                 "threads", 0, decision.cores_busy, decision.cpu_budget,
                 f"{decision.reason}; the worker processes failed, the threads go on: "
-                f"{error}"))
+                f"{_described(error)}"))
             if not isinstance(error, Exception):
                 raise
             return

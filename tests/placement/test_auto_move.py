@@ -64,11 +64,29 @@ def held_start(monkeypatch):
     return release, failure
 
 
+@pytest.fixture
+def spawned(monkeypatch):
+    """The pids of the worker processes the pipelines start (a discarded iterator forgets
+    its pool, and so its pids)."""
+    from feedline.placement import worker_loop
+
+    pids: list[int] = []
+    original = worker_loop.start_worker
+
+    def recording(*args, **kwargs):
+        process = original(*args, **kwargs)
+        pids.append(process.pid)
+        return process
+    monkeypatch.setattr(worker_loop, "start_worker", recording)
+    return pids
+
+
 def _start_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "feedline-processes-start"]
 
 
-def test_the_trials_elements_arrive_while_the_workers_start(gil_bound_trial, held_start):
+def test_the_trials_elements_arrive_while_the_workers_start(gil_bound_trial, held_start,
+                                                            spawned):
     release, _ = held_start
     with iter(_pipeline()) as it:
         taken = []
@@ -83,7 +101,8 @@ def test_the_trials_elements_arrive_while_the_workers_start(gil_bound_trial, hel
         pids = root._inner.worker_pids
         assert root.decision.mode == "processes" and root._moving is None
     assert taken == _expected()
-    assert wait_gone(pids, 10) == []
+    assert sorted(pids) == sorted(spawned) and len(pids) == 2
+    assert wait_gone(spawned, 10) == []
 
 
 def test_workers_that_fail_to_start_leave_the_run_to_the_threads_exactly(
@@ -145,7 +164,7 @@ def test_a_checkpoint_taken_while_moving_restores_exactly(gil_bound_trial, held_
         assert [b.tolist() for b in again] == tail
 
 
-def test_closing_while_the_workers_start_ends_them(gil_bound_trial, held_start):
+def test_closing_while_the_workers_start_ends_them(gil_bound_trial, held_start, spawned):
     release, _ = held_start
     it = iter(_pipeline())
     next(it)
@@ -157,11 +176,11 @@ def test_closing_while_the_workers_start_ends_them(gil_bound_trial, held_start):
     for thread in _start_threads():
         thread.join(10)
     assert _start_threads() == []
-    assert wait_gone(moving.moved.worker_pids, 10) == []
+    assert wait_gone(spawned, 10) == []
 
 
 def test_restoring_while_the_workers_start_ends_them_and_continues_on_threads(
-        gil_bound_trial, held_start):
+        gil_bound_trial, held_start, spawned):
     release, _ = held_start
     with iter(_pipeline()) as first:
         state = first.state_dict()  # before anything: the start of the run
@@ -173,4 +192,6 @@ def test_restoring_while_the_workers_start_ends_them_and_continues_on_threads(
         it.load_state_dict(state)
         assert _root(it)._moving is None
         assert [b.tolist() for b in it] == _expected()
-    assert wait_gone(moving.moved.worker_pids, 10) == []
+    for thread in _start_threads():
+        thread.join(10)
+    assert wait_gone(spawned, 10) == []

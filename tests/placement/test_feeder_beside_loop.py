@@ -179,6 +179,26 @@ def test_a_feeder_that_never_catches_up_is_given_up(files, short_windows, monkey
     assert wait_gone(started, 10.0) == []
 
 
+def test_a_feeder_whose_stage_cannot_go_on_while_catching_up_is_given_up(
+        files, short_windows, monkeypatch):
+    # An error marked fatal (a worker that cannot run its pipeline) is not an element's
+    # error the threads delivered already: the feeder cannot take over, the threads go on.
+    from feedline.core.error_records import mark_fatal
+
+    monkeypatch.setattr(_FeederJoining, "ready", lambda self: True)
+    monkeypatch.setattr(MultiprocessIterator, "__next__", lambda self: (_ for _ in ()).throw(
+        mark_fatal(ValueError("the feeder cannot build its pipeline"))))
+    reference = _reference(files)
+    with iter(_pipeline(files)) as it:
+        outcomes, _ = _outcomes(it)
+        decision = it.process_decision
+        assert not isinstance(_root(it)._inner, MultiprocessIterator)
+    assert outcomes == reference
+    assert decision.mode == "threads"
+    assert decision.reason.endswith(
+        "was given up: it failed: the feeder cannot build its pipeline")
+
+
 def test_errors_arrive_in_place_once_through_every_phase(files, short_windows, monkeypatch):
     monkeypatch.setattr(policy, "FEEDER_KEEP_SHARE", 0.0)
     fail = tuple(range(5, 1200, 97))  # before, during and after the feeder joins
