@@ -73,6 +73,43 @@ def _no_thread_survives_a_test():
     assert not alive, f"threads left running by this test: {alive}"
 
 
+TRIAL_HELD = 6
+"""Elements AUTOTUNE's trial holds under :func:`gil_bound_trial` (``TRIAL_MAX_ELEMENTS``)."""
+
+
+@pytest.fixture
+def gil_bound_trial(monkeypatch):
+    """AUTOTUNE's trial of a whole pipeline holds :data:`TRIAL_HELD` elements and reports one
+    core busy of two: the pipeline moves to worker processes (where it can)."""
+    from feedline.placement import auto
+    from feedline.placement.auto import AutoProcessesIterator
+
+    original = AutoProcessesIterator._trial
+
+    def one_core_busy(self):
+        original(self)
+        return 1.0, False
+    monkeypatch.setattr(AutoProcessesIterator, "_trial", one_core_busy)
+    monkeypatch.setattr(auto, "TRIAL_MAX_ELEMENTS", TRIAL_HELD)
+
+
+@pytest.fixture
+def spawned(monkeypatch) -> list[int]:
+    """The pids of the pipeline worker processes (``multiprocess``, AUTOTUNE's moves) the test
+    starts, in order: a discarded iterator forgets its pool, and so its pids."""
+    from feedline.placement import worker_loop
+
+    pids: list[int] = []
+    original = worker_loop.start_worker
+
+    def recording(*args, **kwargs):
+        process = original(*args, **kwargs)
+        pids.append(process.pid)
+        return process
+    monkeypatch.setattr(worker_loop, "start_worker", recording)
+    return pids
+
+
 @pytest.fixture
 def golden_dir() -> Path:
     """``tests/data/tfrecord``: files written by TensorFlow (see the README there)."""

@@ -583,12 +583,7 @@ class AutoProcessesIterator(DatasetIterator):
             moved.discard()
             if not self._held:
                 raise  # forced processes: as the start failed (the next next() tries again)
-            self._record(ProcessDecision(
-                "threads", 0, decision.cores_busy, decision.cpu_budget,
-                f"{decision.reason}; the worker processes failed, the threads go on: "
-                f"{_described(error)}"))
-            if not isinstance(error, Exception):
-                raise
+            self._moving_failed(decision, error)
             return
         self._held.clear()  # the processes make them again, in their order
         self._record(decision)
@@ -602,17 +597,21 @@ class AutoProcessesIterator(DatasetIterator):
             moving.wait_started()
             for _ in range(moving.skip):
                 _drop_delivered(moving.moved)
-        except BaseException as error:
+        except BaseException as error:  # noqa: BLE001 - an interrupt is raised again there
             moving.end()
-            decision = moving.decision
-            self._record(ProcessDecision(
-                "threads", 0, decision.cores_busy, decision.cpu_budget,
-                f"{decision.reason}; the worker processes failed, the threads go on: "
-                f"{_described(error)}"))
-            if not isinstance(error, Exception):
-                raise
+            self._moving_failed(moving.decision, error)
             return
         self._replace(moving.moved)
+
+    def _moving_failed(self, decision: ProcessDecision, error: BaseException) -> None:
+        """Record that the move ``decision`` chose failed with ``error`` (the threads go on,
+        from where the trial left them); an interrupt is raised again."""
+        self._record(ProcessDecision(
+            "threads", 0, decision.cores_busy, decision.cpu_budget,
+            f"{decision.reason}; the worker processes failed, the threads go on: "
+            f"{_described(error)}"))
+        if not isinstance(error, Exception):
+            raise error
 
     def _trial(self) -> tuple[float, bool]:
         """Pull on threads for the trial; hold what it makes. Returns (cores busy, ended)."""

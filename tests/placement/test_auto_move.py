@@ -7,16 +7,14 @@ import threading
 import pytest
 
 import feedline as fl
-from feedline.placement import auto
-from feedline.placement.auto import AutoProcessesIterator
 from feedline.placement.multiprocess import MultiprocessIterator
+from tests.conftest import TRIAL_HELD as HELD
 from tests.placement.process_helpers import wait_gone
+from tests.placement.test_auto import _root
 
 pytestmark = pytest.mark.timeout(120)
 
 AUTO = fl.Options(autotune=fl.AutotuneOptions(cpu_budget=2))
-HELD = 6
-"""Elements the trial holds here (``TRIAL_MAX_ELEMENTS``)."""
 
 
 def _pipeline(n: int = 400) -> fl.Dataset:
@@ -26,24 +24,6 @@ def _pipeline(n: int = 400) -> fl.Dataset:
 
 def _expected(n: int = 400) -> list[list[int]]:
     return [[2 * x for x in range(i, min(i + 4, n))] for i in range(0, n, 4)]
-
-
-def _root(it: fl.PipelineIterator) -> AutoProcessesIterator:
-    root = it._root
-    assert isinstance(root, AutoProcessesIterator)
-    return root
-
-
-@pytest.fixture
-def gil_bound_trial(monkeypatch):
-    """A trial that holds :data:`HELD` elements and reports one core busy of two: a move."""
-    original = AutoProcessesIterator._trial
-
-    def one_core_busy(self):
-        original(self)
-        return 1.0, False
-    monkeypatch.setattr(AutoProcessesIterator, "_trial", one_core_busy)
-    monkeypatch.setattr(auto, "TRIAL_MAX_ELEMENTS", HELD)
 
 
 @pytest.fixture
@@ -62,23 +42,6 @@ def held_start(monkeypatch):
         original(self)
     monkeypatch.setattr(MultiprocessIterator, "_start", gated)
     return release, failure
-
-
-@pytest.fixture
-def spawned(monkeypatch):
-    """The pids of the worker processes the pipelines start (a discarded iterator forgets
-    its pool, and so its pids)."""
-    from feedline.placement import worker_loop
-
-    pids: list[int] = []
-    original = worker_loop.start_worker
-
-    def recording(*args, **kwargs):
-        process = original(*args, **kwargs)
-        pids.append(process.pid)
-        return process
-    monkeypatch.setattr(worker_loop, "start_worker", recording)
-    return pids
 
 
 def _start_threads() -> list[threading.Thread]:

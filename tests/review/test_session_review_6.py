@@ -14,49 +14,12 @@ import threading
 import pytest
 
 import feedline as fl
-from feedline.placement import auto, worker_loop
-from feedline.placement.auto import AutoProcessesIterator
+from feedline.placement import worker_loop
 from feedline.placement.multiprocess import MultiprocessIterator
+from tests.conftest import TRIAL_HELD as HELD
 from tests.placement.process_helpers import wait_gone
-
-HELD = 6
-"""Elements the trial holds here (``TRIAL_MAX_ELEMENTS``)."""
-
-
-def _root(it: fl.PipelineIterator) -> AutoProcessesIterator:
-    root = it._root
-    assert isinstance(root, AutoProcessesIterator)
-    return root
-
-
-def _start_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "feedline-processes-start"]
-
-
-@pytest.fixture
-def gil_bound_trial(monkeypatch):
-    """A trial that holds :data:`HELD` elements and reports one core busy of two: a move."""
-    original = AutoProcessesIterator._trial
-
-    def one_core_busy(self):
-        original(self)
-        return 1.0, False
-    monkeypatch.setattr(AutoProcessesIterator, "_trial", one_core_busy)
-    monkeypatch.setattr(auto, "TRIAL_MAX_ELEMENTS", HELD)
-
-
-@pytest.fixture
-def spawned(monkeypatch):
-    """The pids of the worker processes started, in order."""
-    pids: list[int] = []
-    real = worker_loop.start_worker
-
-    def counting(*args, **kwargs):
-        process = real(*args, **kwargs)
-        pids.append(process.pid)
-        return process
-    monkeypatch.setattr(worker_loop, "start_worker", counting)
-    return pids
+from tests.placement.test_auto import _root
+from tests.placement.test_auto_move import _start_threads
 
 
 @pytest.mark.timeout(120)
