@@ -122,4 +122,35 @@ def annotate_error(error: BaseException, stage: str, index: int | None = None) -
     notes = getattr(error, "__notes__", ())
     if note not in notes:
         error.add_note(note)
+        if index is not None:
+            # Where, as data: a worker process running a shard of the pipeline rewrites the
+            # note with the pipeline's own index (feedline.placement.worker_loop).
+            error.__dict__.setdefault(RAISED_AT, []).append((stage, index))
     return error
+
+
+RAISED_AT = "_feedline_raised_at"
+"""Attribute of an exception :func:`annotate_error` noted: its ``(stage, input element)``
+pairs, in the order noted."""
+
+
+def renumber_error(error: BaseException, index_of: Callable[[str, int], int | None],
+                   whose: str) -> None:
+    """Rewrite the notes :func:`annotate_error` put on ``error`` with the element indices
+    ``index_of(stage, index)`` gives (``None``: left as it is), saying ``whose`` index the
+    old one was.
+
+    Example:
+        >>> error = annotate_error(ValueError("bad"), "map(f)", 3)
+        >>> renumber_error(error, lambda stage, index: 2 * index + 1, "worker 1's shard")
+        >>> error.__notes__
+        ["feedline: raised in map(f) at input element 7 (element 3 of worker 1's shard)"]
+    """
+    notes = getattr(error, "__notes__", None)
+    for stage, index in error.__dict__.get(RAISED_AT, ()):
+        renumbered = index_of(stage, index)
+        old = f"feedline: raised in {stage} at input element {index}"
+        if renumbered is None or notes is None or old not in notes:
+            continue
+        notes[notes.index(old)] = (f"feedline: raised in {stage} at input element "
+                                   f"{renumbered} (element {index} of {whose})")

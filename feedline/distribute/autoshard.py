@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Callable
 from typing import Any, Literal
 
 from feedline.core.dataset import Dataset
@@ -237,6 +238,51 @@ def shard_pipeline(dataset: Dataset, num_shards: int, index: int,
     for stage in reversed(above):
         sharded = stage._with_inputs([sharded])
     return sharded
+
+
+def shard_element_indices(dataset: Dataset, num_shards: int, index: int,
+                          plan: ShardPlan | None = None) -> dict[str, Callable[[int], int]]:
+    """For the stages of shard ``index`` whose input elements are elements of the unsharded
+    pipeline one for one: by stage name, the unsharded pipeline's index of the element the
+    stage numbers ``i`` (errors name it, not the shard's own count).
+
+    Those are the stages above the shard up to the first one that is not one-to-one, and,
+    under the ``"batch"`` policy (whose blocks are the batches), those above the batch up to
+    the next one that is not. A name two stages of the pipeline share is left out (which
+    one raised?).
+
+    Example:
+        >>> import feedline as fl
+        >>> ds = fl.Dataset.range(100).map(lambda x: x, name="m").batch(4).map(
+        ...     lambda b: b, name="n")
+        >>> numbering = shard_element_indices(ds, 2, 1)
+        >>> numbering["m"](5), numbering["n"](3)
+        (13, 7)
+    """
+    if num_shards == 1:
+        return {}
+    plan = plan or plan_sharding(dataset, num_shards)
+    if plan.policy == "batch":
+        block = plan.block
+        index_of: Callable[[int], int] | None = (
+            lambda i: (i // block) * num_shards * block + index * block + i % block)
+    elif plan.policy in ("data", "index"):
+        index_of = lambda i: i * num_shards + index
+    else:  # "file": no single order to number in; "output": every worker counts them all
+        return {}
+    names = [getattr(node, "name", None) for node in graph_nodes(dataset)]
+    found: dict[str, Callable[[int], int]] = {}
+    for stage in reversed(plan.path[:-1]):  # from the stage reading the shard up
+        if index_of is None:
+            break
+        name = getattr(stage, "name", None)
+        if isinstance(name, str) and names.count(name) == 1:
+            found[name] = index_of
+        if plan.policy == "batch" and stage.traits().batches_consecutive:
+            index_of = lambda b: b * num_shards + index  # batch b of the shard
+        elif not _one_to_one(stage):
+            index_of = None
+    return found
 
 
 def _copy_with(node: Dataset, **attributes: Any) -> Dataset:

@@ -64,6 +64,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from feedline.core.errors import WorkerProcessError
+from feedline.core.functions import renumber_error
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
 from feedline.core.validation import schedulable_cpus
@@ -215,13 +216,21 @@ class _WorkerLoop:
         import cloudpickle
 
         from feedline.core.fingerprint import declared_types
-        from feedline.distribute.autoshard import shard_pipeline
+        from feedline.distribute.autoshard import (
+            plan_sharding,
+            shard_element_indices,
+            shard_pipeline,
+        )
 
         self._channel = channel
         graph, options = cloudpickle.loads(payload)
+        plan = plan_sharding(graph, num_workers) if num_workers > 1 else None
         with warnings.catch_warnings():  # the consumer warned about the policy already
             warnings.simplefilter("ignore", RuntimeWarning)
-            self._graph = shard_pipeline(graph, num_workers, index)
+            self._graph = shard_pipeline(graph, num_workers, index, plan)
+        # Errors name the pipeline's element, not this shard's count of it.
+        self._element_indices = shard_element_indices(graph, num_workers, index, plan)
+        self._index = index
         self._types = declared_types(graph)
         # The per-epoch nodes, in the order the consumer lists its own: the epochs
         # they start here are counted in this worker's context.
@@ -393,6 +402,8 @@ class _WorkerLoop:
         self._credits -= 1
         if is_error:
             reader.handed_out(item)  # the consumer keeps its record from here on
+            if self._element_indices:
+                renumber_error(value, self._renumbered, f"worker {self._index}'s shard")
             value = PackedError(value, "".join(traceback.format_exception(value)))
         try:
             self._channel.send(("item", token, item, is_error, value, snapshot))
@@ -406,6 +417,11 @@ class _WorkerLoop:
                                 PackedError(wrapped, traceback.format_exc()), snapshot))
         self._send_statistics()
         self._send_epochs()
+
+    def _renumbered(self, stage: str, index: int) -> int | None:
+        """The pipeline's index of the element ``stage`` of this shard numbers ``index``."""
+        index_of = self._element_indices.get(stage)
+        return None if index_of is None else index_of(index)
 
     def _send_epochs(self) -> None:
         iterations = self._ctx.iterations

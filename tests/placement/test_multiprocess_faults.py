@@ -251,6 +251,75 @@ def test_user_error_is_raised_in_place_as_itself_with_traceback_and_stage_name()
     assert not _wait_gone(pids)
 
 
+def _raised_in(error: BaseException) -> list[str]:
+    return [n for n in getattr(error, "__notes__", []) if n.startswith("feedline: raised in ")
+            and "worker process" not in n]
+
+
+def _first_error(ds: fl.Dataset) -> BaseException:
+    with iter(ds) as it:
+        while True:
+            try:
+                next(it)
+            except StopIteration:
+                raise AssertionError("no error") from None
+            except ValueError as error:
+                return error
+
+
+@pytest.mark.timeout(60)
+def test_an_error_names_the_pipelines_element_not_the_shards_count():
+    # Element 37 is element 18 of worker 1's shard (every other element): the note names
+    # 37, as one process does, and says which shard's 18 it was.
+    ds = fl.Dataset.range(100).map(check_element_37, name="check")
+    error = _first_error(ds.multiprocess(2))
+    assert _raised_in(error) == [
+        "feedline: raised in check at input element 37 (element 18 of worker 1's shard)"]
+    assert _raised_in(_first_error(ds)) == ["feedline: raised in check at input element 37"]
+
+
+@pytest.mark.timeout(60)
+def test_under_batch_sharding_errors_name_the_pipelines_element_and_batch():
+    # Blocks of 4 (the batches) in turn: element 130 is element 66 of worker 0's shard;
+    # batch 7 is batch 3 of worker 1's.
+    below = fl.Dataset.range(200).map(check_element_130, name="below").batch(4)
+    error = _first_error(below.multiprocess(2))
+    assert _raised_in(error) == [
+        "feedline: raised in below at input element 130 (element 66 of worker 0's shard)"]
+    above = fl.Dataset.range(200).batch(4).map(check_batch_7, name="above")
+    error = _first_error(above.multiprocess(2))
+    assert _raised_in(error) == [
+        "feedline: raised in above at input element 7 (element 3 of worker 1's shard)"]
+    assert _raised_in(_first_error(above)) == ["feedline: raised in above at input element 7"]
+
+
+@pytest.mark.timeout(60)
+def test_a_stage_name_two_stages_share_keeps_the_shards_count():
+    # Which of the two raised is not known in the worker: its own count, as it was.
+    ds = fl.Dataset.range(100).map(check_element_37, name="same").map(
+        lambda x: x, name="same")
+    assert _raised_in(_first_error(ds.multiprocess(2))) == [
+        "feedline: raised in same at input element 18"]
+
+
+def check_element_37(x):
+    if int(x) == 37:
+        raise ValueError("bad element 37")
+    return x
+
+
+def check_element_130(x):
+    if int(x) == 130:
+        raise ValueError("bad element 130")
+    return x
+
+
+def check_batch_7(batch):
+    if int(batch[0]) == 28:
+        raise ValueError("bad batch 7")
+    return batch
+
+
 def check_block_end(x):
     if int(x) in (3, 9):  # the last element of a batch of 2
         raise ValueError(f"bad element {int(x)}")
@@ -600,7 +669,8 @@ def test_an_element_that_kills_its_worker_is_its_own_error_in_its_place():
     assert not is_fatal(element)
     assert str(element).startswith("map(_exit_at.<locals>.f): the worker process (pid ")
     assert "exited with code 3" in str(element)
-    assert "raised in map(_exit_at.<locals>.f) at input element 3" in _notes(element)
+    assert ("raised in map(_exit_at.<locals>.f) at input element 7 (element 3 of worker 1's "
+            "shard)") in _notes(element)
     assert "worker process 1 of mp_stage" in _notes(element)
     assert not _wait_gone(pids)
 
