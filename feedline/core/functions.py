@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from feedline.core.errors import StopIterationError
@@ -134,23 +134,22 @@ RAISED_AT = "_feedline_raised_at"
 pairs, in the order noted."""
 
 
-def renumber_error(error: BaseException, index_of: Callable[[str, int], int | None],
+def renumber_error(error: BaseException, index_of: Mapping[str, Callable[[int], int]],
                    whose: str) -> None:
     """Rewrite the notes :func:`annotate_error` put on ``error`` with the element indices
-    ``index_of(stage, index)`` gives (``None``: left as it is), saying ``whose`` index the
+    ``index_of[stage]`` gives (a stage it lacks: left as it is), saying ``whose`` index the
     old one was.
 
     Example:
         >>> error = annotate_error(ValueError("bad"), "map(f)", 3)
-        >>> renumber_error(error, lambda stage, index: 2 * index + 1, "worker 1's shard")
+        >>> renumber_error(error, {"map(f)": lambda index: 2 * index + 1}, "worker 1's shard")
         >>> error.__notes__
         ["feedline: raised in map(f) at input element 7 (element 3 of worker 1's shard)"]
     """
     notes = getattr(error, "__notes__", None)
     for stage, index in error.__dict__.get(RAISED_AT, ()):
-        renumbered = index_of(stage, index)
         old = f"feedline: raised in {stage} at input element {index}"
-        if renumbered is None or notes is None or old not in notes:
+        if stage not in index_of or notes is None or old not in notes:
             continue
         notes[notes.index(old)] = (f"feedline: raised in {stage} at input element "
-                                   f"{renumbered} (element {index} of {whose})")
+                                   f"{index_of[stage](index)} (element {index} of {whose})")

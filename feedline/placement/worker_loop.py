@@ -403,7 +403,7 @@ class _WorkerLoop:
         if is_error:
             reader.handed_out(item)  # the consumer keeps its record from here on
             if self._element_indices:
-                renumber_error(value, self._renumbered, f"worker {self._index}'s shard")
+                renumber_error(value, self._element_indices, f"worker {self._index}'s shard")
             value = PackedError(value, "".join(traceback.format_exception(value)))
         try:
             self._channel.send(("item", token, item, is_error, value, snapshot))
@@ -417,11 +417,6 @@ class _WorkerLoop:
                                 PackedError(wrapped, traceback.format_exc()), snapshot))
         self._send_statistics()
         self._send_epochs()
-
-    def _renumbered(self, stage: str, index: int) -> int | None:
-        """The pipeline's index of the element ``stage`` of this shard numbers ``index``."""
-        index_of = self._element_indices.get(stage)
-        return None if index_of is None else index_of(index)
 
     def _send_epochs(self) -> None:
         iterations = self._ctx.iterations
