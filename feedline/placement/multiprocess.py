@@ -50,15 +50,18 @@ function run in a process of its own, one call at a time, so that
   its place as a ``WorkerProcessError`` (``ignore_errors()`` drops it), and the worker
   goes on after it: ``range(1000).map(f).multiprocess(2).ignore_errors()`` yields 999
   elements when ``f`` kills its process at one of them;
-* if the worker dies again while computing that element with its maps isolated, what kills
-  it is not a map function (a reader, a filter, a generator): the worker cannot get past
-  it, and the iteration ends with a ``WorkerProcessError`` marked fatal
-  (:func:`~feedline.core.error_records.mark_fatal`), which ``ignore_errors()`` raises
-  rather than ending the stream as if it were complete.
+* if the worker ends itself again (an exit or a crash) while computing that element with
+  its maps isolated, what kills it is not a map function (a reader, a filter, a
+  generator): the worker cannot get past it, and the iteration ends with a
+  ``WorkerProcessError`` marked fatal (:func:`~feedline.core.error_records.mark_fatal`),
+  which ``ignore_errors()`` raises rather than ending the stream as if it were complete.
+  A death by a signal sent from outside (``SIGKILL``, ``SIGTERM``, ...) says nothing about
+  the element: the worker is restarted again.
 
 A worker that dies :data:`MAX_RESTARTS` + 1 times in a row without producing an element ends
 the iteration the same way, as does a worker that cannot run its shard at all (its pipeline
-fails to build or to restore). ``close()``, garbage collection, Ctrl-C and interpreter exit
+fails to build or to restore). Every ``next()`` after such an end raises the error again,
+never ``StopIteration``. ``close()``, garbage collection, Ctrl-C and interpreter exit
 end every worker, and so does the death of this process (``SIGKILL`` included); shared
 memory is anonymous and freed by the kernel with its last user.
 """
@@ -67,7 +70,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Any
+from typing import Any, NoReturn
 
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
@@ -81,6 +84,7 @@ from feedline.core.unary import UnaryDataset
 from feedline.core.validation import validate_int
 from feedline.distribute.autoshard import ShardPlan, plan_sharding
 from feedline.execution.positions import PositionTracker
+from feedline.placement.ipc.spawn import ended_by_itself
 from feedline.placement.worker_loop import WorkerPool, in_worker_process, per_epoch_nodes
 
 MAX_RESTARTS = 3
@@ -270,7 +274,7 @@ class MultiprocessIterator(DatasetIterator):
 
     def __next__(self) -> Any:
         if self._broken is not None:
-            raise StopIteration
+            self._raise_broken()
         self._start()
         while True:
             live = [i for i in range(self._num_workers) if not self._ended[i]]
@@ -383,7 +387,8 @@ class MultiprocessIterator(DatasetIterator):
         item = tracker.next + sent
         self._deaths[index] += 1
         reached = self._reached[index]
-        if self._watching[index] == item and reached is not None and reached[0] == item:
+        if self._watching[index] == item and reached is not None and reached[0] == item \
+                and ended_by_itself(error.exitcode):
             where = ("even with every map function of its pipeline run in a process of its "
                      "own: what kills it is not a map function (a reader, a filter, a "
                      "generator, ...)" if reached[1] else
@@ -412,6 +417,19 @@ class MultiprocessIterator(DatasetIterator):
     def _end_broken(self, error: WorkerProcessError, note: str) -> None:
         error.add_note(note)
         self._broken = mark_fatal(error)  # type: ignore[assignment]
+
+    def _raise_broken(self) -> NoReturn:
+        """Raise the error that ended this stage again: a later ``next()`` must not read as
+        the end of a complete stream (code that goes on after an error, as after a
+        worker's restart, would silently lose the rest of the epoch)."""
+        broken = self._broken
+        assert broken is not None
+        again = WorkerProcessError(str(broken), worker=broken.worker, exitcode=broken.exitcode)
+        for note in getattr(broken, "__notes__", []):
+            again.add_note(note)
+        again.add_note("feedline: raised again: this stage ended with the error above, and "
+                       "every later next() raises it (restore a checkpoint to go on)")
+        raise mark_fatal(again) from broken
 
     def _accept(self, index: int, message: tuple[Any, ...]) -> bool:
         """Whether ``message`` is an item or end of the current run (bookkeeping others)."""
@@ -444,7 +462,8 @@ class MultiprocessIterator(DatasetIterator):
                                       f"{self._node.name}:")
             error.add_note(f"feedline: worker {index} cannot run its shard; the iteration "
                            "ends here")
-            self._broken = WorkerProcessError(str(error), worker=index)
+            self._broken = mark_fatal(  # type: ignore[assignment]
+                WorkerProcessError(str(error), worker=index))
             raise mark_fatal(error)
         return True
 

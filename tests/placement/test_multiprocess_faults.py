@@ -186,6 +186,16 @@ def _next_or_error(it, limit: int | None = 12) -> tuple[list, BaseException]:
     raise AssertionError(f"no error within {limit} next() calls: {values[:20]}...")
 
 
+def _assert_raised_again(it, error: BaseException) -> None:
+    """After a fatal error, every later ``next()`` raises it again, never ``StopIteration``
+    (which code going on after the error would read as a complete epoch)."""
+    for _ in range(2):
+        with pytest.raises(fl.WorkerProcessError) as again:
+            next(it)
+        assert is_fatal(again.value) and again.value.worker == error.worker
+        assert str(again.value) == str(error) and "raised again" in _notes(again.value)
+
+
 def _run_script(tmp_path: Path, body: str, name: str = "script.py") -> subprocess.Popen:
     script = tmp_path / name
     script.write_text(textwrap.dedent(body))
@@ -478,10 +488,7 @@ def test_a_worker_killed_more_than_max_restarts_times_ends_the_iteration():
             assert "worker 0" in _notes(error) and "restart" in _notes(error)
     assert f"died {MAX_RESTARTS + 1} times" in _notes(error)
     assert is_fatal(error)  # ignore_errors() raises it: the stream cannot go on
-    with pytest.raises(StopIteration):
-        next(it)
-    with pytest.raises(StopIteration):
-        next(it)
+    _assert_raised_again(it, error)
     it.close()
     assert len(seen) == MAX_RESTARTS + 2 and not _wait_gone(seen)
 
@@ -725,9 +732,58 @@ def test_a_death_outside_map_functions_ends_the_stream_with_a_fatal_error(with_m
     assert ("not a map function" if with_map else "no map function") in _notes(error)
     assert values == list(range(7))
     pids = [p for p in _stage(it).worker_pids if p is not None]
-    with pytest.raises(StopIteration):
-        next(it)
+    _assert_raised_again(it, error)
     it.close()
+    assert not _wait_gone(pids)
+
+
+def _slow_at(index: int, marker: str):
+    """A map function that writes a line to ``marker`` and waits 1.5 s at element ``index``
+    (in whichever process runs it), so that a test can kill the process computing it."""
+
+    def f(x):
+        if int(x) == index:
+            with open(marker, "a") as out:
+                out.write(f"{os.getpid()}\n")
+            time.sleep(1.5)
+        return x
+
+    return f
+
+
+def _wait_for_lines(path: Path, count: int) -> None:
+    end = time.monotonic() + DEADLINE
+    while not (path.exists() and len(path.read_text().splitlines()) >= count):
+        assert time.monotonic() < end, f"{path} never reached {count} lines"
+        time.sleep(0.02)
+
+
+@pytest.mark.timeout(120)
+def test_outside_kills_while_watching_an_element_are_not_its_fault(tmp_path):
+    # Issue 41.3: a worker killed from outside (SIGKILL) twice, the second time while it
+    # watched the element its predecessor died on, ended the run as a "poison element"
+    # ("what kills it is not a map function"). A signal sent from outside says nothing
+    # about the element: the worker is restarted again, and nothing is lost.
+    marker = tmp_path / "computing"
+    ds = fl.Dataset.range(20).map(_slow_at(7, str(marker))).multiprocess(2)
+    it = iter(ds)
+    got = [_value(next(it)) for _ in range(7)]
+    errors = []
+    for kill in (1, 2):
+        _wait_for_lines(marker, kill)  # worker 1 (then its watched restart) is computing 7
+        pid = _stage(it).worker_pids[1]
+        os.kill(pid, signal.SIGKILL)
+        more, error = _next_or_error(it, limit=2)
+        got += more
+        errors.append(error)
+    pids = [p for p in _stage(it).worker_pids if p is not None]
+    got += [_value(x) for x in it]
+    it.close()
+    assert got == list(range(20))
+    for error in errors:
+        assert isinstance(error, fl.WorkerProcessError) and error.worker == 1
+        assert error.exitcode == -signal.SIGKILL and not is_fatal(error)
+        assert "restarted" in _notes(error), _notes(error)
     assert not _wait_gone(pids)
 
 

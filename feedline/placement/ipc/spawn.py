@@ -271,6 +271,28 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exited with code {exitcode}"
 
 
+# Signals a process raises on itself when its own code fails (a crash, an abort, a bad
+# instruction, a CPU limit); the others (SIGKILL, SIGTERM, SIGINT, SIGHUP, ...) are sent to it:
+# by a person, a job scheduler or the kernel's OOM killer.
+_OWN_FAILURE_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE,
+                                  signal.SIGILL, signal.SIGSYS, signal.SIGTRAP, signal.SIGXCPU,
+                                  signal.SIGXFSZ})
+
+
+def ended_by_itself(exitcode: int | None) -> bool:
+    """Whether a process that ended with ``exitcode`` ended through its own code (an exit, a
+    crash) rather than a signal sent from outside (``SIGKILL``, ``SIGTERM``, ...): only the
+    first says something about what it was computing.
+
+    Example:
+        >>> ended_by_itself(3), ended_by_itself(-11), ended_by_itself(-9), ended_by_itself(None)
+        (True, True, False, False)
+    """
+    if exitcode is None:
+        return False  # how it ended is unknown: no evidence against what it computed
+    return exitcode >= 0 or -exitcode in _OWN_FAILURE_SIGNALS
+
+
 def end_process(process: subprocess.Popen[bytes], wait: float, grace: float = 1.0) -> None:
     """Wait up to ``wait`` seconds for ``process`` to exit, then terminate it, then after
     ``grace`` seconds kill it. Returns once it has exited."""
