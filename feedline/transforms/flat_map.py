@@ -136,7 +136,8 @@ class FlatMapIterator(UnaryIterator):
         # Whether elements are re-read from the input's earlier position on restore (they
         # cannot be stored); None until the first element says.
         self._reread: bool | None = None
-        self._before: State | None = None  # the input's state before the current element
+        # The input's state before the current element (or why it could not give one).
+        self._before: State | CheckpointError | None = None
 
     def _set_inner(self, inner: DatasetIterator | None, element: Any = None) -> None:
         if self._inner is not None:
@@ -149,10 +150,24 @@ class FlatMapIterator(UnaryIterator):
         dataset = make_inner_dataset(self._map_func, element, self._name, index)
         return self._ctx.make_inner_iterator(dataset, self._name)
 
+    def _input_state_before(self) -> State | CheckpointError | None:
+        """The input's state before its next element, where a restore may need it.
+
+        Plain iteration never needs a checkpoint: an input that cannot give its state now
+        (it holds datasets, as ``batch().unbatch()`` of datasets does) leaves the error, which
+        a checkpoint taken while this element's dataset is read raises.
+        """
+        if self._reread is False:
+            return None
+        try:
+            return self._upstream.state_dict()
+        except CheckpointError as error:
+            return error
+
     def __next__(self) -> Any:
         while True:
             if self._inner is None:
-                before = None if self._reread is False else self._upstream.state_dict()
+                before = self._input_state_before()
                 element = next(self._upstream)
                 index = self._index
                 self._index += 1
@@ -173,6 +188,13 @@ class FlatMapIterator(UnaryIterator):
         # [element, inner state], or [input state before the element, inner state, "reread"].
         if self._inner is None:
             current: list[Any] = []
+        elif isinstance(self._before, CheckpointError):
+            raise CheckpointError(
+                f"{self._name}: cannot checkpoint while reading the dataset made from input "
+                f"element {self._index - 1}: that element holds datasets, which a state cannot "
+                "store, and the input could not give its position before it either "
+                f"({self._before}); a checkpoint between two inner datasets may work"
+            ) from self._before
         elif self._before is not None:
             current = [self._before, self._inner.state_dict(), "reread"]
         else:

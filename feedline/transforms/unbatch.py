@@ -17,7 +17,7 @@ import numpy as np
 
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
-from feedline.core.errors import StructureError
+from feedline.core.errors import CheckpointError, StructureError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import DerivedReader, RandomAccessReader
 from feedline.core.state_codec import decode, encode
@@ -141,7 +141,11 @@ class UnbatchDataset(UnaryDataset):
         return UNKNOWN if batch is None else n * batch
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
-        return UnbatchIterator(ctx, self._make_input_iterator(ctx), self.name)
+        spec = self._inputs[0]._element_spec()
+        # An input known to hold no datasets is never asked for its position before a batch.
+        holds_datasets = spec is None or any(isinstance(leaf, DatasetSpec)
+                                             for leaf in flatten(spec))
+        return UnbatchIterator(ctx, self._make_input_iterator(ctx), self.name, holds_datasets)
 
     _RANDOM_ACCESS_FROM_INPUT = True
 
@@ -225,7 +229,17 @@ class UnbatchReader(DerivedReader):
 
 
 class UnbatchIterator(UnaryIterator):
-    def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, name: str) -> None:
+    """Hands out the rows of one input element at a time.
+
+    The state stores the rows still to come. A batch of datasets (other than ``window``'s)
+    cannot be stored: the input's position before that batch is kept instead, and a restore
+    reads it again from there, as ``flat_map`` does. Only an input whose spec may hold
+    datasets is asked for those positions, and plain iteration never needs one: an input that
+    cannot give its position leaves an error that only a checkpoint raises.
+    """
+
+    def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, name: str,
+                 holds_datasets: bool = False) -> None:
         super().__init__(ctx, upstream)
         self._name = name
         self._index = 0  # input elements taken
@@ -235,6 +249,11 @@ class UnbatchIterator(UnaryIterator):
         self._has_none = False
         self._row = 0
         self._rows = 0
+        # Whether held batches are re-read from the input's earlier position on restore;
+        # None until the first batch says (only for inputs that may hold datasets).
+        self._reread: bool | None = None if holds_datasets else False
+        # The input's state before the held batch (or why it could not give one).
+        self._before: State | CheckpointError | None = None
 
     def _hold(self, element: Element, index: int) -> None:
         leaves, rows = split_leaves(element, self._name, index)
@@ -243,12 +262,24 @@ class UnbatchIterator(UnaryIterator):
         self._has_none = any(leaf is None for leaf in leaves)
         self._leaves, self._rows, self._row = leaves, rows, 0
 
+    def _input_state_before(self) -> State | CheckpointError | None:
+        if self._reread is False:
+            return None
+        try:
+            return self._upstream.state_dict()
+        except CheckpointError as error:
+            return error
+
     def __next__(self) -> Any:
         while self._row >= self._rows:
+            before = self._input_state_before()
             element = next(self._upstream)
             index = self._index
             self._index += 1
             self._hold(element, index)
+            if self._reread is None:
+                self._reread = not _storable(element)
+            self._before = before if self._reread else None
         row = self._row
         self._row += 1
         if self._single:
@@ -259,17 +290,58 @@ class UnbatchIterator(UnaryIterator):
         return pack_as(self._structure, [leaf[row] for leaf in self._leaves])
 
     def _get_state(self) -> State:
-        # Only the rows still to come are stored; a list keeps one state shape at every step.
-        held = []
+        # Only the rows still to come are stored; a list keeps one state shape at every step:
+        # [], [rows], or [input state before the batch, next row, "reread"].
+        held: list[Any] = []
         if self._row < self._rows:
             row = self._row
-            held = [encode(pack_as(self._structure, [None if leaf is None else leaf[row:]
-                                                     for leaf in self._leaves]))]
+            if isinstance(self._before, CheckpointError):
+                raise CheckpointError(
+                    f"{self._name}: cannot checkpoint while rows of input element "
+                    f"{self._index - 1} are held: they hold datasets, which a state cannot "
+                    "store, and the input could not give its position before that element "
+                    f"either ({self._before})") from self._before
+            if self._before is not None:
+                held = [self._before, row, "reread"]
+            else:
+                rest = pack_as(self._structure, [None if leaf is None else leaf[row:]
+                                                 for leaf in self._leaves])
+                try:
+                    held = [encode(rest)]
+                except CheckpointError as error:
+                    raise CheckpointError(
+                        f"{self._name}: cannot checkpoint while rows of input element "
+                        f"{self._index - 1} are held: {error}") from error
         return self._with_input_state({"index": self._index, "held": held})
 
     def _set_state(self, state: State) -> None:
-        self._load_input_state(state)
         self._index = state["index"]
         self._leaves, self._rows, self._row = [], 0, 0
-        if state["held"]:
-            self._hold(decode(state["held"][0]), self._index - 1)
+        self._before = None
+        held = state["held"]
+        if len(held) == 3:  # the batch is read again from the input's earlier position
+            before, row, _ = held
+            self._upstream.load_state_dict(before)
+            self._hold(next(self._upstream), self._index - 1)
+            self._row = int(row)
+            self._reread, self._before = True, before
+            return
+        self._load_input_state(state)
+        if held:
+            self._hold(decode(held[0]), self._index - 1)
+
+
+def _storable(element: Any) -> bool:
+    """Whether ``element`` can be stored in a state (datasets other than ``window``'s cannot).
+
+    Only leaves that may hold datasets are tried: encoding a large batch of numbers to learn
+    that it can be stored would cost as much as a state.
+    """
+    leaves = [leaf for leaf in flatten(element)
+              if isinstance(leaf, Dataset) or (isinstance(leaf, np.ndarray)
+                                               and leaf.dtype == object)]
+    try:
+        encode(leaves)
+    except CheckpointError:
+        return False
+    return True

@@ -109,3 +109,44 @@ def test_checkpointing_restores_failing_elements_in_place():
     # failures of the input and of the inner datasets
     ds = fail_at(fl.Dataset.range(5), [1]).flat_map(lambda x: fail_at(fl.Dataset.range(x), [1]))
     check_checkpointing(ds)
+
+
+def _datasets_as_elements():
+    return fl.Dataset.range(10).map(lambda x: fl.Dataset.from_tensors(x))
+
+
+@pytest.mark.parametrize("build", [
+    lambda ds: ds.batch(3).unbatch(),
+    lambda ds: ds.batch(3).unbatch().batch(2).unbatch(),
+    lambda ds: ds.batch(5).map(lambda b: b).unbatch(),
+    lambda ds: ds.prefetch(2),
+    lambda ds: ds.batch(3).unbatch().prefetch(2),
+    lambda ds: ds.batch(3).unbatch().map(lambda d: d, num_parallel_calls=2),
+], ids=["unbatch", "unbatch_twice", "map_between", "prefetch", "unbatch_prefetch",
+        "parallel_map"])
+def test_datasets_as_elements_iterate_without_a_checkpoint(build):
+    # Issue 43's regression: flat_map asked its input for a state before every element, and
+    # an input holding datasets (unbatch's rows, a prefetch buffer) cannot give one: plain
+    # iteration stopped after the first element with a CheckpointError.
+    ds = build(_datasets_as_elements()).flat_map(lambda d: d)
+    assert ints(ds) == list(range(10))
+
+
+def test_datasets_as_elements_checkpoint_through_unbatch():
+    ds = _datasets_as_elements().batch(3).unbatch().batch(2).unbatch().flat_map(lambda d: d)
+    assert ints(check_checkpointing(ds)) == list(range(10))
+
+
+def test_a_checkpoint_that_cannot_be_taken_names_flat_map():
+    # A shuffle buffer of datasets cannot be stored: iterating works; a checkpoint taken
+    # while an element's dataset is read says which stage and element, and why.
+    ds = _datasets_as_elements().shuffle(4, seed=1).flat_map(
+        lambda d: d.repeat(2), name="flatten")
+    it = ds._make_iterator(IteratorContext())
+    for _ in range(3):  # into the second element's dataset (the buffer holds datasets then)
+        next(it)
+    with pytest.raises(fl.CheckpointError, match=r"flatten: cannot checkpoint while reading "
+                                                 r"the dataset made from input element 1"):
+        it.state_dict()
+    assert len(list(it)) == 17
+    it.close()

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 import feedline as fl
+from feedline.core.iterator import IteratorContext
 from feedline.testing import assert_elements_equal, check_checkpointing, fail_at
 
 
@@ -97,3 +98,28 @@ def test_unbatch_reader_refuses_a_batch_of_another_size():
     reader = UnbatchReader(open_reader(fl.Dataset.range(10).batch(3)), 4, "unbatch")
     with pytest.raises(fl.StructureError, match="input element 0 has 3 rows"):
         reader.get(0)
+
+
+def test_unbatch_of_datasets_checkpoints_by_reading_the_batch_again():
+    # tf.data's testUnbatchNestedDataset, checkpointed: a state cannot store the datasets, so
+    # unbatch keeps the input's position before their batch and the next row.
+    ds = fl.Dataset.from_tensors([fl.Dataset.range(3) for _ in range(4)]).unbatch()
+    assert ints(check_checkpointing(ds.flat_map(lambda x: x))) == list(range(3)) * 4
+    made = fl.Dataset.range(7).map(lambda x: fl.Dataset.from_tensors(x)).batch(3).unbatch()
+    restored = check_checkpointing(made)
+    assert [int(next(iter(d))) for d in restored] == list(range(7))
+
+
+def test_unbatch_of_datasets_refuses_a_checkpoint_naming_the_stage():
+    # The input (a shuffle buffer of batches of datasets) cannot give its position either:
+    # iterating works, a checkpoint while rows are held is a CheckpointError naming unbatch.
+    ds = (fl.Dataset.range(6).map(lambda x: fl.Dataset.from_tensors(x)).batch(2)
+          .shuffle(3, seed=0).unbatch(name="rows"))
+    it = ds._make_iterator(IteratorContext())
+    for _ in range(3):  # into the second batch (the buffer holds datasets then)
+        next(it)
+    with pytest.raises(fl.CheckpointError, match=r"rows: cannot checkpoint while rows of "
+                                                 r"input element 1 are held"):
+        it.state_dict()
+    assert len(list(it)) == 3
+    it.close()

@@ -100,7 +100,9 @@ for p in params(count=[0, 10, 20, 30, 40, 50], batch_size=[1, 3, 5, 7, 10, 20],
     add("BatchRandomAccessTest.testBasic" + label(p),
         lambda ns, p=p: _random_access(ns, **p), mode="value")
 
-SUITE.skip("testDataset", "datasets as batched elements (TF variant tensors)")
+# Datasets as batched elements (issue 43's regression): batched, mapped, unbatched, flattened.
+add("testDataset", lambda ns: ns.Dataset.range(10).map(lambda i: ns.Dataset.from_tensors(i))
+    .batch(5).map(lambda x: x).unbatch().flat_map(lambda x: x))
 SUITE.skip("testBasic (element_spec after map)", "static shapes of a Python function's "
            "output: TF traces it into a graph, feedline's element_spec reads the first element "
            "(the spec is checked without the map)")
