@@ -13,15 +13,21 @@ member cut short, or an archive without its end-of-archive block is a
 :class:`~feedline.core.errors.DataLossError` naming the file, the member and its offset,
 raised after every complete sample before the damage. The position of a reader is the
 byte offset of the next sample's first header, so a checkpoint seeks straight back to it
-(a gzip-compressed shard decompresses and drops what comes before).
+(a gzip-compressed shard decompresses and drops what comes before). A size field is checked
+against what the file holds before anything is read by it.
+
+``decode`` takes webdataset's image spec names with webdataset's meaning. A change for
+earlier users: ``"rgb"`` and ``"l"`` now give ``float32`` in ``[0, 1]``, no longer ``uint8``
+(``"rgb8"`` and ``"l8"`` do), and ``"l"``/``"l8"`` images have no channel axis.
 """
 
 from __future__ import annotations
 
+import io
 import re
 import tarfile
 from collections.abc import Sequence
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -41,7 +47,28 @@ _SKIP_CHUNK = 1 << 20
 _IMAGE_FIELDS = frozenset({"jpg", "jpeg", "png", "ppm", "pgm", "pbm", "pnm", "bmp", "gif",
                            "webp"})
 _INT_FIELDS = frozenset({"cls", "cls2", "class", "count", "index", "inx", "id"})
-_DECODE = {None: None, "rgb": 3, "l": 1, "image": 0}
+
+
+class _ImageSpec(NamedTuple):
+    """How a ``decode`` name gives an image: channels first (torch's layout) or last, float
+    in ``[0, 1]`` or ``uint8``, and the Pillow mode converted to (``None``: the image's own)."""
+
+    channels_first: bool
+    scaled: bool
+    mode: str | None
+
+
+# webdataset's imagespecs (autodecode.py), name for name; "image" is feedline's own.
+_IMAGE_SPECS: dict[str, _ImageSpec] = {
+    "l8": _ImageSpec(False, False, "L"), "rgb8": _ImageSpec(False, False, "RGB"),
+    "rgba8": _ImageSpec(False, False, "RGBA"), "l": _ImageSpec(False, True, "L"),
+    "rgb": _ImageSpec(False, True, "RGB"), "rgba": _ImageSpec(False, True, "RGBA"),
+    "torchl8": _ImageSpec(True, False, "L"), "torchrgb8": _ImageSpec(True, False, "RGB"),
+    "torchrgba8": _ImageSpec(True, False, "RGBA"), "torchl": _ImageSpec(True, True, "L"),
+    "torchrgb": _ImageSpec(True, True, "RGB"), "torch": _ImageSpec(True, True, "RGB"),
+    "torchrgba": _ImageSpec(True, True, "RGBA"), "image": _ImageSpec(False, False, None),
+}
+_PIL_SPECS = {"pill": "l8", "pil": "rgb8", "pilrgb": "rgb8", "pilrgba": "rgba8"}
 
 
 def split_key(name: str) -> tuple[str, str] | None:
@@ -176,6 +203,18 @@ def _pax_records(data: bytes, path: str, offset: int) -> dict[str, str]:
     return records
 
 
+def _pax_size(value: str, path: str, offset: int) -> int:
+    """A PAX ``size`` record's value: decimal digits (tarfile would read damage as 0)."""
+    if not (value.isascii() and value.isdigit()):
+        problem = f"its size {value[:40]!r} is not a byte count"
+    elif len(value) > 30:  # no archive is this large; and int() refuses 4,300 digits
+        problem = f"its size ({len(value)} digits) is larger than any archive"
+    else:
+        return int(value)
+    raise DataLossError(f"WebDataset: damaged PAX header at offset {offset} of {path}: "
+                        f"{problem}", path=path, offset=offset)
+
+
 class _Member:
     """One tar member: where its headers start, its name, type and size."""
 
@@ -193,10 +232,15 @@ class _TarStream:
         self._file: IO[bytes] = open_file(path, "rb", compression)
         self.offset = 0  # of the next byte read, in the (decompressed) archive
         self.last: str | None = None  # the last member read whole, for messages
+        # The archive's length where it is known (an uncompressed file): a size field is
+        # checked against it before anything is read or sought.
+        self._size: int | None = None
         try:
-            self._seekable = not compression and self._file.seekable()
+            if not compression and self._file.seekable():
+                self._size = self._file.seek(0, io.SEEK_END)
+                self._file.seek(0)
         except (OSError, ValueError):
-            self._seekable = False
+            self._size = None
         if offset:
             self._skip(offset)
 
@@ -204,7 +248,10 @@ class _TarStream:
         self._file.close()
 
     def _skip(self, count: int) -> None:
-        if self._seekable:
+        """Move ``count`` bytes on, stopping at the end of the file (the next header read
+        reports where the archive ends)."""
+        if self._size is not None:
+            count = min(count, max(self._size - self.offset, 0))
             self._file.seek(self.offset + count)
             self.offset += count
             return
@@ -215,21 +262,53 @@ class _TarStream:
             self.offset += got
             count -= got
 
+    def _truncated(self, size: int, what: str, start: int, available: int) -> DataLossError:
+        after = f" (after member {self.last!r})" if self.last else ""
+        return DataLossError(
+            f"WebDataset: truncated archive {self.path}: {what} at offset {start} needs "
+            f"{size} bytes where the file has {available} left{after}",
+            path=self.path, offset=start)
+
+    def _check_size(self, size: int, what: str, start: int) -> None:
+        """Refuse a size the rest of the file cannot hold before reading or seeking by it:
+        a damaged size field would otherwise allocate (or seek) whatever it says."""
+        if self._size is not None and size > self._size - self.offset:
+            raise self._truncated(size, what, start, max(self._size - self.offset, 0))
+
     def _read(self, size: int, what: str, start: int) -> bytes:
-        data = self._file.read(size)
-        while len(data) < size:  # a stream may return less than asked before its end
-            more = self._file.read(size - len(data))
-            if not more:
+        """``size`` bytes, all of them: a shorter file is a truncated archive."""
+        self._check_size(size, what, start)
+        # A stream of unknown length (compressed) is read in chunks, so that memory grows
+        # with the bytes it holds, not with the size a header claims.
+        most = size if self._size is not None else _SKIP_CHUNK
+        chunks = []
+        remaining = size
+        while remaining > 0:
+            chunk = self._file.read(min(remaining, most))
+            if not chunk:
                 break
-            data += more
-        self.offset += len(data)
-        if len(data) < size:
-            after = f" (after member {self.last!r})" if self.last else ""
-            raise DataLossError(
-                f"WebDataset: truncated archive {self.path}: {what} at offset {start} needs "
-                f"{size} bytes, the file ends after {len(data)}{after}",
-                path=self.path, offset=start)
-        return data
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        self.offset += size - remaining
+        if remaining:
+            raise self._truncated(size, what, start, size - remaining)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def _pass(self, size: int, what: str, start: int) -> None:
+        """Move ``size`` bytes on without keeping them: a shorter file is a truncated
+        archive."""
+        self._check_size(size, what, start)
+        if self._size is not None:
+            self._file.seek(self.offset + size)
+            self.offset += size
+            return
+        remaining = size
+        while remaining > 0:
+            got = len(self._file.read(min(remaining, _SKIP_CHUNK)))
+            if not got:
+                raise self._truncated(size, what, start, size - remaining)
+            self.offset += got
+            remaining -= got
 
     def _header(self) -> tuple[str, bytes, int] | None:
         """The next 512-byte header's ``(name, type, size)``; ``None`` at the end-of-archive
@@ -250,13 +329,18 @@ class _TarStream:
             raise DataLossError(
                 f"WebDataset: truncated archive {self.path}: it ends at offset {start} "
                 f"without the end-of-archive block{after}", path=self.path, offset=start)
+        problem = "not a tar archive" if start == 0 else "a damaged tar header"
         try:
-            return parse_header(block)
+            header = parse_header(block)
         except tarfile.HeaderError as error:
-            problem = "not a tar archive" if start == 0 else "a damaged tar header"
             raise DataLossError(
                 f"WebDataset: {problem} at offset {start} of {self.path}{after}: {error}",
                 path=self.path, offset=start) from None
+        if header is not None and header[2] < 0:  # a base-256 size field can be negative
+            raise DataLossError(
+                f"WebDataset: {problem} at offset {start} of {self.path}{after}: its size "
+                f"field is negative ({header[2]})", path=self.path, offset=start)
+        return header
 
     def next_member(self) -> _Member | None:
         """The next member's header (long names resolved); ``None`` at the archive's end."""
@@ -278,7 +362,7 @@ class _TarStream:
                     records = _pax_records(payload, self.path, header_at)
                     name = records.get("path", name)
                     if "size" in records:
-                        size = int(records["size"])
+                        size = _pax_size(records["size"], self.path, header_at)
                 continue  # a global header (XGLTYPE) sets nothing a sample uses
             if kind == tarfile.GNUTYPE_SPARSE:
                 raise InvalidArgumentError(
@@ -288,28 +372,17 @@ class _TarStream:
                            size if size is not None else data_size)
 
     def read_data(self, member: _Member) -> bytes:
-        data = self._read(member.size, f"member {member.name!r}", member.offset)
-        self._skip_padding(member)
+        what = f"member {member.name!r}"
+        data = self._read(member.size, what, member.offset)
+        self._pass(-member.size % _BLOCK, what, member.offset)
         self.last = member.name
         return data
 
     def skip_data(self, member: _Member) -> None:
-        if not member.size:
-            self.last = member.name
-            return
-        if self._seekable:
-            # Seeking past the end would hide a truncated member: check the last byte.
-            self._skip(member.size - 1)
-            self._read(1, f"member {member.name!r}", member.offset)
-        else:
-            self._read(member.size, f"member {member.name!r}", member.offset)
-        self._skip_padding(member)
+        # Data and padding at once: seeking past the end would hide a truncated member.
+        self._pass(member.size + -member.size % _BLOCK, f"member {member.name!r}",
+                   member.offset)
         self.last = member.name
-
-    def _skip_padding(self, member: _Member) -> None:
-        padding = -member.size % _BLOCK
-        if padding:
-            self._read(padding, f"member {member.name!r}", member.offset)
 
 
 class WebDataset(FileReaderDataset):
@@ -327,12 +400,19 @@ class WebDataset(FileReaderDataset):
         fields: Keep only these fields, in this order (default: every field, in archive
             order). A sample without one of them is an error naming the shard and the key
             (the next sample follows), so that every element has the same structure.
-        decode: ``None`` keeps every field as bytes. ``"rgb"``, ``"l"`` or ``"image"``
-            decode image fields (``jpg``, ``jpeg``, ``png``, ``ppm``, ``pgm``, ``pbm``,
-            ``pnm``, ``bmp``, ``gif``, ``webp``) into ``uint8`` arrays of shape
-            ``(height, width, channels)`` with 3 channels, 1 channel or the image's own, and
-            the integer fields (``cls``, ``cls2``, ``class``, ``count``, ``index``, ``inx``,
-            ``id``) into ``int64`` scalars, as webdataset's decoders do.
+        decode: ``None`` keeps every field as bytes. Otherwise one of webdataset's image
+            specs, with its meaning, decodes the image fields (``jpg``, ``jpeg``, ``png``,
+            ``ppm``, ``pgm``, ``pbm``, ``pnm``, ``bmp``, ``gif``, ``webp``): ``"l8"``,
+            ``"rgb8"``, ``"rgba8"`` give ``uint8`` arrays ``(height, width)`` (``l``) or
+            ``(height, width, 3 or 4)``; ``"l"``, ``"rgb"``, ``"rgba"`` the same as
+            ``float32`` in ``[0, 1]``; ``"torchl8"``, ``"torchrgb8"``, ``"torchrgba8"``,
+            ``"torchl"``, ``"torchrgb"`` (also ``"torch"``), ``"torchrgba"`` the same
+            channels first, ``(channels, height, width)``, as NumPy arrays
+            (:mod:`feedline.torch` turns them into tensors without a copy). Feedline's
+            own ``"image"`` gives ``uint8`` ``(height, width, channels)`` with the image's
+            own channels. webdataset's ``"pil*"`` specs give PIL images, which an element
+            cannot hold: they are refused. The integer fields (``cls``, ``cls2``,
+            ``class``, ``count``, ``index``, ``inx``, ``id``) become ``int64`` scalars.
         compression_type: ``None`` decides by the name; ``""`` or ``"GZIP"`` force it.
         num_parallel_reads: ``None`` reads the shards one after the other; ``n`` reads
             ``n`` at once and interleaves their samples one by one.
@@ -368,9 +448,14 @@ class WebDataset(FileReaderDataset):
             raise TypeError(f"WebDataset: fields must be a list of field names, not a single "
                             f"string ({fields!r}); use [{fields!r}]")
         self.fields = None if fields is None else tuple(str(f).lower() for f in fields)
-        if decode not in _DECODE:
-            raise ValueError(f"WebDataset: decode must be None, 'rgb', 'l' or 'image'; found "
-                             f"{decode!r}")
+        if decode in _PIL_SPECS:
+            raise ValueError(
+                f"WebDataset: decode={decode!r} gives PIL images in webdataset, which cannot "
+                f"be part of an element; decode={_PIL_SPECS[decode]!r} gives their pixels "
+                "(PIL.Image.fromarray makes the image)")
+        if decode is not None and decode not in _IMAGE_SPECS:
+            raise ValueError(f"WebDataset: decode must be None or one of webdataset's image "
+                             f"specs {sorted(_IMAGE_SPECS)}; found {decode!r}")
         self.decode = decode
         self.compression_type = None if compression_type is None else compression_name(
             compression_type)
@@ -394,17 +479,19 @@ class _SampleCursor(RecordCursor):
         self._path = path
         self._url = path.encode("utf-8", "surrogateescape")
         self._fields = node.fields
-        self._channels = _DECODE[node.decode]
+        self._image = None if node.decode is None else _IMAGE_SPECS[node.decode]
         self._stream = _TarStream(path, _compression(path, node.compression_type),
                                   int(position["offset"]))
         self._offset = int(position["offset"])  # of the next sample's first header
         self._sample = int(position["sample"])  # samples handed out from this shard
-        self._ahead: tuple[_Member, str, str, bytes] | None = None  # next sample's first file
+        self._ahead: tuple[_Member, str, str] | None = None  # next sample's first file
         self._ended = False
         self.recoverable = False
 
-    def _next_file(self) -> tuple[_Member, str, str, bytes] | None:
-        """The next file that belongs to a sample: ``(member, key, field, data)``."""
+    def _next_file(self) -> tuple[_Member, str, str] | None:
+        """The next file that belongs to a sample, its data not read yet: ``(member, key,
+        field)``. (A file of the next sample ends the current one before its data is read,
+        so damage in that data comes after the complete sample.)"""
         stream = self._stream
         while True:
             member = stream.next_member()
@@ -415,7 +502,7 @@ class _SampleCursor(RecordCursor):
                     self._fields is not None and split[1].lower() not in self._fields):
                 stream.skip_data(member)
                 continue
-            return member, split[0], split[1].lower(), stream.read_data(member)
+            return member, split[0], split[1].lower()
 
     def read(self) -> dict[str, Any]:
         self.recoverable = False
@@ -429,10 +516,10 @@ class _SampleCursor(RecordCursor):
                 self._ended = True
                 self._offset = self._stream.offset - _BLOCK
                 raise StopIteration
-        member, key, field, data = first
+        member, key, field = first
         self._offset = member.offset
         sample: dict[str, Any] = {"__key__": key.encode("utf-8", "surrogateescape"),
-                                  "__url__": self._url, field: data}
+                                  "__url__": self._url, field: self._stream.read_data(member)}
         while True:
             following = self._next_file()
             if following is None:
@@ -447,8 +534,9 @@ class _SampleCursor(RecordCursor):
                 raise InvalidArgumentError(
                     f"WebDataset: {self._path}: sample {key!r} has two {following[2]!r} "
                     f"files (member {following[0].name!r} at offset {following[0].offset}); "
-                    "the files of a sample must have different extensions")
-            sample[following[2]] = following[3]
+                    "the files of a sample must have different extensions", path=self._path,
+                    offset=following[0].offset, record_index=self._sample)
+            sample[following[2]] = self._stream.read_data(following[0])
         index = self._sample
         self._offset = next_offset
         self._sample += 1
@@ -459,28 +547,31 @@ class _SampleCursor(RecordCursor):
                 raise InvalidArgumentError(
                     f"WebDataset: sample {key!r} (sample {index} of {self._path}) has no "
                     f"{missing} field(s); it has {sorted(k for k in sample if k[:2] != '__')}"
-                    f" and fields={list(self._fields)} asks for them")
+                    f" and fields={list(self._fields)} asks for them", path=self._path,
+                    record_index=index)
             sample = {"__key__": sample["__key__"], "__url__": self._url,
                       **{f: sample[f] for f in self._fields}}
-        if self._channels is not None:
-            self._decode(sample, key)
+        if self._image is not None:
+            self._decode(sample, key, index)
         return sample
 
-    def _decode(self, sample: dict[str, Any], key: str) -> None:
+    def _decode(self, sample: dict[str, Any], key: str, index: int) -> None:
+        assert self._image is not None
         for field, value in sample.items():
             if field[:2] == "__":
                 continue
             last = field.rsplit(".", 1)[-1]
             try:
                 if last in _IMAGE_FIELDS:
-                    sample[field] = _decode_image(value, self._channels)
+                    sample[field] = _decode_image(value, self._image)
                 elif last in _INT_FIELDS:
                     sample[field] = np.int64(int(value))
             except Exception as error:  # noqa: BLE001 - any decoder failure is named
                 self.recoverable = True
                 raise InvalidArgumentError(
-                    f"WebDataset: cannot decode field {field!r} of sample {key!r} in "
-                    f"{self._path}: {error}") from error
+                    f"WebDataset: cannot decode field {field!r} of sample {key!r} (sample "
+                    f"{index} of {self._path}): {error}", path=self._path,
+                    record_index=index) from error
 
     def position(self) -> dict[str, Any]:
         return {"offset": self._offset, "sample": self._sample}
@@ -489,22 +580,55 @@ class _SampleCursor(RecordCursor):
         self._stream.close()
 
 
-def _decode_image(contents: bytes, channels: int) -> np.ndarray:
-    """An encoded image as ``uint8`` ``(height, width, channels)`` (0: as stored): JPEG, PNG,
-    GIF (its first frame) and BMP by :func:`feedline.image.decode_image`, as TensorFlow
-    decodes them; other formats (WebP, PNM) by Pillow."""
+def _decode_image(contents: bytes, spec: _ImageSpec) -> np.ndarray:
+    """An encoded image as webdataset's image spec ``spec`` gives it: JPEG, PNG, GIF (its
+    first frame) and BMP decoded by :func:`feedline.image.decode_image` as TensorFlow
+    decodes them, other formats (WebP, PNM) by Pillow; then converted to the spec's mode as
+    Pillow's ``Image.convert`` does, scaled to ``[0, 1]`` and laid out channels first as
+    webdataset does."""
     from feedline.image.codecs import (_BMP_MAGIC, _GIF_MAGICS, _JPEG_MAGIC, _PNG_MAGIC,
                                        decode_image)
 
     if contents.startswith((_JPEG_MAGIC, _PNG_MAGIC, *_GIF_MAGICS, _BMP_MAGIC)):
-        return decode_image(contents, channels=channels, expand_animations=False)
-    import io
+        pixels = _convert(decode_image(contents, channels=0, expand_animations=False),
+                          spec.mode)
+    else:
+        import io
 
-    from PIL import Image
+        from PIL import Image
 
-    with Image.open(io.BytesIO(contents)) as picture:
-        mode = {3: "RGB", 1: "L", 4: "RGBA"}.get(channels)
-        if mode is None:
-            mode = picture.mode if picture.mode in ("L", "RGB", "RGBA") else "RGB"
-        array = np.asarray(picture.convert(mode))
-    return array[:, :, None] if array.ndim == 2 else np.array(array)
+        with Image.open(io.BytesIO(contents)) as picture:
+            mode = spec.mode
+            if mode is None:
+                mode = picture.mode if picture.mode in ("L", "RGB", "RGBA") else "RGB"
+            pixels = np.asarray(picture.convert(mode))
+        if pixels.ndim == 2:
+            pixels = pixels[:, :, None]
+    if spec.mode == "L":
+        pixels = pixels[:, :, 0]  # webdataset's "l" images have no channel axis
+    if spec.scaled:
+        pixels = pixels.astype(np.float32) / np.float32(255.0)
+    if spec.channels_first and pixels.ndim == 3:
+        pixels = pixels.transpose(2, 0, 1)
+    return np.ascontiguousarray(pixels)
+
+
+def _convert(pixels: np.ndarray, mode: str | None) -> np.ndarray:
+    """``uint8`` pixels ``(height, width, 1 to 4)`` converted to Pillow ``mode`` as
+    ``Image.convert`` converts L, LA, RGB and RGBA (alpha dropped without blending, added
+    opaque; gray from ITU-R 601-2 luma with Pillow's rounding)."""
+    channels = pixels.shape[-1]
+    if mode is None:
+        return pixels
+    if mode == "L":
+        if channels <= 2:
+            return pixels[:, :, :1]
+        wide = pixels.astype(np.uint32)
+        luma = (wide[:, :, 0] * 19595 + wide[:, :, 1] * 38470 + wide[:, :, 2] * 7471
+                + 0x8000) >> 16
+        return luma.astype(np.uint8)[:, :, None]
+    color = pixels[:, :, :3] if channels >= 3 else np.repeat(pixels[:, :, :1], 3, axis=2)
+    if mode == "RGB":
+        return color
+    alpha = pixels[:, :, -1:] if channels in (2, 4) else np.full_like(pixels[:, :, :1], 255)
+    return np.concatenate([color, alpha], axis=2)

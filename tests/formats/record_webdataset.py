@@ -14,6 +14,13 @@ committed, so the tests need neither package.
   files webdataset skips, a member without an extension, upper-case and multi-dot
   extensions, keys in folders whose names hold dots, an empty member.
 
+* ``decode.tar`` (``record_webdataset.py decode`` writes only it and ``decode.json``): one
+  small image per sample in each mode and format the image decoders meet (PNG in L, LA, RGB,
+  RGBA and palette modes, GIF, BMP, JPEG in RGB and L, lossless WebP, PPM, PGM), written by
+  Pillow; ``decode.json`` holds what ``webdataset.WebDataset(url).decode(spec)`` gives for
+  each of webdataset's image specs (dtype, shape, values; torch tensors as their NumPy
+  values), with webdataset's version.
+
 ``expected.json`` holds, for each shard, the samples webdataset's own loader
 (``webdataset.WebDataset(url, shardshuffle=False)``, no decoding) yields: every field in
 its order, the values as hex, ``__url__`` as the file name; and the pixels of the images.
@@ -92,6 +99,59 @@ def read_back(path: pathlib.Path) -> list[dict]:
     return samples
 
 
+def decode_images() -> list[tuple[str, bytes]]:
+    """``(member name, encoded image)`` for decode.tar: every mode and format the decoders
+    meet, 3 x 4 pixels, random values (seeded)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(43)
+    rgba = rng.integers(0, 256, (3, 4, 4), dtype=np.uint8)
+    pictures = [("png", Image.fromarray(rgba[:, :, 0], "L")),
+                ("png", Image.fromarray(rgba[:, :, :2], "LA")),
+                ("png", Image.fromarray(rgba[:, :, :3], "RGB")),
+                ("png", Image.fromarray(rgba, "RGBA")),
+                ("png", Image.fromarray(rgba[:, :, :3], "RGB").quantize(5)),
+                ("gif", Image.fromarray(rgba[:, :, :3], "RGB").quantize(7)),
+                ("bmp", Image.fromarray(rgba[:, :, :3], "RGB")),
+                ("jpg", Image.fromarray(rgba[:, :, :3], "RGB")),
+                ("jpg", Image.fromarray(rgba[:, :, 1], "L")),
+                ("webp", Image.fromarray(rgba, "RGBA")),
+                ("ppm", Image.fromarray(rgba[:, :, :3], "RGB")),
+                ("pgm", Image.fromarray(rgba[:, :, 2], "L"))]
+    images = []
+    for i, (field, picture) in enumerate(pictures):
+        buffer = io.BytesIO()
+        options = {"lossless": True} if field == "webp" else {"quality": 90} \
+            if field == "jpg" else {}
+        picture.save(buffer, format={"jpg": "JPEG", "pgm": "PPM"}.get(field, field.upper()),
+                     **options)
+        images.append((f"image{i:02d}.{field}", buffer.getvalue()))
+    return images
+
+
+def record_decoded() -> None:
+    import webdataset as wds
+    from webdataset.autodecode import imagespecs
+
+    path = HERE / "decode.tar"
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, data in decode_images():
+            add(tar, name, data)
+    decoded: dict = {"webdataset": wds.__version__}
+    for spec in imagespecs:
+        if spec.startswith("pil"):
+            continue  # PIL images: feedline refuses these specs
+        outputs = []
+        for sample in wds.WebDataset(str(path), shardshuffle=False).decode(spec):
+            field = next(k for k in sample if not k.startswith("__"))
+            value = sample[field]
+            value = value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+            outputs.append({"key": sample["__key__"], "field": field, "dtype": str(value.dtype),
+                            "shape": list(value.shape), "values": value.tolist()})
+        decoded[spec] = outputs
+    (HERE / "decode.json").write_text(json.dumps(decoded) + "\n")
+
+
 def main() -> None:
     HERE.mkdir(parents=True, exist_ok=True)
     write_shard(HERE / "shard-00000.tar", 0, 5)
@@ -107,4 +167,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    record_decoded() if sys.argv[1:] == ["decode"] else main()

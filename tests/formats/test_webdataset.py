@@ -89,11 +89,16 @@ def test_fields_select_and_order_and_missing_fields_are_named(tmp_path):
 
 
 def test_decode_images_and_integers():
-    first = next(iter(fl.WebDataset(SHARDS[0], decode="rgb")))
+    # webdataset's names: "rgb8" is uint8, "rgb" float32 in [0, 1] (issue 43), "l8" has no
+    # channel axis. Every spec against webdataset's own output: test_webdataset_decode.py.
+    first = next(iter(fl.WebDataset(SHARDS[0], decode="rgb8")))
     np.testing.assert_array_equal(first["png"], pixels(0))
     assert first["cls"] == np.int64(0) and first["txt"] == b"caption 0"
-    gray = next(iter(fl.WebDataset(SHARDS[1], decode="l")))
-    assert gray["png"].shape == pixels(5).shape[:2] + (1,) and gray["png"].dtype == np.uint8
+    scaled = next(iter(fl.WebDataset(SHARDS[0], decode="rgb")))["png"]
+    assert scaled.dtype == np.float32
+    np.testing.assert_array_equal(scaled, pixels(0).astype(np.float32) / 255)
+    gray = next(iter(fl.WebDataset(SHARDS[1], decode="l8")))
+    assert gray["png"].shape == pixels(5).shape[:2] and gray["png"].dtype == np.uint8
     own = next(iter(fl.WebDataset(SHARDS[2], decode="image")))
     np.testing.assert_array_equal(own["png"], pixels(8))
     with pytest.raises(ValueError, match="decode must be"):
@@ -103,8 +108,10 @@ def test_decode_images_and_integers():
 def test_undecodable_field_is_named_and_the_next_sample_follows(tmp_path):
     path = write(tmp_path / "bad.tar", [("a.png", b"not a png"), ("b.cls", b"4")])
     it = fl.WebDataset(path, decode="rgb")._make_iterator(IteratorContext())
-    with pytest.raises(fl.InvalidArgumentError, match="cannot decode field 'png' of sample 'a'"):
+    with pytest.raises(fl.InvalidArgumentError, match="cannot decode field 'png' of sample 'a'"
+                                                      r" \(sample 0 of .*bad.tar\)") as raised:
         next(it)
+    assert (raised.value.path, raised.value.record_index) == (path, 0)
     assert next(it)["cls"] == 4
     it.close()
 
