@@ -835,18 +835,16 @@ class Dataset(abc.ABC):
     def reduce(self, initial_state: Element, reduce_func: Callable[[Any, Any], Any]) -> Element:
         """Fold every element into a state: ``state = reduce_func(state, element)``.
 
+        As in tf.data, the state keeps the structure and dtypes of ``initial_state``: a
+        ``reduce_func`` returning others is a ``TypeError`` naming the element (shapes may
+        change).
+
         Example:
-            >>> import feedline as fl
-            >>> int(fl.Dataset.range(5).reduce(0, lambda s, x: s + x))
+            >>> import feedline as fl, numpy as np
+            >>> int(fl.Dataset.range(5).reduce(np.int64(0), lambda s, x: s + x))
             10
         """
-        state = initial_state
-        from feedline.pipeline import PipelineIterator  # the runner sits above core
-
-        with PipelineIterator(self, continue_epochs=True) as iterator:
-            for element in iterator:
-                state = reduce_func(state, element)
-        return state
+        return _transforms.reduce.reduce_dataset(self, initial_state, reduce_func)
 
 
 def _upstream_first(dataset: Dataset) -> list[Dataset]:

@@ -24,3 +24,6 @@ for i in range(10):
 
 for name in ("testSparse", "testNested"):
     SUITE.skip(name, "SparseTensor reduction states: feedline has no sparse tensors")
+
+add("testInvalidFunction", lambda ns: ns.Dataset.range(5).reduce(0, lambda _, __: ()),
+    mode="value")
