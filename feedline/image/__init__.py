@@ -1,8 +1,9 @@
 """``feedline.image``: tf.image and tf.io image operations on NumPy arrays, one image or a batch.
 
 Every operation takes one image ``[H, W, C]`` or a batch ``[N, H, W, C]``; decoders take one
-encoded image (``bytes``) or a batch of them. Random operations take ``seed`` (an int, a pair,
-a NumPy generator or None) and draw per image. Native libraries (``pip install
+encoded image (``bytes``) or a batch of them, and refuse one that would decode larger than
+:func:`set_decode_limits` allows (a decompression bomb). Random operations take ``seed`` (an
+int, a pair, a NumPy generator or None) and draw per image. Native libraries (``pip install
 'feedline[image]'``) are imported on first use.
 
 On a GPU: :func:`decode_jpeg_to_device` decodes a batch with nvJPEG, and
@@ -11,15 +12,20 @@ tensors (same names, seeds and pixels; ``pip install 'feedline[gpu-image]'``).
 """
 
 from feedline.image.codecs import (
+    DEFAULT_MAX_ANIMATION_BYTES,
+    DEFAULT_MAX_PIXELS,
+    DecodeLimits,
     decode_and_crop_jpeg,
     decode_gif,
     decode_image,
     decode_jpeg,
+    decode_limits,
     decode_png,
     encode_jpeg,
     encode_png,
     extract_jpeg_shape,
     is_jpeg,
+    set_decode_limits,
 )
 from feedline.image.color import (
     adjust_brightness,
@@ -58,6 +64,9 @@ from feedline.image.flips import (
 from feedline.image.resize import METHODS, resize, resize_with_pad
 
 __all__ = [
+    "DEFAULT_MAX_ANIMATION_BYTES",
+    "DEFAULT_MAX_PIXELS",
+    "DecodeLimits",
     "METHODS",
     "adjust_brightness",
     "adjust_contrast",
@@ -72,6 +81,7 @@ __all__ = [
     "decode_image",
     "decode_jpeg",
     "decode_jpeg_to_device",
+    "decode_limits",
     "decode_png",
     "device",
     "encode_jpeg",
@@ -100,5 +110,6 @@ __all__ = [
     "rgb_to_grayscale",
     "rgb_to_hsv",
     "rot90",
+    "set_decode_limits",
     "transpose",
 ]

@@ -11,12 +11,20 @@ OpenCV for PNG and BMP, Pillow for GIF), so a threaded ``Dataset.map`` decodes o
 
 Pixels are TensorFlow's: ``decode_jpeg`` uses libjpeg-turbo with tf.io's defaults (the fast
 integer IDCT, fancy upsampling) and gives the same bytes as ``tf.io.decode_jpeg`` for the
-recorded images; PNG channel conversions follow libpng's as TensorFlow calls it.
+recorded images (CMYK and YCCK files included); PNG channel conversions follow libpng's as
+TensorFlow calls it.
+
+Decoders read an image's size (and a GIF's frame count) from its header before decoding and
+refuse one over the decode limits (:func:`set_decode_limits`): a few hundred bytes can declare
+gigapixels.
 """
 
 from __future__ import annotations
 
+import os
+import struct
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -33,6 +41,111 @@ _BMP_MAGIC = b"BM"
 # libpng's rgb_to_gray coefficients for (0.299, 0.587), the weights tf.io.decode_png asks for,
 # in 1/32768 units; 8-bit samples truncate, 16-bit samples round (libpng's two code paths).
 _GRAY_WEIGHTS = (9797, 19234, 3737)
+
+DEFAULT_MAX_PIXELS = 89_478_485
+"""Pillow's ``Image.MAX_IMAGE_PIXELS``: the default cap on one image's (one frame's) pixels."""
+DEFAULT_MAX_ANIMATION_BYTES = 1 << 30
+"""The default cap on a GIF's decoded frames, ``frames * height * width * 3`` bytes (1 GiB)."""
+_MAX_PIXELS_ENV = "FEEDLINE_IMAGE_MAX_PIXELS"
+_MAX_ANIMATION_BYTES_ENV = "FEEDLINE_IMAGE_MAX_ANIMATION_BYTES"
+
+
+class DecodeLimits(NamedTuple):
+    """The decoders' caps on what one encoded image may decode to.
+
+    Attributes:
+        max_pixels: Most pixels (height x width) of one image, or of one frame of a GIF.
+        max_animation_bytes: Most bytes of all of a GIF's frames decoded together
+            (``frames * height * width * 3``).
+    """
+
+    max_pixels: int
+    max_animation_bytes: int
+
+
+def _limit_from_env(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if not value:
+        return default
+    try:
+        limit = int(value)
+    except ValueError:
+        limit = 0
+    if limit <= 0:
+        raise InvalidArgumentError(f"environment variable {name} must be a positive integer; "
+                                   f"got {value!r}")
+    return limit
+
+
+def decode_limits() -> DecodeLimits:
+    """The decode limits in force: :func:`set_decode_limits`' values, else the defaults
+    (:data:`DEFAULT_MAX_PIXELS`, :data:`DEFAULT_MAX_ANIMATION_BYTES`).
+
+    Example:
+        >>> decode_limits().max_pixels
+        89478485
+    """
+    return DecodeLimits(_limit_from_env(_MAX_PIXELS_ENV, DEFAULT_MAX_PIXELS),
+                        _limit_from_env(_MAX_ANIMATION_BYTES_ENV, DEFAULT_MAX_ANIMATION_BYTES))
+
+
+def set_decode_limits(max_pixels: int | None = None,
+                      max_animation_bytes: int | None = None) -> DecodeLimits:
+    """Set the caps that keep a small crafted file (a decompression bomb) from decoding to
+    gigabytes; an argument left ``None`` keeps its current value.
+
+    Every decoder reads the size a file declares (and a GIF's frame count) before decoding
+    and raises :class:`~feedline.InvalidArgumentError` when it is over a cap. The defaults are
+    Pillow's ``MAX_IMAGE_PIXELS`` (89,478,485 pixels, about 256 MiB of RGB) per image or frame
+    and 1 GiB for all of a GIF's frames. Peak memory of one decode stays within a small multiple
+    of the capped result (a progressive JPEG keeps its coefficients too: up to about 9 bytes a
+    pixel). The limits live in the environment (``FEEDLINE_IMAGE_MAX_PIXELS``,
+    ``FEEDLINE_IMAGE_MAX_ANIMATION_BYTES``), so worker processes started afterwards inherit them;
+    setting those variables before starting Python does the same. Pixels over twice Pillow's
+    own ``PIL.Image.MAX_IMAGE_PIXELS`` in a GIF need that raised too.
+
+    Args:
+        max_pixels: Most pixels (height x width) of one image or GIF frame.
+        max_animation_bytes: Most bytes of a GIF's frames decoded together.
+
+    Returns:
+        The limits in force before the call (to restore them).
+
+    Raises:
+        InvalidArgumentError: a limit that is not a positive integer.
+
+    Example:
+        >>> previous = set_decode_limits(max_pixels=16)
+        >>> try:
+        ...     decode_png(encode_png(np.zeros((5, 5, 1), np.uint8)))
+        ... except InvalidArgumentError as error:
+        ...     print(str(error)[:72])
+        decode_png: the image is 5 x 5 = 25 pixels, over the decode limit of 16
+        >>> _ = set_decode_limits(*previous)
+    """
+    previous = decode_limits()
+    for name, value in ((_MAX_PIXELS_ENV, max_pixels),
+                        (_MAX_ANIMATION_BYTES_ENV, max_animation_bytes)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+            raise InvalidArgumentError(f"set_decode_limits: limits are positive integers; got "
+                                       f"{value!r}")
+        os.environ[name] = str(int(value))
+    return previous
+
+
+def _over_limit(op: str, what: str, found: int, limit: int, unit: str, setting: str) -> str:
+    return (f"{op}: {what} = {found:,} {unit}, over the decode limit of {limit:,} {unit}; a "
+            f"small file declaring a huge image is a decompression bomb. If the file is "
+            f"trusted, raise the limit: feedline.image.set_decode_limits({setting}=...)")
+
+
+def _check_pixels(op: str, height: int, width: int, what: str = "the image is") -> None:
+    limit = decode_limits().max_pixels
+    if height * width > limit:
+        raise InvalidArgumentError(_over_limit(op, f"{what} {height:,} x {width:,}",
+                                               height * width, limit, "pixels", "max_pixels"))
 
 
 def _one(contents: object, op: str) -> bytes | None:
@@ -145,17 +258,58 @@ def _jpeg_header(data: bytes, op: str, **scaling: int) -> tuple[int, int, str, s
                                    f"{_preview(data)}")
     try:
         return _native.simplejpeg().decode_jpeg_header(data, **scaling)
-    except ValueError as error:
+    except (ValueError, RuntimeError) as error:
         raise InvalidArgumentError(f"{op}: invalid or truncated JPEG header ({error}); got "
                                    f"{_preview(data)}") from None
+
+
+def _saw_adobe_marker(data: bytes) -> bool:
+    """Whether libjpeg would see an Adobe APP14 marker before the first scan (it decides how
+    CMYK samples are stored: Adobe's are inverted)."""
+    position = 2
+    while position + 4 <= len(data):
+        if data[position] != 0xFF:
+            return False
+        marker = data[position + 1]
+        if marker == 0xFF:  # a fill byte
+            position += 1
+            continue
+        if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # markers without a length
+            position += 2
+            continue
+        if marker in (0xD9, 0xDA):  # the end, or the first scan: no more header markers
+            return False
+        length = int.from_bytes(data[position + 2:position + 4], "big")
+        # libjpeg's examine_app14: at least 12 bytes of data starting with "Adobe".
+        if marker == 0xEE and length - 2 >= 12 and data[position + 4:position + 9] == b"Adobe":
+            return True
+        position += 2 + length
+    return False
+
+
+def _cmyk_to_rgb(cmyk: np.ndarray, adobe: bool) -> np.ndarray:
+    """TensorFlow's conversion of libjpeg's CMYK output (tensorflow/core/lib/jpeg/jpeg_mem.cc):
+    Adobe files store inverted CMYK, so ``R = K * C / 255``; others ``(255 - K)(255 - C) / 255``,
+    in integers (truncated)."""
+    wide = cmyk.astype(np.uint16)
+    if not adobe:
+        wide = np.uint16(255) - wide
+    return (wide[..., :3] * wide[..., 3:4] // np.uint16(255)).astype(np.uint8)
 
 
 def _decode_jpeg_one(data: bytes, channels: int, fast: bool, fancy_upscaling: bool, op: str,
                      ratio: int = 1, min_size: tuple[int, int] | None = None) -> np.ndarray:
     height, width, colorspace, _ = _jpeg_header(data, op)
-    if colorspace in ("CMYK", "YCCK"):
-        raise InvalidArgumentError(f"{op}: CMYK JPEGs are not supported (libjpeg-turbo cannot "
-                                   "convert them to RGB); convert the file to RGB")
+    # libjpeg allocates the whole image (and, for a progressive file, its coefficients) from
+    # the header's size before reading any scan: check it first.
+    _check_pixels(op, height, width)
+    cmyk = colorspace in ("CMYK", "YCCK")
+    if cmyk and channels == 1:
+        # As TensorFlow: libjpeg has no CMYK -> grayscale conversion ("Unsupported color
+        # conversion request").
+        raise InvalidArgumentError(f"{op}: a {colorspace} JPEG decodes to RGB (channels 0 or "
+                                   f"3), not to grayscale (channels=1), as in TensorFlow; "
+                                   f"got {_preview(data)}")
     if channels == 0:
         channels = 1 if colorspace == "Gray" else 3
     scaling = {}
@@ -166,13 +320,17 @@ def _decode_jpeg_one(data: bytes, channels: int, fast: bool, fancy_upscaling: bo
                    "min_factor": ratio}
     elif min_size is not None:
         scaling = {"min_height": int(min_size[0]), "min_width": int(min_size[1])}
+    target = "CMYK" if cmyk else "GRAY" if channels == 1 else "RGB"
     try:
         image = _native.simplejpeg().decode_jpeg(
-            data, colorspace="GRAY" if channels == 1 else "RGB", fastdct=fast,
-            fastupsample=not fancy_upscaling, strict=True, **scaling)
-    except ValueError as error:
+            data, colorspace=target, fastdct=fast, fastupsample=not fancy_upscaling,
+            strict=True, **scaling)
+    except (ValueError, RuntimeError) as error:
         raise InvalidArgumentError(f"{op}: invalid or truncated JPEG data ({error}); got "
                                    f"{_preview(data)}") from None
+    if cmyk:
+        # libjpeg gives CMYK (YCCK converted to it); TensorFlow turns that into RGB itself.
+        return _cmyk_to_rgb(image, _saw_adobe_marker(data))
     return image.reshape(image.shape[0], image.shape[1], channels)
 
 
@@ -323,9 +481,39 @@ def _convert_channels(image: np.ndarray, native: int, channels: int) -> np.ndarr
     return np.concatenate([color, alpha], axis=-1)  # channels == 4
 
 
+def _header_size(data: bytes, kind: str) -> tuple[int, int] | None:
+    """The ``(height, width)`` a PNG's IHDR or a BMP's info header declares, or None when the
+    header is too short to say (the decoder then refuses the file before allocating)."""
+    if kind == "PNG":
+        # IHDR is the first chunk: 8 signature + 4 length + 4 type, then width and height.
+        if len(data) < 24 or data[12:16] != b"IHDR":
+            return None
+        width, height = struct.unpack(">II", data[16:24])
+        return height, width
+    # BMP: a 14-byte file header, then the info header, whose first field is its size; the
+    # 12-byte OS/2 header has 16-bit sides, the others signed 32-bit (negative: top-down).
+    if len(data) < 26:
+        return None
+    if int.from_bytes(data[14:18], "little") == 12:
+        width, height = struct.unpack("<HH", data[18:22])
+    else:
+        width, height = struct.unpack("<ii", data[18:26])
+    return abs(height), abs(width)
+
+
 def _decode_cv2(data: bytes, op: str, kind: str) -> np.ndarray:
+    size = _header_size(data, kind)
+    if size is not None:
+        _check_pixels(op, *size)
     cv2 = _native.cv2()
-    image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+    try:
+        image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+    except cv2.error as error:
+        # OpenCV raises (rather than returning None) for what its own checks refuse, such as
+        # sizes over its CV_IO_MAX_IMAGE_PIXELS.
+        reason = str(error).strip().splitlines()[-1] if str(error).strip() else "OpenCV error"
+        raise InvalidArgumentError(f"{op}: invalid {kind} data ({reason}); got "
+                                   f"{_preview(data)}") from None
     if image is None:
         raise InvalidArgumentError(f"{op}: invalid or truncated {kind} data; got "
                                    f"{_preview(data)}")
@@ -333,7 +521,10 @@ def _decode_cv2(data: bytes, op: str, kind: str) -> np.ndarray:
         return image[..., None]
     if image.shape[-1] == 3:
         return image[..., ::-1]
-    return image[..., [2, 1, 0, 3]]
+    if image.shape[-1] == 4:
+        return image[..., [2, 1, 0, 3]]
+    raise InvalidArgumentError(f"{op}: {kind} data decoded to {image.shape[-1]} channels, "
+                               f"expected 1, 3 or 4; got {_preview(data)}")
 
 
 def _decode_png_one(data: bytes, channels: int, dtype: np.dtype, op: str) -> np.ndarray:
@@ -343,7 +534,7 @@ def _decode_png_one(data: bytes, channels: int, dtype: np.dtype, op: str) -> np.
     _, color_type = _png_color_type(data)
     image = _decode_cv2(data, op, "PNG")
     native = image.shape[-1]
-    if color_type == 4:  # gray + alpha: OpenCV expands it to BGRA
+    if color_type == 4 and native == 4:  # gray + alpha: OpenCV expands it to BGRA
         image, native = image[..., [0, 3]], 2
     image = _convert_channels(image, native, channels)
     if dtype == np.uint16 and image.dtype == np.uint8:
@@ -385,25 +576,103 @@ def decode_png(contents: Contents, channels: int = 0, dtype: type = np.uint8) ->
     return _map_contents(contents, op, lambda data: _decode_png_one(data, channels, dtype, op))
 
 
-def _decode_gif_one(data: bytes, op: str) -> np.ndarray:
+def _gif_layout(data: bytes) -> tuple[int, int, int]:
+    """``(frames, height, width)`` of a GIF from its blocks, without decoding any: the frames'
+    canvas is the logical screen, grown to hold a frame that reaches past it (as Pillow does).
+
+    Walks the blocks as Pillow's GIF reader does, skipping unknown bytes one at a time, so
+    the count is the number of frames it would decode.
+    """
+    size = len(data)
+    width, height = struct.unpack("<HH", data[6:10]) if size >= 10 else (0, 0)
+    position = 13
+    if size > 10 and data[10] & 0x80:  # a global color table
+        position += 3 << ((data[10] & 7) + 1)
+
+    def skip_sub_blocks(at: int) -> int:
+        while at < size:
+            length = data[at]
+            at += 1 + length
+            if length == 0:
+                break
+        return at
+
+    frames = 0
+    while position < size:
+        tag = data[position]
+        position += 1
+        if tag == 0x3B:  # the trailer
+            break
+        if tag == 0x21:  # an extension: its label, then sub-blocks
+            position = skip_sub_blocks(position + 1)
+        elif tag == 0x2C:  # an image descriptor: a frame
+            if position + 9 > size:
+                break
+            left, top, frame_width, frame_height, flags = struct.unpack(
+                "<HHHHB", data[position:position + 9])
+            position += 9
+            if flags & 0x80:  # a local color table
+                position += 3 << ((flags & 7) + 1)
+            frames += 1
+            width, height = max(width, left + frame_width), max(height, top + frame_height)
+            position = skip_sub_blocks(position + 1)  # the LZW code size, then the data
+    return frames, height, width
+
+
+def _decode_gif_one(data: bytes, op: str, first_only: bool = False) -> np.ndarray:
+    """Every frame ``[frames, H, W, 3]``, or only the first ``[H, W, 3]`` (decoding no other)."""
     if not data.startswith(_GIF_MAGICS):
         raise InvalidArgumentError(f"{op}: expected GIF data (starting with GIF87a or GIF89a); "
                                    f"got {_preview(data)}")
+    frames, height, width = _gif_layout(data)
+    _check_pixels(op, height, width, "the GIF's frames are each")
+    limits = decode_limits()
+    frame_bytes = height * width * 3
+    if not first_only and frames * frame_bytes > limits.max_animation_bytes:
+        raise InvalidArgumentError(_over_limit(
+            op, f"the GIF's {frames:,} frames of {height:,} x {width:,} pixels decode to "
+            f"{frames:,} x {frame_bytes:,} bytes", frames * frame_bytes,
+            limits.max_animation_bytes, "bytes", "max_animation_bytes"))
     import io
 
     pil = _native.pil_image()
+    decoded: list[np.ndarray] = []
     try:
         with pil.open(io.BytesIO(data)) as image:
-            frames = []
-            for index in range(getattr(image, "n_frames", 1)):
+            count = 1 if first_only else getattr(image, "n_frames", 1)
+            for index in range(count):
                 image.seek(index)
+                # The walk above bounds what Pillow's own walk finds; this bounds what it
+                # decodes should the two ever disagree.
+                total = (len(decoded) + 1) * image.size[0] * image.size[1] * 3
+                if image.size[0] * image.size[1] > limits.max_pixels or (
+                        not first_only and total > limits.max_animation_bytes):
+                    raise InvalidArgumentError(
+                        f"{op}: the GIF's frame {index} ({image.size[1]:,} x "
+                        f"{image.size[0]:,} pixels) goes over the decode limits {limits}; "
+                        "raise them with feedline.image.set_decode_limits if it is trusted")
                 # convert() composes the frame over the previous ones (GIF disposal), as
                 # tf.io.decode_gif does.
-                frames.append(np.asarray(image.convert("RGB")))
-    except (OSError, ValueError, SyntaxError, EOFError) as error:
-        raise InvalidArgumentError(f"{op}: invalid or truncated GIF data ({error}); got "
+                decoded.append(np.asarray(image.convert("RGB")))
+    except InvalidArgumentError:
+        raise
+    except MemoryError:
+        raise
+    except Exception as error:  # noqa: BLE001 - Pillow's errors on crafted bytes vary by type
+        # (OSError, SyntaxError, IndexError, DecompressionBombError...): all mean bad data.
+        raise InvalidArgumentError(f"{op}: invalid or truncated GIF data "
+                                   f"({type(error).__name__}: {error}); got "
                                    f"{_preview(data)}") from None
-    return np.stack(frames)
+    if first_only:
+        return decoded[0]
+    # A frame that reaches past the screen grows the canvas from that frame on: the earlier,
+    # smaller frames are padded with black to the final size, so all stack.
+    rows = max(frame.shape[0] for frame in decoded)
+    columns = max(frame.shape[1] for frame in decoded)
+    stacked = np.zeros((len(decoded), rows, columns, 3), np.uint8)
+    for index, frame in enumerate(decoded):
+        stacked[index, :frame.shape[0], :frame.shape[1]] = frame
+    return stacked
 
 
 def decode_gif(contents: Contents) -> np.ndarray:
@@ -482,9 +751,8 @@ def decode_image(contents: Contents, channels: int | None = None, dtype: type = 
             if channels not in (0, 3):
                 raise InvalidArgumentError(f"{op}: channels must be 0 or 3 for a GIF; got "
                                            f"{channels}")
-            image = _decode_gif_one(data, op)
-            if not expand_animations:
-                image = image[0]
+            # Only the first frame is decoded when only it is wanted, as in TensorFlow.
+            image = _decode_gif_one(data, op, first_only=not expand_animations)
         elif data.startswith(_BMP_MAGIC):
             image = _decode_cv2(data, op, "BMP")
             image = _convert_channels(image, image.shape[-1], channels)
