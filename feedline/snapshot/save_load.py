@@ -1,18 +1,31 @@
 """``Dataset.save`` and ``Dataset.load``: tf.data's, with crash-safe, resumable writes.
 
-``ds.save(path)`` writes every element of ``ds`` into a store folder
-(:mod:`feedline.snapshot.store`): chunk files committed in rounds, each round recording the
-pipeline's checkpoint, and ``dataset.json`` last. If the process dies, calling ``save``
-again with the same pipeline and path resumes after the last committed round instead of
-starting over. ``Dataset.load(path)`` reads it back: the structure, element count and
-compression are stored, so it needs no ``element_spec``; large elements come back as
-writable views into the chunks' memory, not copies (:mod:`feedline.snapshot.chunks`).
+``ds.save(path)`` writes every element of ``ds`` into a store (:mod:`feedline.snapshot.store`)
+in a fresh folder ``path/save-<id>``: chunk files committed in rounds, each round recording
+the pipeline's checkpoint. If the process dies, calling ``save`` again with the same pipeline
+and path resumes after the last committed round instead of starting over. When the store is
+whole, ``path/dataset.json`` is replaced (one atomic rename) by its manifest, naming that
+folder; only then is the copy it replaces removed. So whenever the process is killed,
+``load`` reads either the old complete copy or the new one, never a mix; what a killed save
+leaves (a partial folder, a replaced copy half removed) is ignored by ``load`` and removed
+by the next ``save``. A folder per save and a pointer, rather than renaming folders, because
+one file's rename is atomic everywhere (an object store has no atomic folder rename), and
+because a partial save must stay where the next ``save`` finds it to resume.
+
+``Dataset.load(path)`` reads it back: the structure, element count and compression are
+stored, so it needs no ``element_spec``; large elements come back as writable views into the
+chunks' memory, not copies (:mod:`feedline.snapshot.chunks`). The manifest carries its own
+checksum, and each chunk's: damage anywhere is a :class:`~feedline.core.errors.DataLossError`
+naming the file. A folder saved by an older feedline (chunks beside ``dataset.json``) is
+still read.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import os
+import re
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -25,13 +38,25 @@ from feedline.core.traits import SOURCE
 from feedline.execution.executor import make_executor
 from feedline.snapshot.chunks import chunk_elements, compression_of, load_chunk
 from feedline.snapshot.store import (
+    MANIFEST,
+    PROGRESS,
     StoreWriter,
     chunk_identities,
     chunk_path,
-    complete_manifest,
     exists,
+    filesystem,
+    join,
+    manifest_checksum,
+    manifest_shards,
+    read_json,
     remove,
+    write_json,
 )
+
+SAVE_FOLDER = re.compile(r"save-[0-9a-f]{32}")
+"""The name of the folder one save writes into, inside the path given to ``save``."""
+_LEGACY = re.compile(r"shard-\d{5,}|progress\.json|\.tmp-.*")
+"""What a save of an older feedline (chunks beside ``dataset.json``) left in the folder."""
 
 
 def write_store(dataset: Dataset, path: str, compression: str,
@@ -84,7 +109,8 @@ def save(dataset: Dataset, path: str, compression: str | None = None,
 
     Args:
         dataset: What to save (finite).
-        path: A folder, local or fsspec URL; an existing complete save there is replaced.
+        path: A folder, local or fsspec URL. A save there is replaced atomically: until
+            this one is whole, ``load`` reads the old one (see the module doc).
         compression: ``None`` (none), ``"AUTO"``/``"ZSTD"``, ``"LZ4"``, ``"GZIP"``.
         shard_func: Element to shard number: elements go to ``shard-<n>`` folders, which
             :func:`load`'s ``reader_func`` can read in parallel.
@@ -113,10 +139,98 @@ def save(dataset: Dataset, path: str, compression: str | None = None,
     name = compression_of(compression)
     identity = {"kind": "save", "fingerprint": PipelineFingerprint.of(dataset).digest,
                 "compression": name, "sharded": shard_func is not None}
-    manifest = complete_manifest(path)
-    if manifest is not None:  # tf.data's save replaces what was there
-        remove(path)
-    write_store(dataset, path, name, shard_func, identity, round_bytes)
+    root, manifest = _folder_for(path, identity)
+    if manifest is None:
+        manifest = write_store(dataset, join(path, root), name, shard_func, identity,
+                               round_bytes)
+    switch_to(path, root, manifest)
+    remove_leftovers(path, root)
+
+
+def _entries(path: str) -> list[str]:
+    """The names in folder ``path`` (none if it does not exist)."""
+    fs, inner = filesystem(path)
+    if not fs.isdir(inner):
+        return []
+    return sorted(entry.rstrip("/").rsplit("/", 1)[-1] for entry in fs.ls(inner, detail=False))
+
+
+def _read_or_none(path: str) -> dict[str, Any] | None:
+    """A JSON file, or ``None`` when it is missing or damaged (a leftover of a killed save)."""
+    try:
+        value = read_json(path)
+    except DataLossError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _folder_for(path: str, identity: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """The folder in ``path`` to save ``identity`` into: the partial save of the same
+    pipeline a killed ``save`` left (resumed), else a new one; with its manifest when that
+    save was whole already (killed before ``dataset.json`` named it: nothing to redo).
+
+    Raises:
+        CheckpointError: ``path`` holds a partial save of another pipeline or setting.
+    """
+    current = _read_or_none(join(path, MANIFEST)) or {}
+    legacy = _read_or_none(join(path, PROGRESS))
+    if legacy is not None and legacy.get("identity") != identity and not current:
+        raise CheckpointError(
+            f"{path} holds a partial write of another pipeline or setting "
+            f"({legacy.get('identity')}); remove it or use another path")
+    found: tuple[str, dict[str, Any] | None] | None = None
+    dead = []
+    for name in _entries(path):
+        if not SAVE_FOLDER.fullmatch(name) or name == current.get("root"):
+            continue
+        folder = join(path, name)
+        manifest = _read_or_none(join(folder, MANIFEST))
+        progress = _read_or_none(join(folder, PROGRESS)) if manifest is None else None
+        if manifest is not None and manifest.get("identity") == identity and found is None:
+            found = name, manifest
+        elif progress is not None and progress.get("identity") == identity and found is None:
+            found = name, None
+        elif progress is not None:
+            raise CheckpointError(
+                f"{folder} holds a partial write of another pipeline or setting "
+                f"({progress.get('identity')}); remove it or use another path")
+        else:  # a replaced copy half removed, a whole save of another pipeline: leftovers
+            dead.append(name)
+    for name in dead:  # so that the leftovers of killed saves do not pile up
+        discard(path, name)
+    return found or (f"save-{uuid.uuid4().hex}", None)
+
+
+def switch_to(path: str, root: str, manifest: dict[str, Any]) -> None:
+    """Make the whole save in ``path/root`` the one :func:`load` reads: ``path/dataset.json``
+    is replaced by its manifest (written aside, then renamed over: atomic)."""
+    pointer = {**manifest, "root": root}
+    pointer["manifest_checksum"] = manifest_checksum(pointer)
+    write_json(join(path, MANIFEST), pointer)
+
+
+def remove_leftovers(path: str, keep: str) -> None:
+    """Remove from ``path`` every save but ``keep`` (the replaced copy, the partial or whole
+    saves killed ones left) and what an older feedline's save left there."""
+    for name in _entries(path):
+        if name == keep or name == MANIFEST:
+            continue
+        if SAVE_FOLDER.fullmatch(name):
+            discard(path, name)
+        elif _LEGACY.fullmatch(name):
+            remove(join(path, name))
+
+
+def discard(path: str, name: str) -> None:
+    """Remove save folder ``name`` of ``path``, its manifest and progress first: a removal
+    killed half-way leaves a folder that looks dead, never whole nor resumable."""
+    for mark in (MANIFEST, PROGRESS):
+        fs, inner = filesystem(join(path, name, mark))
+        try:
+            fs.rm(inner)
+        except FileNotFoundError:
+            pass
+    remove(join(path, name))
 
 
 def load(path: str, element_spec: Any = None, compression: str | None = None,
@@ -133,7 +247,9 @@ def load(path: str, element_spec: Any = None, compression: str | None = None,
             default: the shards one after the other (for one shard: the saved order).
 
     Raises:
-        FileNotFoundError: Nothing complete was saved at ``path`` (a partial save says so).
+        FileNotFoundError: Nothing complete was saved at ``path`` (an incomplete save, one
+            killed before it was whole, says so).
+        DataLossError: The saved files are damaged (when they are read, for chunks).
 
     Example:
         >>> import feedline as fl, tempfile
@@ -143,20 +259,14 @@ def load(path: str, element_spec: Any = None, compression: str | None = None,
         >>> ds.cardinality(), [int(x) for x in ds]
         (4, [0, 1, 2, 3])
     """
-    manifest = complete_manifest(path)
-    if manifest is None:
-        if exists(path):
-            raise FileNotFoundError(
-                f"{path} holds no complete saved dataset (no dataset.json): a save that did "
-                "not finish? Run save() again with the same pipeline to complete it")
-        raise FileNotFoundError(f"no saved dataset at {path}")
-    if compression is not None and compression_of(compression) != manifest["compression"]:
-        raise ValueError(f"{path} was saved with {manifest['compression']} compression, not "
+    folder, manifest = _saved(path)
+    if compression is not None and compression_of(compression) != manifest.get("compression"):
+        raise ValueError(f"{path} was saved with {manifest.get('compression')} compression, not "
                          f"{compression_of(compression)}")
-    shards = [StoreShardDataset(path, int(shard), int(count), manifest)
-              for shard, count in sorted(manifest["shards"].items(), key=lambda kv: int(kv[0]))]
+    shards = [StoreShardDataset(folder, shard, count, manifest)
+              for shard, count in manifest_shards(join(path, MANIFEST), manifest)]
     if not shards:
-        shards = [StoreShardDataset(path, 0, 0, manifest)]
+        shards = [StoreShardDataset(folder, 0, 0, manifest)]
     if reader_func is not None:
         combined = reader_func(shards)
         if not isinstance(combined, Dataset):
@@ -171,6 +281,39 @@ def load(path: str, element_spec: Any = None, compression: str | None = None,
         if repr(found) != repr(element_spec):
             raise ValueError(f"{path} holds elements of spec {found!r}, not {element_spec!r}")
     return combined
+
+
+def _saved(path: str) -> tuple[str, dict[str, Any]]:
+    """The folder holding the chunks of the save :func:`load` reads at ``path``, and its
+    manifest (checked against its checksum).
+
+    Raises:
+        FileNotFoundError: Nothing was saved there, or only an incomplete save.
+        DataLossError: ``dataset.json`` is damaged.
+    """
+    manifest_path = join(path, MANIFEST)
+    manifest = read_json(manifest_path)
+    if manifest is None:
+        partial = [join(path, name, PROGRESS) for name in _entries(path)
+                   if SAVE_FOLDER.fullmatch(name)] + [join(path, PROGRESS)]
+        if any(exists(p) for p in partial):
+            raise FileNotFoundError(
+                f"{path} holds an incomplete save (no {MANIFEST}): a save that did not finish"
+                ". Run save() again with the same pipeline to complete it")
+        if exists(path):
+            raise FileNotFoundError(f"no saved dataset at {path} (no {MANIFEST})")
+        raise FileNotFoundError(f"no saved dataset at {path}")
+    if not isinstance(manifest, dict):
+        raise DataLossError(f"{manifest_path}: damaged manifest (not a JSON object)",
+                            path=manifest_path, offset=0)
+    if "root" not in manifest and "manifest_checksum" not in manifest:
+        return path, manifest  # an older feedline's save: the chunks are beside it
+    root = manifest.get("root")
+    if not isinstance(root, str) or not SAVE_FOLDER.fullmatch(root) or \
+            manifest.get("manifest_checksum") != manifest_checksum(manifest):
+        raise DataLossError(f"{manifest_path}: damaged manifest (its checksum does not match "
+                            "what it holds)", path=manifest_path, offset=0)
+    return join(path, root), manifest
 
 
 class StoreShardDataset(Dataset):
@@ -197,6 +340,11 @@ class StoreShardDataset(Dataset):
         self.name = name or f"load({folder}, shard {shard})"
         # What each chunk file must be (None: a format 1 store, whose chunks name nothing).
         self.identities = chunk_identities(folder, manifest, shard, chunks)
+        # The elements of each chunk, as the manifest lists them (None: not listed).
+        counts = manifest.get("counts")
+        self.counts: list[int] | None = None
+        if isinstance(counts, dict) and isinstance(counts.get(str(shard)), list):
+            self.counts = [int(n) for n in counts[str(shard)]]
 
     def cardinality(self) -> int:
         return self.elements
@@ -243,6 +391,13 @@ class StoreShardIterator(DatasetIterator):
                 self._ahead[chunk] = self._executor.submit(load_chunk, self._path(chunk),
                                                            expected)
         header, raw = self._ahead.pop(self._chunk).result()
+        counts = self._node.counts
+        if counts is not None and self._chunk < len(counts) and \
+                header.get("elements") != counts[self._chunk]:
+            path = self._path(self._chunk)
+            raise DataLossError(f"{path}: expected {counts[self._chunk]} elements (as the "
+                                f"manifest lists), the chunk holds {header.get('elements')}",
+                                path=path)
         elements = chunk_elements(self._path(self._chunk), header, raw, self._types)
         for _ in range(self._element):  # skip what a restored state had read
             next(elements, None)

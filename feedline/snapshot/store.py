@@ -47,6 +47,7 @@ from feedline.snapshot.chunks import (
     ChunkBuilder,
     ChunkIdentity,
     chunk_parts,
+    crc32c,
     header_checksum,
     pack_frame,
     write_file,
@@ -305,33 +306,85 @@ class StoreWriter:
 
 def chunk_identities(folder: str, manifest: dict[str, Any], shard: int,
                      chunks: int) -> list[ChunkIdentity] | None:
-    """What each of the first ``chunks`` chunk files of ``shard`` must be, by the manifest
-    (or ``progress.json``) of the store at ``folder``; ``None`` for a format 1 store, whose
+    """What each of the ``chunks`` chunk files of ``shard`` must be, by the manifest (or
+    ``progress.json``) of the store at ``folder``; ``None`` for a format 1 store, whose
     chunks carry no identity.
 
     Raises:
-        DataLossError: The manifest does not list a checksum for every chunk.
+        DataLossError: The manifest does not list exactly one checksum per chunk.
 
     Example:
         >>> manifest = {"format": 2, "store_id": "ab", "checksums": {"0": [7, 9]}}
         >>> [i.chunk for i in chunk_identities("/s", manifest, 0, 2)]
         [0, 1]
     """
-    if manifest.get("format", 1) < 2:
+    manifest_path = join(folder, MANIFEST)
+    if "checksums" not in manifest and "store_id" not in manifest and \
+            manifest.get("format", 1) == 1:
         return None
     try:
         store = str(manifest["store_id"])
-        checksums = [int(c) for c in manifest["checksums"].get(str(shard), [])][:chunks]
+        checksums = [int(c) for c in manifest["checksums"].get(str(shard), [])]
     except (KeyError, TypeError, ValueError, AttributeError) as error:
-        raise DataLossError(f"{join(folder, MANIFEST)}: damaged manifest (expected the store's "
+        raise DataLossError(f"{manifest_path}: damaged manifest (expected the store's "
                             f"id and its chunks' checksums): {error!r}",
-                            path=join(folder, MANIFEST)) from None
+                            path=manifest_path) from None
     if len(checksums) != chunks:
-        raise DataLossError(f"{join(folder, MANIFEST)}: damaged manifest: expected a checksum "
+        raise DataLossError(f"{manifest_path}: damaged manifest: expected a checksum "
                             f"for each of the {chunks} chunks of shard {shard}, found "
-                            f"{len(checksums)}", path=join(folder, MANIFEST))
+                            f"{len(checksums)}", path=manifest_path)
     return [ChunkIdentity(store, shard, chunk, checksum)
             for chunk, checksum in enumerate(checksums)]
+
+
+def manifest_checksum(manifest: dict[str, Any]) -> int:
+    """The CRC32C of a manifest's content (all but its ``manifest_checksum`` field), as
+    JSON with sorted keys: what ``save`` records in it and ``load`` checks.
+
+    Example:
+        >>> manifest_checksum({"a": 1}) == manifest_checksum({"a": 1, "manifest_checksum": 5})
+        True
+    """
+    content = {key: value for key, value in manifest.items() if key != "manifest_checksum"}
+    return crc32c(json.dumps(content, sort_keys=True).encode())
+
+
+def manifest_shards(path: str, manifest: dict[str, Any]) -> list[tuple[int, int]]:
+    """The ``(shard, chunks)`` of a complete store's manifest (read from ``path``), shard 0
+    first, once its numbers are checked to agree: chunk element counts (format 2), one per
+    chunk, adding up to the elements it lists.
+
+    Raises:
+        DataLossError: The manifest is damaged (the message says what disagrees).
+
+    Example:
+        >>> manifest_shards("m", {"elements": 3, "shards": {"1": 1, "0": 1},
+        ...                       "counts": {"0": [2], "1": [1]}})
+        [(0, 1), (1, 1)]
+    """
+    try:
+        shards = sorted((int(key), int(value)) for key, value in manifest["shards"].items())
+        if any(str(shard) not in manifest["shards"] for shard, _ in shards):
+            raise ValueError("shard numbers are not written as plain integers")
+        if any(shard < 0 or chunks < 0 for shard, chunks in shards):
+            raise ValueError("negative shard or chunk numbers")
+        elements = int(manifest["elements"])
+        counts = manifest.get("counts")
+        if counts is not None or manifest.get("format", 1) != 1:
+            found = 0
+            for shard, chunks in shards:
+                listed = [int(n) for n in counts.get(str(shard), [])]
+                if len(listed) != chunks or min(listed, default=1) < 1:
+                    raise ValueError(f"shard {shard} has {chunks} chunks but element counts "
+                                     f"{listed}")
+                found += sum(listed)
+            if found != elements:
+                raise ValueError(f"its chunks hold {found} elements, not the {elements} "
+                                 "it lists")
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
+        raise DataLossError(f"{path}: damaged manifest: {error}", path=path,
+                            offset=0) from None
+    return shards
 
 
 def lock_owner_alive(owner: dict[str, Any]) -> bool:

@@ -290,15 +290,18 @@ def test_format_1_chunks_are_still_read(tmp_path):
 
 def test_a_saved_dataset_of_format_1_chunks_loads(tmp_path):
     fl.Dataset.range(3).map(big).save(str(tmp_path), compression="AUTO")
-    chunk = tmp_path / "shard-00000" / "chunk-00000.flchunk"
-    chunk.write_bytes(format_1_chunk([big(i) for i in range(3)]))
-    # As an older feedline wrote the manifest (store format 1: no store id, no checksums).
+    # As an older feedline wrote it: the chunks beside the manifest, which has no store id,
+    # no checksums (store format 1) and names no save folder.
     manifest = json.loads((tmp_path / "dataset.json").read_text())
-    for key in ("store_id", "checksums", "counts"):
+    for key in ("store_id", "checksums", "counts", "root", "manifest_checksum"):
         del manifest[key]
     manifest["format"] = 1
-    (tmp_path / "dataset.json").write_text(json.dumps(manifest))
-    assert_elements_equal(list(fl.Dataset.load(str(tmp_path))), [big(i) for i in range(3)])
+    legacy = tmp_path / "legacy"
+    (legacy / "shard-00000").mkdir(parents=True)
+    (legacy / "shard-00000" / "chunk-00000.flchunk").write_bytes(
+        format_1_chunk([big(i) for i in range(3)]))
+    (legacy / "dataset.json").write_text(json.dumps(manifest))
+    assert_elements_equal(list(fl.Dataset.load(str(legacy))), [big(i) for i in range(3)])
 
 
 @pytest.mark.parametrize("compression", [None, "AUTO"])
@@ -306,7 +309,8 @@ def test_saved_big_elements_load_as_views_and_resume_exactly(tmp_path, compressi
     expected = [big(i) for i in range(12)]
     fl.Dataset.range(12).map(big).save(str(tmp_path), compression=compression,
                                        checkpoint_args={"checkpoint_interval": 1 << 20})
-    assert len(os.listdir(tmp_path / "shard-00000")) == 3  # 4 elements (1.1 MB) a round
+    [saved] = tmp_path.glob("save-*")
+    assert len(os.listdir(saved / "shard-00000")) == 3  # 4 elements (1.1 MB) a round
     got = list(fl.Dataset.load(str(tmp_path)))
     assert_elements_equal(got, expected)
     assert not any(e["board"].flags.owndata for e in got)

@@ -20,6 +20,17 @@ Point = collections.namedtuple("Point", "x y")
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def root(folder):
+    """The folder holding the chunks of the save at ``folder`` (the one its manifest names)."""
+    return Path(folder) / json.loads((Path(folder) / "dataset.json").read_text())["root"]
+
+
+def partial(folder):
+    """The ``progress.json`` of the partial save in ``folder``."""
+    [progress] = Path(folder).glob("save-*/progress.json")
+    return progress
+
+
 def element(i):
     return {"id": np.int64(i), "point": Point(np.float32(i) / 2, np.arange(i % 3, dtype=np.int16)),
             "raw": b"r" * int(i), "names": np.array([b"a" * int(i), b""], dtype=object),
@@ -54,7 +65,7 @@ def test_load_checks_what_it_is_given(tmp_path):
 def test_shards_and_reader_func(tmp_path):
     ds = fl.Dataset.range(10)
     ds.save(str(tmp_path), shard_func=lambda x: x % 3)
-    assert sorted(os.listdir(tmp_path)) == ["dataset.json", "shard-00000", "shard-00001",
+    assert sorted(os.listdir(root(tmp_path))) == ["dataset.json", "shard-00000", "shard-00001",
                                             "shard-00002"]
     assert [int(x) for x in fl.Dataset.load(str(tmp_path))] == [0, 3, 6, 9, 1, 4, 7, 2, 5, 8]
 
@@ -87,7 +98,7 @@ def test_remote_paths(tmp_path):
 
 def test_damaged_chunks_name_the_file(tmp_path):
     fl.Dataset.range(100).save(str(tmp_path), checkpoint_args={"checkpoint_interval": 200})
-    chunk = tmp_path / "shard-00000" / "chunk-00002.flchunk"
+    chunk = root(tmp_path) / "shard-00000" / "chunk-00002.flchunk"
     data = bytearray(chunk.read_bytes())
     data[-3] ^= 0xFF
     chunk.write_bytes(bytes(data))
@@ -98,7 +109,7 @@ def test_damaged_chunks_name_the_file(tmp_path):
             got.append(int(x))
     assert got == list(range(len(got))) and len(got) > 0
     it.close()
-    (tmp_path / "shard-00000" / "chunk-00001.flchunk").unlink()
+    (root(tmp_path) / "shard-00000" / "chunk-00001.flchunk").unlink()
     with pytest.raises(fl.DataLossError, match="chunk 1 is missing"):
         list(fl.Dataset.load(str(tmp_path)))
 
@@ -106,7 +117,7 @@ def test_damaged_chunks_name_the_file(tmp_path):
 def test_load_checkpoints(tmp_path):
     fl.Dataset.range(30).map(lambda x: (x, str(x))).save(
         str(tmp_path), checkpoint_args={"checkpoint_interval": 100})
-    assert len(os.listdir(tmp_path / "shard-00000")) > 3
+    assert len(os.listdir(root(tmp_path) / "shard-00000")) > 3
     check_checkpointing(fl.Dataset.load(str(tmp_path)), constant_state_size=True)
 
 
@@ -126,10 +137,10 @@ def test_a_crashed_save_resumes_after_its_last_committed_round(tmp_path):
     FAIL_AT["at"], CALLS[:] = 150, []
     with pytest.raises(KeyboardInterrupt):
         ds.save(str(tmp_path), checkpoint_args={"checkpoint_interval": 2000})
-    progress = json.loads((tmp_path / "progress.json").read_text())
+    progress = json.loads(partial(tmp_path).read_text())
     committed = progress["elements"]
     assert 0 < committed <= 150 and not (tmp_path / "dataset.json").exists()
-    with pytest.raises(FileNotFoundError, match="did not finish"):
+    with pytest.raises(FileNotFoundError, match="incomplete save.*did not finish"):
         fl.Dataset.load(str(tmp_path))
     FAIL_AT["at"], CALLS[:] = None, []
     ds.save(str(tmp_path), checkpoint_args={"checkpoint_interval": 2000})
@@ -164,7 +175,7 @@ def test_kill_9_during_save_then_resume_is_exact(tmp_path, trial, monkeypatch):
         deadline = time.monotonic() + 60
         wait_for = (1, 40, 90)[trial]  # rounds committed before the kill (of about 110)
         while time.monotonic() < deadline:
-            progress = folder / "progress.json"
+            progress = next(folder.glob("save-*/progress.json"), folder / "none")
             if progress.exists():
                 try:
                     if json.loads(progress.read_text())["rounds"] >= wait_for:
@@ -189,7 +200,7 @@ def test_kill_9_during_save_then_resume_is_exact(tmp_path, trial, monkeypatch):
 
 def test_ignore_errors_skips_a_damaged_chunk(tmp_path):
     fl.Dataset.range(100).save(str(tmp_path), checkpoint_args={"checkpoint_interval": 200})
-    chunk = tmp_path / "shard-00000" / "chunk-00001.flchunk"
+    chunk = root(tmp_path) / "shard-00000" / "chunk-00001.flchunk"
     data = bytearray(chunk.read_bytes())
     data[-3] ^= 0xFF
     chunk.write_bytes(bytes(data))
@@ -208,7 +219,7 @@ def _put(path, data):
 
 
 def _chunk_files(folder):
-    return sorted(folder.glob("shard-*/chunk-*.flchunk"))
+    return sorted(root(folder).glob("shard-*/chunk-*.flchunk"))
 
 
 def _saved(folder, n=40, shards=2):
@@ -264,7 +275,7 @@ def test_a_chunk_of_another_store_is_data_loss(tmp_path):
     _saved(tmp_path / "a")
     _saved(tmp_path / "b")
     chunk = Path("shard-00001") / "chunk-00002.flchunk"
-    _put(tmp_path / "a" / chunk, (tmp_path / "b" / chunk).read_bytes())  # same place
+    _put(root(tmp_path / "a") / chunk, (root(tmp_path / "b") / chunk).read_bytes())
     with pytest.raises(fl.DataLossError, match=r"chunk-00002.flchunk: expected chunk 2 of "
                                                r"shard 1 of store [0-9a-f]+, found chunk 2 of "
                                                r"shard 1 of another store"):
@@ -276,7 +287,7 @@ def test_a_chunk_of_another_write_of_the_same_store_is_data_loss(tmp_path):
 
     _saved(tmp_path)
     manifest = json.loads((tmp_path / "dataset.json").read_text())
-    chunk = tmp_path / "shard-00000" / "chunk-00001.flchunk"
+    chunk = root(tmp_path) / "shard-00000" / "chunk-00001.flchunk"
     # Rightly named (store, shard, number), other content: only the manifest's checksum tells.
     fields = {"store": manifest["store_id"], "shard": 0, "chunk": 1}
     _put(chunk, encode_chunk([np.int64(7)], "ZSTD", fields))
@@ -302,14 +313,83 @@ def test_the_manifest_lists_each_chunks_checksum_and_count(tmp_path):
     assert sum(map(sum, manifest["counts"].values())) == manifest["elements"] == 40
 
 
+def _rewrite_manifest(folder, change, checksum=True):
+    """Change ``dataset.json``; ``checksum``: recompute its checksum (a manifest consistent
+    with itself but wrong, as a buggy writer could leave it), else keep the old one."""
+    from feedline.snapshot.store import manifest_checksum
+
+    path = Path(folder) / "dataset.json"
+    manifest = json.loads(path.read_text())
+    change(manifest)
+    if checksum:
+        manifest["manifest_checksum"] = manifest_checksum(manifest)
+    path.write_text(json.dumps(manifest))
+
+
 def test_a_manifest_without_checksums_is_data_loss(tmp_path):
     _saved(tmp_path)
-    manifest = json.loads((tmp_path / "dataset.json").read_text())
-    manifest["checksums"]["1"].pop()
-    (tmp_path / "dataset.json").write_text(json.dumps(manifest))
+    _rewrite_manifest(tmp_path, lambda m: m["checksums"]["1"].pop())
     with pytest.raises(fl.DataLossError, match=r"dataset.json: damaged manifest: expected a "
                                                r"checksum for each of the \d+ chunks of shard 1"):
         fl.Dataset.load(str(tmp_path))
+
+
+def _fewer_chunks(manifest):
+    manifest["shards"]["1"] -= 1  # one chunk less, as if the save stopped before it
+
+
+def _fewer_chunks_everywhere(manifest):
+    manifest["shards"]["1"] -= 1
+    manifest["elements"] -= manifest["counts"]["1"].pop()
+    manifest["checksums"]["1"].pop()
+
+
+def _more_elements(manifest):
+    manifest["counts"]["0"][0] += 1
+    manifest["elements"] += 1
+
+
+@pytest.mark.parametrize("change, message", [
+    (_fewer_chunks, r"shard 1 has \d+ chunks but element counts"),
+    (_more_elements, r"chunk-00000.flchunk: expected \d+ elements \(as the manifest lists\), "
+                     r"the chunk holds \d+"),
+    (lambda m: m.update(root="../elsewhere"), "damaged manifest"),
+    (lambda m: m.update(elements="many"), "damaged manifest"),
+    (lambda m: m["shards"].update({"-1": 0}), "damaged manifest"),
+])
+def test_a_manifest_that_disagrees_with_itself_or_its_chunks_is_data_loss(tmp_path, change,
+                                                                          message):
+    # Issue 41.7's fuzzing: a manifest listing fewer chunks than its checksums read as a
+    # shorter, complete dataset.
+    _saved(tmp_path)
+    _rewrite_manifest(tmp_path, change)
+    with pytest.raises(fl.DataLossError, match=message) as raised:
+        _load_all(tmp_path)
+    assert raised.value.path.endswith((".flchunk", "dataset.json"))
+
+
+@pytest.mark.parametrize("change", [_fewer_chunks_everywhere, _more_elements,
+                                    lambda m: m.update(format=1)])
+def test_any_change_to_the_manifest_is_caught_by_its_checksum(tmp_path, change):
+    _saved(tmp_path)
+    _rewrite_manifest(tmp_path, change, checksum=False)
+    with pytest.raises(fl.DataLossError, match="dataset.json: damaged manifest \\(its checksum"):
+        fl.Dataset.load(str(tmp_path))
+
+
+def test_a_save_of_an_older_feedline_still_loads(tmp_path):
+    # Its chunks lie beside dataset.json, which names no folder and has no checksum.
+    import shutil
+
+    _saved(tmp_path / "new")
+    legacy = tmp_path / "legacy"
+    shutil.copytree(root(tmp_path / "new"), legacy)
+    manifest = json.loads((legacy / "dataset.json").read_text())
+    assert "root" not in manifest and "manifest_checksum" not in manifest
+    assert _load_all(legacy) == _load_all(tmp_path / "new")
+    fl.Dataset.range(3).save(str(legacy))  # replaced: the old layout's files go
+    assert _load_all(legacy) == [0, 1, 2]
+    assert sorted(os.listdir(legacy)) == ["dataset.json", root(legacy).name]
 
 
 def test_a_partial_save_of_an_older_format_is_started_again(tmp_path):
@@ -320,9 +400,9 @@ def test_a_partial_save_of_an_older_format_is_started_again(tmp_path):
             ds.save(str(tmp_path), checkpoint_args={"checkpoint_interval": 500})
     finally:
         FAIL_AT["at"] = None
-    progress = json.loads((tmp_path / "progress.json").read_text())
+    progress = json.loads(partial(tmp_path).read_text())
     progress["format"] = 1  # as an older feedline left it
-    (tmp_path / "progress.json").write_text(json.dumps(progress))
+    partial(tmp_path).write_text(json.dumps(progress))
     CALLS[:] = []
     ds.save(str(tmp_path), checkpoint_args={"checkpoint_interval": 500})
     assert CALLS[0] == 0  # computed again from the start, its old chunks replaced
