@@ -213,8 +213,7 @@ class _ZlibReader(io.RawIOBase):
         self._raw = raw
         self._name = name
         self._decoder = zlib.decompressobj()
-        self._pending = b""  # compressed bytes not yet fed to the decoder
-        self._started = False  # whether the current zlib stream has received any byte
+        self._started = False  # whether any compressed byte was fed to a decoder
         self._position = 0
 
     def readable(self) -> bool:
@@ -226,32 +225,30 @@ class _ZlibReader(io.RawIOBase):
         if want == 0:
             return 0
         while True:
-            # Output left inside the decoder from the previous call comes first.
-            data = b""
+            decoder = self._decoder
             try:
-                if self._decoder.unconsumed_tail:
-                    data = self._decoder.decompress(self._decoder.unconsumed_tail, want)
-                elif self._pending:
-                    chunk, self._pending = self._pending, b""
-                    self._started = True
-                    data = self._decoder.decompress(chunk, want)
-                elif self._decoder.eof and self._decoder.unused_data:
-                    # Another zlib stream follows the one that ended.
-                    chunk = self._decoder.unused_data
-                    self._decoder = zlib.decompressobj()
-                    self._started = True
-                    data = self._decoder.decompress(chunk, want)
+                if decoder.eof:
+                    # A stream ended: what follows it starts the next one. Its first bytes
+                    # are the decoder's unused data; CPython may leave the same bytes in its
+                    # unconsumed tail too (when the stream ended on a full read), and feeding
+                    # that tail again would decode nothing, forever.
+                    chunk = decoder.unused_data or self._raw.read(_COMPRESSED_CHUNK)
+                    if not chunk:
+                        return 0
+                    self._decoder = decoder = zlib.decompressobj()
+                    data = decoder.decompress(chunk, want)
+                elif decoder.unconsumed_tail:
+                    # Input held back when the last call filled its output.
+                    data = decoder.decompress(decoder.unconsumed_tail, want)
                 else:
                     chunk = self._raw.read(_COMPRESSED_CHUNK)
                     if not chunk:
-                        if self._started and not self._decoder.eof:
+                        if self._started:
                             raise _data_loss(self._name, self._position,
                                              EOFError("the zlib stream ends early"))
                         return 0
-                    if self._decoder.eof:
-                        self._decoder = zlib.decompressobj()
                     self._started = True
-                    data = self._decoder.decompress(chunk, want)
+                    data = decoder.decompress(chunk, want)
             except zlib.error as error:
                 raise _data_loss(self._name, self._position, error) from error
             if data:

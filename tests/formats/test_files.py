@@ -64,6 +64,25 @@ def test_concatenated_streams_read_as_one(location):
     assert open_file(location, "rb", "GZIP").read() == b"abcd"
 
 
+@pytest.mark.timeout(60)
+def test_a_zlib_stream_ending_at_a_full_read_goes_on_with_the_next(location):
+    # A first stream longer than one read (1 MiB of output) ends while the next stream's
+    # bytes wait: the decoder keeps them as both its unused data and (a CPython quirk) its
+    # unconsumed tail, which the reader took for more of the first stream, forever.
+    first, second = b"a" * (3 << 20) + b"\n", b"b\n" * 10
+    with fsspec.open(location, "wb") as f:
+        f.write(zlib.compress(first) + zlib.compress(second))
+    assert open_file(location, "rb", "ZLIB").read() == first + second
+    lines = list(fl.TextLineDataset(location, compression_type="ZLIB", buffer_size=64))
+    assert lines == [first[:-1]] + [b"b"] * 10
+    # Bytes after a stream that are not another stream are damage, not the end of the data.
+    with fsspec.open(location, "wb") as f:
+        f.write(zlib.compress(first) + b"garbage")
+    with pytest.raises(fl.DataLossError) as info:
+        open_file(location, "rb", "ZLIB").read()
+    assert info.value.path == location and info.value.offset == len(first)
+
+
 @pytest.mark.parametrize("compression, compress", [("GZIP", gzip.compress),
                                                    ("ZLIB", zlib.compress)])
 def test_damaged_compressed_data_is_data_loss(location, compression, compress):
