@@ -84,8 +84,8 @@ _FOOTER_SIZE = 4
 
 #: Bytes read from a file at a time unless ``buffer_size`` says otherwise.
 DEFAULT_BUFFER_SIZE = 1 << 20
-# No single read asks for more than this, so a damaged (huge) length never makes the reader
-# allocate more than the file actually holds.
+# No single read asks for more than this (a longer record is read on in parts), so a damaged
+# (huge) length never makes the reader allocate much more than the file actually holds.
 _MAX_READ = 1 << 24
 
 
@@ -202,10 +202,20 @@ class _FileReader(ChunkedReader, RecordCursor):
     def _read_behind(self, leftover: bytes, needed: int) -> memoryview:
         """``leftover`` followed by what the file holds next: at least ``needed`` bytes in
         all unless the file ends, read into this reader's one reusable buffer (framed
-        records are copies, so nothing else refers to it)."""
+        records are copies, so nothing else refers to it).
+
+        The buffer is never made larger than what the file can still hold, so a damaged
+        (checksummed) length does not allocate what is not there; a record longer than one
+        bounded read (16 MiB) is read on in parts as the file delivers them.
+        """
         assert self._file is not None
         kept = len(leftover)
-        size = kept + min(max(self._chunk, needed - kept), _MAX_READ)
+        ahead = min(max(self._chunk, needed - kept), _MAX_READ)
+        if needed - kept > self._chunk:  # a long record: only then is the size worth a seek
+            remaining = self._remaining()
+            if remaining is not None:
+                ahead = min(ahead, remaining)
+        size = kept + ahead
         store = self._store
         if store is None or len(store) < size:
             store = self._store = bytearray(size)
@@ -217,7 +227,38 @@ class _FileReader(ChunkedReader, RecordCursor):
             if not count:
                 break
             got += count
+        if got < needed and got == size:
+            return self._read_on(view[:got], needed)
         return view[:got]
+
+    def _remaining(self) -> int | None:
+        """Bytes of the file after what was read so far (``None``: unknown)."""
+        assert self._file is not None
+        end = self.size()
+        if end is None:
+            return None
+        try:
+            return max(0, end - self._file.tell())
+        except (OSError, ValueError):
+            return None
+
+    def _read_on(self, start: memoryview, needed: int) -> memoryview:
+        """``start`` (a full bounded read) and the rest of a record longer than one read:
+        pieces of at most 16 MiB, each as long as the file delivers, joined at the end."""
+        assert self._file is not None
+        parts = [bytes(start)]
+        got = len(start)
+        while got < needed:
+            part = self._file.read(min(needed - got, _MAX_READ))
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+        if self._fd is None:
+            return memoryview(b"".join(parts))
+        # The C reader frames out of the store's start: the record goes there.
+        store = self._store = bytearray().join(parts)
+        return memoryview(store)
 
     def _damage(self, kind: str, offset: int, detail: str) -> DataLossError:
         return DataLossError(

@@ -239,6 +239,44 @@ def test_a_checksummed_huge_length_is_truncation_not_an_allocation(monkeypatch, 
     assert error[1].startswith(f"truncated record at 18 in {path}") and error[3:] == (18, 1)
 
 
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_a_record_longer_than_one_bounded_read_is_read_whole(monkeypatch, tmp_path, where):
+    # The one-record path (fsspec files, FEEDLINE_PURE_PYTHON, damage) reads at most 16 MiB
+    # at a time: a longer record was reported as truncated though the file holds it.
+    records = [b"a" * 10, random.Random(3).randbytes(20 << 20), b"b"]
+    data = b"".join(frame(r) for r in records)
+    if where == "local":
+        path = str(tmp_path / "long.tfrecord")
+        with open(path, "wb") as f:
+            f.write(data)
+    else:
+        path = "memory://fast/long.tfrecord"
+        fsspec.filesystem("memory").pipe(path, data)
+    traces = traces_of_every_path(monkeypatch, lambda: TFRecordDataset(path, buffer_size=64))
+    for kind, got in traces.items():
+        assert [item for item, _ in got] == records, kind
+
+
+def test_a_checksummed_long_length_allocates_no_more_than_the_file_holds(monkeypatch,
+                                                                          tmp_path):
+    # A damaged length of 24 MB (its checksum right) in a 1 KiB file: the Python path
+    # allocated (and zeroed) a 16 MiB buffer to read it, for every such file.
+    length = struct.pack("<Q", 24_000_000)
+    path = tmp_path / "long.tfrecord"
+    path.write_bytes(frame(b"ok") + length + struct.pack("<I", masked_crc32c(length))
+                     + b"x" * 1000)
+    for kind in PATHS:
+        use_path(monkeypatch, kind)
+        reader = tfrecord._FileReader(str(path), "", 4096)
+        try:
+            assert reader.read() == b"ok"
+            with pytest.raises(fl.DataLossError, match="truncated record at 18"):
+                reader.read()
+            assert reader._store is None or len(reader._store) <= 4096 + 1100, kind
+        finally:
+            reader.close()
+
+
 def test_a_file_that_grows_is_read_to_its_new_end(tmp_path):
     # pread reads what the file holds when it reads: records appended after the reader
     # opened the file (a writer still at work) are read, as with the file object.
