@@ -307,11 +307,12 @@ class Dataset(abc.ABC):
     @staticmethod
     def choose_from_datasets(datasets: Sequence[Dataset], choice_dataset: Dataset,
                              stop_on_empty_dataset: bool = True) -> Dataset:
-        """Take each element from ``datasets[i]`` for successive ``i`` of ``choice_dataset``.
+        """Take each element from ``datasets[i]`` for successive ``i`` of ``choice_dataset``
+        (int64 scalars, as tf.data requires).
 
         Example:
-            >>> import feedline as fl
-            >>> choice = fl.Dataset.from_tensor_slices([0, 1, 0])
+            >>> import feedline as fl, numpy as np
+            >>> choice = fl.Dataset.from_tensor_slices(np.array([0, 1, 0], np.int64))
             >>> [int(x) for x in fl.Dataset.choose_from_datasets([fl.Dataset.range(3), fl.Dataset.range(10, 13)], choice)]
             [0, 10, 1]
         """

@@ -252,17 +252,20 @@ class SampleFromDatasetsDataset(Dataset):
             cards = [n for n, w in zip(cards, self.weights) if w > 0]
             if not cards:
                 return 0  # every weight is 0: nothing is drawn
+            if len(cards) == 1:
+                return cards[0]  # tf.data samples from the one input left: it is that input
         elif self._inputs[-1].cardinality() != INFINITE:
             return UNKNOWN  # the weights dataset may end first
         if all(n == INFINITE for n in cards):
             return INFINITE
-        if self.stop_on_empty_dataset or self.weights is None:
-            return UNKNOWN  # where the first exhausted input stops the draws is random
-        if INFINITE in cards:
+        if INFINITE in cards and not self.stop_on_empty_dataset:
             return INFINITE  # the finite inputs run out, the infinite one goes on
-        if UNKNOWN in cards:
-            return UNKNOWN
-        return sum(cards)  # every input with a positive weight is drained
+        # As tf.data: finite inputs give an unknown cardinality, even where every input is
+        # drained to its end (stop_on_empty_dataset=False), so that len() and the stages
+        # reading the cardinality behave as in a ported pipeline. (With
+        # stop_on_empty_dataset=True and an infinite input, tf.data says INFINITE although
+        # the first exhausted input ends the draws; UNKNOWN is the truth there.)
+        return UNKNOWN
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         weights_iterator = (None if self.weights_dataset is None
@@ -381,9 +384,10 @@ class ChooseFromDatasetsDataset(Dataset):
                             f"{type(choice_dataset).__name__}")
         spec = choice_dataset._element_spec()
         if spec is not None and not (isinstance(spec, TensorSpec) and spec.shape == ()
-                                     and np.dtype(spec.dtype).kind in "iu"):
-            raise TypeError(f"{what}: the elements of choice_dataset must be integer scalars "
-                            f"(int64, as tf.data), found {spec}")
+                                     and np.dtype(spec.dtype) == np.int64):
+            # tf.data's words; int32 choices too are refused (cast them: .map(np.int64)).
+            raise TypeError(f"{what}: Invalid `choice_dataset`. Elements of `choice_dataset` "
+                            f"must be scalar int64 tensors but are {spec}.")
         super().__init__([*datasets, choice_dataset])
         self.num_datasets = len(datasets)
         self.stop_on_empty_dataset = bool(stop_on_empty_dataset)
@@ -416,9 +420,10 @@ class ChooseIterator(_SelectIterator):
 
     def _choice(self, value: Any, index: int) -> int:
         array = np.asarray(value)
-        if array.shape != () or array.dtype.kind not in "iu":
-            raise TypeError(f"choose_from_datasets(): choice element {index} must be an "
-                            f"integer scalar, got {value!r}")
+        if array.shape != () or array.dtype != np.int64:
+            raise TypeError(f"choose_from_datasets(): Invalid `choice_dataset`. Elements of "
+                            "`choice_dataset` must be scalar int64 tensors but choice element "
+                            f"{index} is {array.tolist()!r} ({array.dtype.name}, shape {array.shape}).")
         choice = int(array)
         if not 0 <= choice < len(self._data):
             raise ValueError(f"choose_from_datasets(): choice element {index} is {choice}, "

@@ -36,14 +36,33 @@ ReduceFunc = Callable[[Any, Dataset], Dataset]
 WindowSizeFunc = Callable[[Any], Any]
 
 
-def as_key(value: Any, what: str) -> int:
+def as_key(value: Any, what: str, int64: bool = False) -> int:
     """A key or window size returned by a user function, as an ``int`` (an integer scalar,
     as tf.data's ``tf.int64`` scalar); anything else is a ``TypeError`` naming ``what``.
 
+    With ``int64``, as ``group_by_window``'s functions in tf.data, a NumPy value must be an
+    int64 scalar: another dtype (int32, uint64, bool, float) is tf.data's ``ValueError``
+    "Tensor conversion requested dtype int64 ...", an array of another shape its "Invalid
+    `key_func`" ``ValueError``. A Python ``int`` is converted, as tf.data converts it.
+
     Example:
-        >>> as_key(np.int32(3), "key_func"), as_key(np.array(-2), "key_func")
+        >>> as_key(np.int32(3), "key_func"), as_key(np.array(-2), "key_func", int64=True)
         (3, -2)
+        >>> as_key(np.int32(3), "key_func", int64=True)
+        Traceback (most recent call last):
+        ...
+        ValueError: key_func returned an int32 value: Tensor conversion requested dtype int64 for Tensor with dtype int32 (tf.data requires int64: return np.int64(...))
     """
+    if int64 and isinstance(value, np.ndarray | np.generic):
+        dtype = np.dtype(value.dtype)
+        if value.ndim:
+            raise ValueError(f"Invalid `{what}`. `{what}` must return a single int64 scalar "
+                             f"tensor but its return type is TensorSpec(shape={value.shape}, "
+                             f"dtype={dtype.name}).")
+        if dtype != np.int64:
+            raise ValueError(f"{what} returned an {dtype.name} value: Tensor conversion "
+                             f"requested dtype int64 for Tensor with dtype {dtype.name} "
+                             "(tf.data requires int64: return np.int64(...))")
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
@@ -116,13 +135,13 @@ class GroupByWindowDataset(UnaryDataset):
                                      self._window_size_of, self._reduce, self.name)
 
     def _key(self, element: Any) -> int:
-        return as_key(call_with_element(self.key_func, element), "key_func")
+        return as_key(call_with_element(self.key_func, element), "key_func", int64=True)
 
     def _window_size_of(self, key: int) -> int:
         if self.window_size is not None:
             return self.window_size
         size = as_key(self.window_size_func(np.int64(key)),  # type: ignore[misc]
-                      "window_size_func")
+                      "window_size_func", int64=True)
         if size <= 0:
             raise ValueError(f"window_size_func returned {size} for key {key}: a window size "
                              "must be greater than zero")

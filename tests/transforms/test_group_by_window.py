@@ -201,3 +201,30 @@ def test_cardinality_matches_tensorflow(name):
     assert sorted(expected) == sorted(CARDINALITY_INPUTS)
     for input_name, ds in CARDINALITY_INPUTS.items():
         assert CARDINALITY_CASES[name](ds).cardinality() == expected[input_name], input_name
+
+
+def test_keys_and_window_sizes_must_be_int64_as_in_tf_data():
+    # tf.data: "Tensor conversion requested dtype int64 for Tensor with dtype int32";
+    # feedline grouped by int32 keys without a word.
+    keyed_int32 = fl.Dataset.range(4).group_by_window(
+        lambda x: (x % 2).astype(np.int32), lambda k, w: w.batch(9), window_size=9)
+    with pytest.raises(ValueError, match=r"key_func returned an int32 value: Tensor conversion "
+                                         r"requested dtype int64 for Tensor with dtype int32"):
+        list(keyed_int32)
+    for key in (lambda x: x > 1, lambda x: (x % 2).astype(np.uint64)):
+        with pytest.raises(ValueError, match="requested dtype int64"):
+            list(fl.Dataset.range(4).group_by_window(key, lambda k, w: w, window_size=2))
+    vector = fl.Dataset.range(4).group_by_window(lambda x: np.stack([x, x]),
+                                                 lambda k, w: w, window_size=2)
+    with pytest.raises(ValueError, match=r"Invalid `key_func`. `key_func` must return a single "
+                                         r"int64 scalar tensor but its return type is "
+                                         r"TensorSpec\(shape=\(2,\), dtype=int64\)"):
+        list(vector)
+    sized_int32 = fl.Dataset.range(4).group_by_window(
+        lambda x: x % 2, lambda k, w: w.batch(9), window_size_func=lambda k: np.int32(2))
+    with pytest.raises(ValueError, match="window_size_func returned an int32 value"):
+        list(sized_int32)
+    # Python ints are converted, as tf.data converts them.
+    ok = fl.Dataset.range(4).group_by_window(lambda x: 1, lambda k, w: w.batch(9),
+                                             window_size_func=lambda k: 2)
+    assert [b.tolist() for b in ok] == [[0, 1], [2, 3]]

@@ -53,3 +53,8 @@ SHUFFLED = np.random.default_rng(12).permutation(np.repeat(np.arange(5, dtype=np
 SUITE.checkpoint("ChooseFromDatasetsCheckpointTest.test", lambda ns: ns.Dataset
                  .choose_from_datasets([ns.Dataset.range(20) for _ in range(5)],
                                        ns.Dataset.from_tensor_slices(SHUFFLED)))
+
+# Beyond TF's test file (issue 43): int32 choices are TF's TypeError too.
+add("testErrors[int32_choices]", lambda ns: ns.Dataset.choose_from_datasets(
+    [ns.Dataset.from_tensors(np.int32(0)), ns.Dataset.from_tensors(np.int32(1))],
+    choice_dataset=ns.Dataset.from_tensor_slices(np.array([0, 1], np.int32))))

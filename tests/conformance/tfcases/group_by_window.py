@@ -101,3 +101,12 @@ SUITE.checkpoint("GroupByWindowCheckpointTest.test", lambda ns: ns.Dataset.from_
     IMMEDIATE).repeat(-1).group_by_window(key_func=lambda x: x % 3,
                                           reduce_func=lambda _, xs: xs.batch(4),
                                           window_size=4).take(12))
+
+# Beyond TF's test file (issue 43): int32 keys and window sizes are TF's ValueError.
+add("testKeyFuncReturnsInt32", lambda ns: ns.Dataset.range(4).group_by_window(
+    key_func=lambda x: ns.cast(x % 2, np.int32), reduce_func=lambda _, xs: xs.batch(4),
+    window_size=4), tf_test="testKeyFuncReturnsInt32 (issue 43)")
+add("testWindowSizeFuncReturnsInt32", lambda ns: ns.Dataset.range(4).group_by_window(
+    key_func=lambda x: x % 2, reduce_func=lambda _, xs: xs.batch(4),
+    window_size_func=lambda key: ns.cast(key + 2, np.int32)),
+    tf_test="testWindowSizeFuncReturnsInt32 (issue 43)")
