@@ -483,6 +483,27 @@ def test_make_csv_dataset_errors(tmp_path):
         make_csv_dataset(str(tmp_path / "a.csv"), 0)
 
 
+@pytest.mark.parametrize("data, line, record, problem", [
+    (b"a,b\n1,2\n\"x\"y,3\n", 3, 1, "expected after"),  # bad quoting while inferring
+    (b"\"a\"b,c\n1,2\n", 1, 0, "expected after"),  # bad quoting in the header
+    (b"a,a\n1,2\n", 1, 0, "duplicate column names"),  # the header names a column twice
+    (b"a,b\n1,2\n3\n", 3, 1, "has 1 fields, expected 2"),  # a short record while inferring
+    (b"", 1, 0, "no header row"),
+])
+def test_make_csv_dataset_damaged_files_are_csv_errors_naming_file_and_line(
+        tmp_path, data, line, record, problem):
+    # Found by fuzzing: the header and the inference pass raised csv.Error itself, or a
+    # ValueError without the line.
+    path = str(tmp_path / "a.csv")
+    write(tmp_path / "a.csv", data)
+    with pytest.raises(CsvError, match=problem) as info:
+        make_csv_dataset(path, 2, num_epochs=1, shuffle=False)
+    error = info.value
+    assert isinstance(error, ValueError)
+    assert (error.path, error.line, error.record_index) == (path, line, record)
+    assert f"{path}: line {line}" in str(error)
+
+
 def test_the_field_limit_that_decides_is_the_normal_one_while_another_reader_lifts_it():
     # A record that failed under the normal limit is read again, even if another reader
     # thread has lifted the limit by the time this one decides (the check used to read the

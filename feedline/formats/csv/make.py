@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv as pycsv
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -21,26 +22,47 @@ from feedline.core.validation import (
 from feedline.formats._file_reader import ChunkedReader
 from feedline.formats.csv.columns import _STRING, _single_byte
 from feedline.formats.csv.dataset import DEFAULT_BUFFER_SIZE, CsvDataset, _SkippingCsvDataset
+from feedline.formats.csv.errors import CsvError
 from feedline.formats.csv.records import _Records
 from feedline.formats.files import compression_name, path_name
 
 
-def _csv_rows(path: str, compression: str, delim: str, quoting: int) -> Any:
-    """The records of one file as lists of ``str`` (UTF-8), for header and type inference."""
+def _csv_rows(path: str, compression: str, delim: str, quoting: int,
+              header: bool) -> Iterator[tuple[int, list[str]]]:
+    """The records of one file as ``(line, fields)``: the line (from 1) each starts on and
+    its fields as ``str`` (UTF-8), for header and type inference. A record ``csv`` cannot
+    split is a :class:`CsvError` naming the file, the line and the record."""
     reader = ChunkedReader(path, compression, DEFAULT_BUFFER_SIZE)
+    read = [0]  # lines read so far
     try:
         def lines(pending: list[str]) -> Iterator[str]:
             while raw := reader.read_line():
                 pieces = raw.splitlines(keepends=True) if b"\r" in raw[:-1] else (raw,)
                 for piece in pieces:
                     text = piece.decode("utf-8", "replace")
+                    read[0] += 1
                     pending.append(text)
                     yield text
 
-        yield from _Records(lines, delimiter=delim, quotechar='"', quoting=quoting,
-                            strict=True)
+        records = _Records(lines, delimiter=delim, quotechar='"', quoting=quoting, strict=True)
+        for index in itertools.count(-1 if header else 0):
+            line = read[0] + 1
+            try:
+                row = next(records)
+            except StopIteration:
+                return
+            except pycsv.Error as error:
+                what = "the header" if index < 0 else f"record {index}"
+                raise _file_error(path, line, max(index, 0),
+                                  f"cannot read {what}: {error}") from None
+            yield line, row
     finally:
         reader.close()
+
+
+def _file_error(path: str, line: int, record: int, problem: str) -> CsvError:
+    return CsvError(f"make_csv_dataset: {path}: line {line}: {problem}", path=path, line=line,
+                    record_index=record)
 
 
 def _is_int(text: str, dtype: type) -> bool:
@@ -229,14 +251,22 @@ def _header_names(filenames: list[str], compression: str, delim: str,
                   quoting: int) -> list[str]:
     names: list[str] | None = None
     for path in filenames:
-        row = next(_csv_rows(path, compression, delim, quoting), None)
+        rows = _csv_rows(path, compression, delim, quoting, True)
+        try:
+            _, row = next(rows, (1, None))
+        finally:
+            rows.close()
         if row is None:
-            raise ValueError(f"make_csv_dataset: {path} has no header row (empty file?)")
+            raise _file_error(path, 1, 0, "no header row (the file is empty)")
         if names is None:
             names = row
+            duplicates = sorted({name for name in names if names.count(name) > 1})
+            if duplicates:
+                raise _file_error(path, 1, 0, f"duplicate column names {duplicates} in the "
+                                  "header row")
         elif row != names:
-            raise ValueError(f"make_csv_dataset: files have different column names in the "
-                             f"header row: {filenames[0]} has {names}, {path} has {row}")
+            raise _file_error(path, 1, 0, f"files have different column names in the header "
+                              f"row: {filenames[0]} has {names}, {path} has {row}")
     assert names is not None
     return names
 
@@ -271,23 +301,20 @@ def _infer_defaults(filenames: list[str], compression: str, delim: str, quoting:
     for path in filenames:
         if limit is not None and seen >= limit:
             break
-        rows = _csv_rows(path, compression, delim, quoting)
+        rows = _csv_rows(path, compression, delim, quoting, header)
         try:
             if header:
                 next(rows, None)
-            for row in rows:
+            for record, (line, row) in enumerate(rows):
                 if limit is not None and seen >= limit:
                     break
                 if len(row) != num_columns:
-                    raise ValueError(
-                        f"make_csv_dataset: cannot infer the column types: a record of {path} "
-                        f"has {len(row)} fields, expected {num_columns}; pass column_defaults")
+                    raise _file_error(
+                        path, line, record, f"cannot infer the column types: record {record} has "
+                        f"{len(row)} fields, expected {num_columns}; pass column_defaults")
                 for j, column in enumerate(columns):
                     types[j] = _infer_type(row[column], na_value, types[j])
                 seen += 1
-        except pycsv.Error as error:
-            raise ValueError(f"make_csv_dataset: cannot infer the column types from {path}: "
-                             f"{error}; pass column_defaults") from None
         finally:
             rows.close()
     # Optional columns: 0 of the inferred type, or b"" for strings (and columns never seen).
