@@ -181,6 +181,8 @@ def _folder_for(path: str, identity: dict[str, Any]) -> tuple[str, dict[str, Any
     found: tuple[str, dict[str, Any] | None] | None = None
     dead = []
     for name in _entries(path):
+        if name.startswith(".tmp-"):  # a manifest a killed save was writing aside
+            remove(join(path, name))
         if not SAVE_FOLDER.fullmatch(name) or name == current.get("root"):
             continue
         folder = join(path, name)

@@ -381,7 +381,10 @@ def manifest_shards(path: str, manifest: dict[str, Any]) -> list[tuple[int, int]
             if found != elements:
                 raise ValueError(f"its chunks hold {found} elements, not the {elements} "
                                  "it lists")
-    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as error:
+    except KeyError as error:
+        raise DataLossError(f"{path}: damaged manifest: no {error} field", path=path,
+                            offset=0) from None
+    except (TypeError, ValueError, AttributeError, OverflowError) as error:
         raise DataLossError(f"{path}: damaged manifest: {error}", path=path,
                             offset=0) from None
     return shards

@@ -5,6 +5,7 @@ Run as ``python save_kill_points.py FOLDER WHICH POINT``: saves pipeline ``WHICH
 
 ``rounds:N``        once N rounds of the new save are committed
 ``before_switch``   when the new save is whole, before ``dataset.json`` names it
+``in_switch``       while the new ``dataset.json`` is written aside, before its rename
 ``after_switch``    right after ``dataset.json`` names the new save
 ``removing``        while the replaced save is being removed: half its files gone
 ``none``            never (a save that completes)
@@ -65,12 +66,14 @@ def arm(point):
                 _die()
 
         store.StoreWriter._record_oldest = record_then_die
-    elif point in ("before_switch", "after_switch"):
+    elif point in ("before_switch", "in_switch", "after_switch"):
         switch = save_load.switch_to
 
         def switch_and_die(*args, **kwargs):
             if point == "before_switch":
                 _die()
+            if point == "in_switch":  # the manifest's temporary file is whole, not renamed
+                os.replace = lambda *args, **kwargs: _die()
             switch(*args, **kwargs)
             _die()
 

@@ -90,6 +90,13 @@ def test_remote_paths(tmp_path):
     try:
         fl.Dataset.range(4).map(lambda x: np.full(3, x)).save(url, compression="AUTO")
         assert [b.tolist() for b in fl.Dataset.load(url)][-1] == [3, 3, 3]
+        fl.Dataset.range(2).save(url)  # replaced: the old copy's folder goes
+        assert [int(x) for x in fl.Dataset.load(url)] == [0, 1]
+        import fsspec
+
+        names = sorted(p.rsplit("/", 1)[-1] for p in fsspec.filesystem("memory").ls(
+            "/save-test/ds", detail=False))
+        assert len(names) == 2 and names[0] == "dataset.json" and names[1].startswith("save-")
     finally:
         import fsspec
 
