@@ -54,7 +54,7 @@ import fsspec
 import google_crc32c
 import numpy as np
 
-from feedline.core.errors import DataLossError
+from feedline.core.errors import CheckpointError, DataLossError
 from feedline.core.fingerprint import DeclaredTypes
 from feedline.core.structure import flatten, pack_as
 from feedline.snapshot.codec import (
@@ -617,8 +617,12 @@ def chunk_elements(path: str, header: dict[str, Any], frames: list[Frame],
     if not count:
         return
     saved = SavedTypes(types)
-    structure = structure_of(header["structure"], saved)
-    leaves_per_element = len(flatten(structure))
+    try:
+        structure = structure_of(header["structure"], saved)
+        leaves_per_element = len(flatten(structure))
+    except (CheckpointError, KeyError, TypeError, ValueError, RecursionError) as error:
+        raise DataLossError(f"{path}: damaged chunk header (the elements' structure): "
+                            f"{error}", path=path) from None
     index = 0
     for position, frame in enumerate(frames):
         frames[position] = None  # type: ignore[call-overload]  # freed once handed out

@@ -335,3 +335,15 @@ def test_a_chunk_that_cannot_be_mapped_is_read_into_memory(tmp_path, monkeypatch
     assert_elements_equal(got, elements)
     assert isinstance(root(got[0]["board"]), bytearray)  # still views, into the read bytes
     assert got[0]["board"].flags.writeable and got[0]["board"].flags.aligned
+
+
+@pytest.mark.parametrize("structure", [{"bogus": 1}, [1, 2], {"d": 3}])
+def test_a_sound_chunk_with_a_bad_structure_is_data_loss_naming_it(structure):
+    # A crafted chunk (its CRCs hold, its structure is nonsense) was a CheckpointError that
+    # named no file.
+    from feedline.snapshot.chunks import chunk_parts, decode_chunk, pack_frame
+
+    parts = chunk_parts([pack_frame([b"abc"], 3, 1, "NONE")], "NONE", structure)
+    with pytest.raises(fl.DataLossError, match="crafted.flchunk: damaged chunk header") as raised:
+        list(decode_chunk("crafted.flchunk", b"".join(bytes(p) for p in parts))[1])
+    assert raised.value.path == "crafted.flchunk"
