@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -261,15 +261,20 @@ def _jpeg_header(data: bytes, op: str, **scaling: int) -> tuple[int, int, str, s
     except (ValueError, RuntimeError) as error:
         raise InvalidArgumentError(f"{op}: invalid or truncated JPEG header ({error}); got "
                                    f"{_preview(data)}") from None
+    except KeyError:
+        # simplejpeg names only the chroma subsamplings it knows: libjpeg-turbo's newer ones
+        # (4:4:1) and unusual sampling factors are a KeyError there. Its decoder still reads
+        # them; the frame header says what this needs.
+        return _frame_header(data, op)
 
 
-def _saw_adobe_marker(data: bytes) -> bool:
-    """Whether libjpeg would see an Adobe APP14 marker before the first scan (it decides how
-    CMYK samples are stored: Adobe's are inverted)."""
+def _jpeg_segments(data: bytes) -> Iterator[tuple[int, int, int]]:
+    """``(marker, payload offset, payload length)`` of a JPEG's header segments, up to the
+    first scan; stops at the first byte that is not a marker (libjpeg then fails anyway)."""
     position = 2
     while position + 4 <= len(data):
         if data[position] != 0xFF:
-            return False
+            return
         marker = data[position + 1]
         if marker == 0xFF:  # a fill byte
             position += 1
@@ -277,14 +282,35 @@ def _saw_adobe_marker(data: bytes) -> bool:
         if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # markers without a length
             position += 2
             continue
-        if marker in (0xD9, 0xDA):  # the end, or the first scan: no more header markers
-            return False
+        if marker in (0xD9, 0xDA):  # the end, or the first scan
+            return
         length = int.from_bytes(data[position + 2:position + 4], "big")
-        # libjpeg's examine_app14: at least 12 bytes of data starting with "Adobe".
-        if marker == 0xEE and length - 2 >= 12 and data[position + 4:position + 9] == b"Adobe":
-            return True
+        yield marker, position + 4, length - 2
         position += 2 + length
-    return False
+
+
+def _frame_header(data: bytes, op: str) -> tuple[int, int, str, str]:
+    """``(height, width, colorspace, "unknown")`` from the first SOF segment."""
+    for marker, at, length in _jpeg_segments(data):
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC) and length >= 6:
+            height, width = struct.unpack(">HH", data[at + 1:at + 5])
+            components = data[at + 5]
+            adobe = _adobe_transform(data)
+            colorspace = {1: "Gray", 3: "YCbCr"}.get(
+                components, "YCCK" if components == 4 and adobe == 2 else "CMYK")
+            return height, width, colorspace, "unknown"
+    raise InvalidArgumentError(f"{op}: invalid JPEG header (no frame header before the first "
+                               f"scan); got {_preview(data)}")
+
+
+def _adobe_transform(data: bytes) -> int | None:
+    """The transform byte of the Adobe APP14 marker libjpeg would see (it decides how CMYK
+    samples are stored: Adobe's are inverted, and 2 means YCCK), or None without one."""
+    for marker, at, length in _jpeg_segments(data):
+        # libjpeg's examine_app14: at least 12 bytes of data starting with "Adobe".
+        if marker == 0xEE and length >= 12 and data[at:at + 5] == b"Adobe":
+            return data[at + 11]
+    return None
 
 
 def _cmyk_to_rgb(cmyk: np.ndarray, adobe: bool) -> np.ndarray:
@@ -330,7 +356,7 @@ def _decode_jpeg_one(data: bytes, channels: int, fast: bool, fancy_upscaling: bo
                                    f"{_preview(data)}") from None
     if cmyk:
         # libjpeg gives CMYK (YCCK converted to it); TensorFlow turns that into RGB itself.
-        return _cmyk_to_rgb(image, _saw_adobe_marker(data))
+        return _cmyk_to_rgb(image, _adobe_transform(data) is not None)
     return image.reshape(image.shape[0], image.shape[1], channels)
 
 
@@ -511,7 +537,7 @@ def _decode_cv2(data: bytes, op: str, kind: str) -> np.ndarray:
     except cv2.error as error:
         # OpenCV raises (rather than returning None) for what its own checks refuse, such as
         # sizes over its CV_IO_MAX_IMAGE_PIXELS.
-        reason = str(error).strip().splitlines()[-1] if str(error).strip() else "OpenCV error"
+        reason = str(error).strip().split("error: ", 1)[-1] or "an OpenCV error"
         raise InvalidArgumentError(f"{op}: invalid {kind} data ({reason}); got "
                                    f"{_preview(data)}") from None
     if image is None:

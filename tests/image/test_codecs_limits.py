@@ -180,3 +180,76 @@ def test_worker_processes_inherit_the_limits_through_the_environment(tmp_path, m
     with pytest.raises(fl.InvalidArgumentError, match="FEEDLINE_IMAGE_MAX_PIXELS must be a "
                                                       "positive integer"):
         fli.decode_limits()
+
+
+# Found by tests/fuzz/targets_image.py against the decoders before they caught these (zlib
+# then base64): each raised a raw error from simplejpeg, Pillow or NumPy.
+CRAFTED = {
+    # simplejpeg's header names only the subsamplings it knows: KeyError 6 (4:4:1).
+    "jpeg_unknown_subsampling": (
+        "eNr7f+P/AwYBLzdPNwZGRgYGRiBk+H+bwZmBjYWVjZWFjY2VjZ2djYNLgIuLk5NLhI+fR0BcREJCXERMTEpW"
+        "VV5KWllGTExB56uymrqmlqakvK6BroaBqoamBsgQRnZ2di4OLmEuLmENKTEpDZLB/wMMghwMqgy6zIwiDEyC"
+        "jMyCjP+PMEgAncoIci0csDIA3QiUkRZgYEaTY1E0ZGJWEgJKSjEyMDExI+liYGFjZmdkBWmUFWRgZmBiRtbI"
+        "xMKYyKxoGCj4/y4DCwPT/1sMPMxAEwSZBRnsGT5XvXgiEivTtHrxhMCSIkmSNbgr971tWdfn6HrxhNYuS1Zx"
+        "d4Uki8uyt+3/Xzgf7q4wfZK9hcEuS5aaiT8PF/VFbrp7fbkARNWmF0+EYxUFYr6o3buUINP0y/J84d3N/y+q"
+        "lhRxAk1LvXhC7f////V3uKy3iQD175n482DpxROqT/rPsS7uFQIa8/+Sa+mPpu71R5QYH58MPHbzl9qmP46u"
+        "1x8Jsilclk5/+f/y9evRHapPtstPUlhyQmfd/Xnz/98EANxwl3w="
+    ),
+    # Pillow: IndexError from a frame's LZW data.
+    "gif_index_error": (
+        "eNpz93SzME/kZGBnaGCAAsWfLDwgWgdEgGQYOJjN0IT2AIU25wvzMzByyHhsWHCwmUNYy0VCgMEaAGS8Clg="
+    ),
+    # Pillow: struct.error from a truncated extension.
+    "gif_struct_error": "eNpz93SzME/kZGBnaGCAAsWfLDwgWgdEcDJ0MTBwYEpYAwDBzQW5",
+    # A second frame reaching past the first grows Pillow's canvas: NumPy could not stack
+    # frames of two sizes (ValueError).
+    "gif_frames_of_two_sizes": (
+        "eNpz93SzME/kZGBnbGCAAsWfLDwgWgdEAGUYGDj4GRg5ZDw2LDjYzCGs5SIhABbGpkGIGYcGawCnEg12"
+    ),
+}
+DECODERS = {
+    "decode_image": fli.decode_image,
+    "decode_image_first_frame": lambda data: fli.decode_image(data, expand_animations=False),
+    "decode_jpeg": fli.decode_jpeg,
+    "decode_and_crop_jpeg": lambda data: fli.decode_and_crop_jpeg(data, [0, 0, 1, 1]),
+    "extract_jpeg_shape": fli.extract_jpeg_shape,
+    "decode_png": fli.decode_png,
+    "decode_gif": fli.decode_gif,
+}
+
+
+def crafted(name: str) -> bytes:
+    import base64
+    import zlib
+
+    return zlib.decompress(base64.b64decode("".join(CRAFTED[name])))
+
+
+@pytest.mark.parametrize("decoder", sorted(DECODERS))
+@pytest.mark.parametrize("name", sorted(CRAFTED))
+def test_crafted_bytes_give_feedline_errors_only(name, decoder):
+    try:
+        DECODERS[decoder](crafted(name))
+    except fl.InvalidArgumentError as error:
+        assert str(error).startswith(decoder.replace("_first_frame", ""))
+
+
+def test_gif_frames_of_two_sizes_stack_on_the_grown_canvas():
+    frames = fli.decode_gif(crafted("gif_frames_of_two_sizes"))
+    assert frames.shape == (2, 793, 9, 3)
+    first = fli.decode_image(crafted("gif_frames_of_two_sizes"), expand_animations=False)
+    assert first.shape == (263, 9, 3)
+    np.testing.assert_array_equal(frames[0, :263], first)
+    assert not frames[0, 263:].any()  # padded with black below the first frame
+
+
+def test_a_jpeg_subsampling_simplejpeg_does_not_name_still_has_a_shape():
+    assert fli.extract_jpeg_shape(crafted("jpeg_unknown_subsampling")).tolist() == [37, 45, 3]
+
+
+@pytest.mark.parametrize("data", [bmp_bomb(1 << 21, 1), png_bomb(1, 1 << 21)],
+                         ids=["bmp", "png"])
+def test_sizes_opencv_refuses_under_the_pixel_limit_are_feedline_errors(data):
+    # 2 Mpx, but wider than OpenCV's CV_IO_MAX_IMAGE_WIDTH: cv2.error before.
+    with pytest.raises(fl.InvalidArgumentError, match="decode_image: invalid"):
+        fli.decode_image(data)
