@@ -11,9 +11,11 @@ As tf.data's ``ragged_batch``, leaf by leaf, from the input's element spec:
 
 tf.data knows every spec from tracing; feedline knows the input's spec only where the graph
 says it without running (sources, ``from_generator``'s ``output_signature``, ``batch`` ...).
-Where it does not (after a ``map``), every dimension of an array leaf counts as unknown:
-scalars are stacked and other arrays are ragged in all their dimensions. Row splits are
-int64 (tf.data's default ``row_splits_dtype``).
+Where it does not (after a ``map``), the shapes the function gives stand for its traced
+spec: a leaf is stacked as long as every element has the first element's shape (tf.data's
+dense batch of a ``map`` returning, say, ``np.zeros(3)``); from the first batch where one
+differs, that leaf is ragged in all its dimensions, in that batch and every later one (the
+state keeps which leaves are). Row splits are int64 (tf.data's default ``row_splits_dtype``).
 """
 
 from __future__ import annotations
@@ -85,18 +87,68 @@ def batch_leaf(values: list[Any], plan: LeafPlan, path: str) -> Any:
     if plan == _FROM_VALUES:
         rank = np.ndim(values[0])
         plan = None if rank == 0 else rank - 1
-        for i, value in enumerate(values):
-            if isinstance(value, RaggedValues) or np.ndim(value) != rank:
-                found = "ragged values" if isinstance(value, RaggedValues) else \
-                    f"rank {np.ndim(value)}"
-                raise StructureError(f"ragged_batch: leaf {path} of batch element {i} has "
-                                     f"{found}, but element 0's has rank {rank}")
+        check_ranks(values, rank, path)
     if plan is None:
         return stack_leaves(values, path)
     try:
         return stack_rows(values, f"ragged_batch: leaf {path}", ragged_rank=plan)
     except ValueError as error:
         raise StructureError(str(error)) from None
+
+
+def check_ranks(values: list[Any], rank: int, path: str) -> None:
+    """Raise ``StructureError`` unless every value of a leaf is an array of rank ``rank``."""
+    for i, value in enumerate(values):
+        if isinstance(value, RaggedValues) or np.ndim(value) != rank:
+            found = "ragged values" if isinstance(value, RaggedValues) else \
+                f"rank {np.ndim(value)}"
+            raise StructureError(f"ragged_batch: leaf {path} of batch element {i} has "
+                                 f"{found}, but element 0's has rank {rank}")
+
+
+class ShapesSeen:
+    """Which leaves of a dataset without a spec are ragged: those whose elements have not all
+    had the first element's shape (the others are stacked, as tf.data stacks a leaf whose
+    traced shape is known).
+
+    Example:
+        >>> seen = ShapesSeen()
+        >>> seen.plan([np.zeros(3), np.ones(3)], 0, "<element>")  # stacked
+        >>> seen.plan([np.zeros(2), np.ones(1)], 0, "<element>")  # ragged from now on
+        0
+        >>> seen.plan([np.zeros(2), np.ones(2)], 0, "<element>"), seen.ragged
+        (0, [0])
+    """
+
+    def __init__(self) -> None:
+        self.shapes: dict[int, tuple[int, ...]] = {}  # leaf -> the first element's shape
+        self.ragged: list[int] = []  # leaves found to vary, in the order found
+
+    def plan(self, values: list[Any], leaf: int, path: str) -> LeafPlan:
+        """The plan of one leaf for this batch (``None``: stack), learning from ``values``."""
+        first = values[0]
+        if isinstance(first, RaggedValues):
+            return None  # batch_leaf adds the batch's level
+        rank = np.ndim(first)
+        if rank == 0:
+            return None
+        check_ranks(values, rank, path)
+        if leaf not in self.ragged:
+            shape = self.shapes.setdefault(leaf, np.shape(first))
+            if all(np.shape(value) == shape for value in values):
+                return None
+            self.ragged.append(leaf)
+        return rank - 1
+
+    def to_state(self) -> list[Any]:
+        """The leaves found ragged and the shapes the others have had, JSON-safe."""
+        return [list(self.ragged), [[leaf, list(shape)] for leaf, shape in self.shapes.items()]]
+
+    def restore(self, state: list[Any]) -> None:
+        """Continue from what :meth:`to_state` gave."""
+        ragged, shapes = state
+        self.ragged = [int(leaf) for leaf in ragged]
+        self.shapes = {int(leaf): tuple(int(d) for d in shape) for leaf, shape in shapes}
 
 
 class RaggedBatchDataset(UnaryDataset):
@@ -132,9 +184,11 @@ class RaggedBatchDataset(UnaryDataset):
 
 
 class RaggedBatchIterator(UnaryIterator):
-    """Collects and batches each batch on the consumer's thread (its state: counts only)."""
+    """Collects and batches each batch on the consumer's thread (its state: counts, and
+    without a spec the leaves found ragged)."""
 
     OPERATION = "ragged_batch"
+    STATE_VERSION = 2  # 2: the leaves found ragged (version 1 made every array leaf ragged)
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator, batch_size: int,
                  drop_remainder: bool, plans: list[LeafPlan] | None, name: str) -> None:
@@ -145,6 +199,7 @@ class RaggedBatchIterator(UnaryIterator):
         self._name = name
         self._batches = 0
         self._elements = 0
+        self._seen = ShapesSeen()
 
     def __next__(self) -> Any:
         elements = pull_batch(self._upstream, self._batch_size, self._drop_remainder)
@@ -165,18 +220,24 @@ class RaggedBatchIterator(UnaryIterator):
                                      f"{describe(element)}, but the elements are "
                                      f"{describe(first)}")
         paths = [path for path, _ in flatten_with_paths(first)]
-        plans = self._plans or [_FROM_VALUES] * len(paths)
+        columns = [list(column) for column in zip(*(flatten(element) for element in elements))]
+        if self._plans is None:
+            plans = [self._seen.plan(column, leaf, path)
+                     for leaf, (column, path) in enumerate(zip(columns, paths))]
+        else:
+            plans = self._plans
         if len(plans) != len(paths):
             raise StructureError(f"ragged_batch: input element {first_index} is "
                                  f"{describe(first)}, which does not match the input's spec")
-        columns = zip(*(flatten(element) for element in elements))
-        return pack_as(first, [batch_leaf(list(column), plan, path)
+        return pack_as(first, [batch_leaf(column, plan, path)
                                for column, plan, path in zip(columns, plans, paths)])
 
     def _get_state(self) -> State:
-        return self._with_input_state({"batches": self._batches, "elements": self._elements})
+        return self._with_input_state({"batches": self._batches, "elements": self._elements,
+                                       "leaves": self._seen.to_state()})
 
     def _set_state(self, state: State) -> None:
         self._load_input_state(state)
         self._batches = int(state["batches"])
         self._elements = int(state["elements"])
+        self._seen.restore(state["leaves"])

@@ -32,7 +32,46 @@ from feedline.core.structure import (
 )
 from feedline.core.traits import INDEPENDENT
 from feedline.core.unary import UnaryDataset, UnaryIterator
+from feedline.formats.example.ragged import RaggedValues
 from feedline.formats.example.sparse import SparseRows, SparseValues
+
+
+class RaggedRows:
+    """A :class:`RaggedValues` batch seen as rows (``rows[i]``, ``rows[i:]``, ``shape``) for
+    the stages that split a batch: row ``i`` is an array, or :class:`RaggedValues` where the
+    batch has more than one ragged level (tf.data's rows of a ``RaggedTensor``).
+
+    Example:
+        >>> rows = RaggedRows(RaggedValues(np.array([1, 2, 3]), np.array([0, 0, 2, 3])))
+        >>> rows.shape, rows[1].tolist(), rows[1:].to_list()
+        ((3,), [1, 2], [[1, 2], [3]])
+    """
+
+    __slots__ = ("ragged",)
+
+    def __init__(self, ragged: RaggedValues) -> None:
+        self.ragged = ragged
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.ragged),)
+
+    @property
+    def ndim(self) -> int:
+        return 1
+
+    def __getitem__(self, key: int | slice) -> Any:
+        if not isinstance(key, slice):
+            return self.ragged[key]
+        start, stop, step = key.indices(len(self.ragged))
+        if step != 1:
+            raise ValueError("RaggedRows: only contiguous rows can be sliced")
+        # Each level keeps the split points of the rows kept, shifted to start at 0.
+        levels = [self.ragged.row_splits[start:max(start, stop) + 1]]
+        for level in self.ragged.nested_row_splits[1:]:
+            levels.append(level[levels[-1][0]:levels[-1][-1] + 1])
+        values = self.ragged.values[levels[-1][0]:levels[-1][-1]]
+        return RaggedValues(values, [level - level[0] for level in levels])
 
 
 def check_static_batched(spec: Element | None, stage: str) -> None:
@@ -80,6 +119,8 @@ def split_leaves(element: Element, stage: str,
             continue
         if isinstance(leaf, SparseValues) and leaf.ndim:
             leaf = SparseRows(leaf)  # tf.data unbatches a SparseTensor row by row
+        elif isinstance(leaf, RaggedValues):
+            leaf = RaggedRows(leaf)  # and a RaggedTensor too (ragged_batch's batches)
         elif not isinstance(leaf, np.ndarray) or leaf.ndim == 0:
             what = ("one dataset (Slicing dataset elements is not supported for rank 0)"
                     if isinstance(leaf, Dataset) else f"a scalar ({type(leaf).__name__})")

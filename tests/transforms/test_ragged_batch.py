@@ -99,3 +99,38 @@ def test_worker_shards_build_whole_batches():
     shards = [list(shard_pipeline(ds, 2, i)) for i in range(2)]
     merged = [shards[k % 2][k // 2] for k in range(len(shards[0]) + len(shards[1]))]
     golden.same(merged, list(ds))
+
+
+def test_a_map_giving_one_shape_batches_densely_as_tf_data():
+    # tf.data traces the map (shape (3,)) and stacks: a dense (2, 3) batch, not ragged rows.
+    out = list(fl.Dataset.range(5).map(lambda x: (x, np.full(3, x, np.float32)))
+               .ragged_batch(2))
+    assert all(isinstance(b[1], np.ndarray) for b in out)
+    assert [b[1].shape for b in out] == [(2, 3), (2, 3), (1, 3)]
+    assert out[1][1].tolist() == [[2.0] * 3, [3.0] * 3]
+    assert out[0][1].dtype == np.float32
+
+
+def test_a_leaf_is_ragged_from_the_first_batch_whose_shapes_differ():
+    ds = fl.Dataset.range(8).map(lambda x: np.arange(x // 4)).ragged_batch(2)
+    out = list(ds)
+    assert [type(b).__name__ for b in out] == ["ndarray", "ndarray", "RaggedValues",
+                                               "RaggedValues"]
+    assert [b.tolist() if isinstance(b, np.ndarray) else b.to_list() for b in out] == [
+        [[], []], [[], []], [[0], [0]], [[0], [0]]]
+    assert [b.to_list() for b in fl.Dataset.range(4).map(lambda x: np.arange(x))
+            .ragged_batch(2)] == [[[], [0]], [[0, 1], [0, 1, 2]]]
+    check_checkpointing(ds)
+
+
+def test_unbatch_gives_the_rows_of_a_ragged_batch_back():
+    # tf.data: unbatch of a RaggedTensor batch gives its rows; feedline raised.
+    rows = [np.arange(n) for n in (0, 3, 1, 2)]
+    ds = fl.Dataset.range(4).map(lambda i: (i, rows[i])).ragged_batch(3).unbatch()
+    out = list(ds)
+    assert [int(i) for i, _ in out] == [0, 1, 2, 3]
+    assert [r.tolist() for _, r in out] == [r.tolist() for r in rows]
+    check_checkpointing(ds)
+    nested = fl.Dataset.range(4).map(lambda i: rows[i]).ragged_batch(2).ragged_batch(2)
+    assert [b.to_list() for b in nested.unbatch()] == [[[], [0, 1, 2]], [[0], [0, 1]]]
+    assert [r.tolist() for r in nested.unbatch().unbatch()] == [r.tolist() for r in rows]
