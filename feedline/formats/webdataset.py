@@ -340,6 +340,11 @@ class _TarStream:
             raise DataLossError(
                 f"WebDataset: {problem} at offset {start} of {self.path}{after}: its size "
                 f"field is negative ({header[2]})", path=self.path, offset=start)
+        if header is None and self._size is None:
+            # A compressed stream is checked (gzip's CRC and length) only at its end: a flip
+            # in a member's data can decompress without an error until then.
+            while self._file.read(_SKIP_CHUNK):
+                pass
         return header
 
     def next_member(self) -> _Member | None:
@@ -351,23 +356,36 @@ class _TarStream:
             header_at = self.offset
             header = self._header()
             if header is None:
+                if header_at != start:
+                    raise DataLossError(
+                        f"WebDataset: damaged archive {self.path}: the extended header at "
+                        f"offset {start} is followed by the end of the archive, not by a "
+                        "member", path=self.path, offset=start)
                 return None
             header_name, kind, data_size = header
             if kind in _EXTENDED_TYPES:
                 payload = self._read(data_size, "an extended header", header_at)
                 self._skip(-data_size % _BLOCK)
-                if kind == tarfile.GNUTYPE_LONGNAME:
+                # Where extended headers follow each other, the first one's name and size
+                # count, as tarfile applies them (each to what the next ones give).
+                if kind == tarfile.GNUTYPE_LONGNAME and name is None:
                     name = payload.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
                 elif kind in (tarfile.XHDTYPE, tarfile.SOLARIS_XHDTYPE):
                     records = _pax_records(payload, self.path, header_at)
-                    name = records.get("path", name)
-                    if "size" in records:
+                    if name is None and "path" in records:
+                        name = records["path"].rstrip("/")
+                    if size is None and "size" in records:
                         size = _pax_size(records["size"], self.path, header_at)
                 continue  # a global header (XGLTYPE) sets nothing a sample uses
             if kind == tarfile.GNUTYPE_SPARSE:
                 raise InvalidArgumentError(
                     f"WebDataset: member {header_name!r} at offset {start} of {self.path} is "
-                    "a GNU sparse file, which WebDataset shards do not use")
+                    "a GNU sparse file, which WebDataset shards do not use", path=self.path,
+                    offset=start)
+            if kind not in tarfile.REGULAR_TYPES and kind in tarfile.SUPPORTED_TYPES:
+                # Links, folders, devices and FIFOs have no data whatever their size field
+                # says, as tarfile (so webdataset) and libarchive read them.
+                size = data_size = 0
             return _Member(start, name if name is not None else header_name, kind,
                            size if size is not None else data_size)
 

@@ -146,3 +146,93 @@ def test_pax_size_larger_than_the_file_is_truncation(tmp_path):
     assert got.get("type") == "DataLossError", got
     assert "member 'a.txt' at offset 0 needs 9999999999999999999999999 bytes" in \
         got["message"], got
+
+
+# Found by fuzzing (tests/fuzz/targets_webdataset.py), each against what tarfile reads.
+def tarfile_samples(path):
+    """``(key, field, data)`` of the regular members tarfile reads, as webdataset keys them."""
+    from feedline.formats.webdataset import split_key
+
+    with tarfile.open(path) as tar:
+        return [(*split_key(m.name), tar.extractfile(m).read()) for m in tar if m.isreg()]
+
+
+def feedline_samples(path):
+    return [(s["__key__"].decode(), field, value) for s in fl.WebDataset(str(path))
+            for field, value in s.items() if field[:2] != "__"]
+
+
+@pytest.mark.parametrize("kind", [tarfile.FIFOTYPE, tarfile.SYMTYPE, tarfile.DIRTYPE,
+                                  tarfile.CHRTYPE])
+def test_links_folders_and_devices_have_no_data_whatever_their_size(tmp_path, kind):
+    # A FIFO (or link, folder, device) whose size field says 700: tarfile reads no data
+    # after it, so the next header follows at once; the reader skipped 700 bytes there.
+    members = [("a.txt", b"x"), ("odd", b""), ("b.txt", b"y"), ("b.cls", b"2")]
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            if name == "odd":
+                info.type, info.linkname = kind, "a.txt"
+            tar.addfile(info, io.BytesIO(data) if data else None)
+    data = bytearray(buffer.getvalue())
+    at = header_offsets(data)["odd"]
+    path = tmp_path / "odd.tar"
+    path.write_bytes(bytes(with_size(data, at, b"%011o\0" % 700)))
+    assert feedline_samples(path) == [("a", "txt", b"x"), ("b", "txt", b"y"),
+                                      ("b", "cls", b"2")] == \
+        [(k, f, v) for k, f, v in tarfile_samples(path)]
+
+
+def test_gzip_stream_is_checked_to_its_end(tmp_path):
+    # Stored (level 0) deflate blocks: a flipped byte in a member's data decompresses without
+    # an error; only gzip's CRC at the end of the stream, after the tar's end-of-archive
+    # block, tells. The reader stopped at that block and gave the changed data.
+    plain = bytes(archive())
+    packed = bytearray(gzip.compress(plain, compresslevel=0, mtime=0))
+    at = packed.index(b"y" * 700) + 100
+    packed[at] ^= 0x01
+    path = tmp_path / "flipped.tar.gz"
+    path.write_bytes(bytes(packed))
+    with pytest.raises(fl.DataLossError, match="flipped.tar.gz") as raised:
+        list(fl.WebDataset(str(path)))
+    assert raised.value.path == str(path)
+
+
+def test_the_first_of_consecutive_extended_headers_names_the_member(tmp_path):
+    # Two PAX headers before one member (one repeated by damage): tarfile gives the first
+    # one's path (each applies to what the next gives), with a folder's slash dropped.
+    def pax(path):
+        record = b" path=" + path + b"\n"
+        payload = str(len(record) + len(str(len(record) + 2))).encode() + record
+        info = tarfile.TarInfo("././@PaxHeader")
+        info.type, info.size = tarfile.XHDTYPE, len(payload)
+        return info.tobuf(tarfile.USTAR_FORMAT) + payload + bytes(-len(payload) % 512)
+
+    base = bytes(archive())
+    path = tmp_path / "two-pax.tar"
+    path.write_bytes(pax(b"first.txt/") + pax(b"second.txt") + base)
+    assert feedline_samples(path)[0] == ("first", "txt", b"x" * 10) == tarfile_samples(path)[0]
+
+
+def test_extended_header_before_the_end_of_the_archive_is_damage(tmp_path):
+    # A GNU long-name header with no member after it: tarfile raises; the reader ended the
+    # archive there without a word.
+    info = tarfile.TarInfo("././@LongLink")
+    info.type, info.size = tarfile.GNUTYPE_LONGNAME, 6
+    path = tmp_path / "dangling.tar"
+    path.write_bytes(_members_then(bytes(archive()), info.tobuf(tarfile.USTAR_FORMAT)
+                                   + b"n.txt\0" + bytes(506)))
+    with pytest.raises(tarfile.ReadError):
+        tarfile_samples(path)
+    with pytest.raises(fl.DataLossError, match="the extended header at offset \\d+ is followed "
+                                               "by the end of the archive") as raised:
+        list(fl.WebDataset(str(path)))
+    assert raised.value.path == str(path)
+
+
+def _members_then(data, extra):
+    """``data`` (an archive) with ``extra`` inserted before its end-of-archive blocks."""
+    end = data.rindex(b"c.txt")  # the last member's header; its data is one block
+    return data[:end + 1024] + extra + data[end + 1024:]
