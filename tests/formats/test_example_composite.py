@@ -145,6 +145,40 @@ def test_partitions_that_do_not_fit_name_the_record(partition, values, message, 
         parse_single_example(bad, features)
 
 
+BIG = (1 << 63) - 1
+
+
+@pytest.mark.parametrize("partition, values", [
+    (RaggedFeature.RowLengths("p"), [BIG, BIG, 5]),  # adds up to 3 modulo 2**64
+    (RaggedFeature.RowSplits("p"), [0, BIG, -BIG - 1, -1, 3]),  # steps "up" by wrapping
+    (RaggedFeature.RowStarts("p"), [0, BIG, -BIG - 1, -1]),
+    (RaggedFeature.RowLimits("p"), [BIG, -BIG - 1, -1, 3]),
+])
+def test_partitions_whose_int64_arithmetic_wraps_are_refused(partition, values, path):
+    # Found by fuzzing: the checks (a sum, steps never negative) ran in wrapping int64
+    # arithmetic, so these passed and gave rows out of the values' range (wrong data).
+    bad = encode_example({"v": [1, 2, 3], "p": values})
+    features = {"v": RaggedFeature("int64", partitions=[partition])}
+    with pytest.raises(ExampleParseError, match=r"partition Row") as info:
+        parse_example([bad], features)
+    assert info.value.record_index == 0 and info.value.feature == "v"
+    with pytest.raises(ExampleParseError, match=r"partition Row"):
+        parse_single_example(bad, features)
+
+
+def test_value_row_ids_far_past_the_values_are_refused_not_allocated(path):
+    # A 20-byte record whose one row id is 2**40 asked for 2**40 rows (8 TiB of row
+    # splits): a MemoryError, or gigabytes for smaller ids.
+    features = {"v": RaggedFeature("int64", partitions=[RaggedFeature.ValueRowIds("p")])}
+    for row_id in (1 << 40, (1 << 16) + 2):
+        bad = encode_example({"v": [1], "p": [row_id]})
+        with pytest.raises(ExampleParseError, match="empty rows") as info:
+            parse_example([encode_example({"v": [1], "p": [0]}), bad], features)
+        assert info.value.record_index == 1 and info.value.feature == "v"
+    gaps = encode_example({"v": [1, 2], "p": [0, 1 << 16]})  # 65,535 empty rows: allowed
+    assert len(parse_single_example(gaps, features)["v"]) == (1 << 16) + 1
+
+
 def test_partition_of_the_wrong_type_names_the_key(path):
     record = encode_example({"v": [1, 2], "p": [1.0, 1.0]})
     with pytest.raises(ExampleParseError, match=r"feature 'p'.*expected int64"):

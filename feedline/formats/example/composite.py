@@ -33,6 +33,11 @@ from feedline.formats.example.specs import (
 
 Where = Callable[[int], str]
 
+#: A ``ValueRowIds`` partition may make at most this many more rows than it has values (the
+#: rows between ids are empty): a row costs 8 bytes of row splits, so a damaged row id near
+#: 2**63 would otherwise ask for exabytes. More is an :class:`ExampleParseError`.
+MAX_EMPTY_ROWS = 1 << 16
+
 
 @dataclass(frozen=True)
 class CompositePlan:
@@ -154,25 +159,28 @@ def _partitioned(current: np.ndarray | RaggedValues, partition: Any, parsed: Map
                                                  *current.nested_row_splits])
         return current.reshape(-1, length, *current.shape[1:])
     given = np.asarray(parsed[partition.key][record], dtype=np.int64)
+    # Every check keeps the values within [0, rows] before it adds or subtracts them: in
+    # int64 arithmetic, lengths near 2**63 add up to anything and steps wrap "upwards".
     if isinstance(partition, RaggedFeature.RowSplits):
         # A missing feature is no rows (TensorFlow's batched parse reads it so).
         splits = given if len(given) else np.zeros(1, np.int64)
-        if splits[0] != 0 or splits[-1] != rows or np.any(np.diff(splits) < 0):
+        if splits[0] != 0 or splits[-1] != rows or _outside(splits, rows) \
+                or np.any(np.diff(splits) < 0):
             raise fail(f"must start at 0, never decrease and end at {rows}; found "
                        f"{given.tolist()}")
     elif isinstance(partition, RaggedFeature.RowLengths):
-        if np.any(given < 0) or int(given.sum()) != rows:
+        if _outside(given, rows) or int(given.sum()) != rows:
             raise fail(f"must be >= 0 and add up to {rows}; found {given.tolist()}")
         splits = np.concatenate([[0], np.cumsum(given)]).astype(np.int64)
     elif isinstance(partition, RaggedFeature.RowStarts):
         splits = np.concatenate([given, [rows]]).astype(np.int64)
         if (len(given) and given[0] != 0) or (not len(given) and rows) \
-                or np.any(np.diff(splits) < 0):
+                or _outside(given, rows) or np.any(np.diff(splits) < 0):
             raise fail(f"must start at 0 and never decrease up to {rows}; found "
                        f"{given.tolist()}")
     elif isinstance(partition, RaggedFeature.RowLimits):
         splits = np.concatenate([[0], given]).astype(np.int64)
-        if splits[-1] != rows or np.any(np.diff(splits) < 0):
+        if splits[-1] != rows or _outside(given, rows) or np.any(np.diff(splits) < 0):
             raise fail(f"must be >= 0, never decrease and end at {rows}; found "
                        f"{given.tolist()}")
     else:  # ValueRowIds
@@ -180,11 +188,21 @@ def _partitioned(current: np.ndarray | RaggedValues, partition: Any, parsed: Map
             raise fail(f"must hold one sorted row id >= 0 per value ({rows}); found "
                        f"{given.tolist()}")
         nrows = int(given[-1]) + 1 if rows else 0
+        if nrows - rows > MAX_EMPTY_ROWS:
+            # Each row costs 8 bytes of row splits: a few bytes of row id must not ask
+            # for gigabytes.
+            raise fail(f"asks for {nrows} rows for {rows} values: more than "
+                       f"{MAX_EMPTY_ROWS} empty rows (row id {nrows - 1}), taken as damage")
         splits = np.concatenate([[0], np.cumsum(np.bincount(given, minlength=nrows))]
                                 ).astype(np.int64)
     if isinstance(current, RaggedValues):
         return RaggedValues(current.values, [splits, *current.nested_row_splits])
     return RaggedValues(current, splits)
+
+
+def _outside(values: np.ndarray, rows: int) -> bool:
+    """Whether any of ``values`` (positions or lengths of rows) lies outside ``[0, rows]``."""
+    return bool(len(values)) and (int(values.min()) < 0 or int(values.max()) > rows)
 
 
 def _empty(spec: RaggedFeature) -> RaggedValues:

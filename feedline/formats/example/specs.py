@@ -224,7 +224,8 @@ class RaggedFeature:
                                  "ends where the next starts).")
     RowLimits = _partition_class("RowLimits", "key", "Row ``i`` ends at ``limits[i]``.")
     ValueRowIds = _partition_class("ValueRowIds", "key", "Value ``k`` belongs to row "
-                                   "``rowids[k]`` (sorted; ``max + 1`` rows).")
+                                   "``rowids[k]`` (sorted; ``max + 1`` rows, at most 65,536 "
+                                   "more than the values: more is taken as damage).")
     UniformRowLength = _partition_class("UniformRowLength", "length", "Rows of ``length`` "
                                         "values each.")
 
