@@ -28,12 +28,18 @@ from typing import Any
 
 import numpy as np
 
-from feedline.core.constants import AUTOTUNE
+from feedline.core.constants import AUTOTUNE, UNKNOWN
 from feedline.core.dataset import Dataset
+from feedline.core.errors import DataLossError, FeedlineError, InvalidArgumentError
+from feedline.core.iterator import DatasetIterator, IteratorContext, State, chunk_reader
+from feedline.core.traits import POSITIONAL
+from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.datasets.tfds_features import (
     FALLBACK,
     Feature,
+    FeatureError,
     FeaturesDict,
+    Sequence,
     decode_record,
     flat_infos,
     record_plan,
@@ -41,8 +47,10 @@ from feedline.datasets.tfds_features import (
 from feedline.datasets.tfds_info import (
     DatasetInfo,
     DatasetNotFoundError,
+    SplitInfo,
     find_dataset_dir,
     read_info,
+    shard_files_on_disk,
 )
 from feedline.datasets.tfds_splits import (
     FileInstruction,
@@ -156,10 +164,11 @@ class _Decoder:
     _DERIVED = ("info", "infos", "plan")
 
     def __init__(self, feature: Feature, supervised_keys: Any, as_supervised: bool,
-                 add_id: bool) -> None:
+                 add_id: bool, where: str = "") -> None:
         self.feature = feature
         self.supervised_keys = supervised_keys if as_supervised else None
         self.add_id = add_id
+        self.where = where  # the dataset folder and split, for errors
         self._derive()
 
     def _derive(self) -> None:
@@ -175,6 +184,26 @@ class _Decoder:
         self._derive()
 
     def __call__(self, record: Any, tfds_id: Any = None) -> Any:
+        try:
+            return self._decode(record, tfds_id)
+        except MemoryError:
+            raise
+        except Exception as error:  # noqa: BLE001 - every error of a record names the dataset
+            raise self._located(error) from None
+
+    def _located(self, error: Exception) -> Exception:
+        """``error`` saying which dataset and split the record is of: a feedline error
+        keeps its type, any other becomes a :class:`FeatureError` (its cause kept)."""
+        if isinstance(error, FeedlineError):
+            if error.args and isinstance(error.args[0], str) and self.where not in error.args[0]:
+                error.args = (f"{self.where}: {error.args[0]}", *error.args[1:])
+            return error
+        located = FeatureError(f"{self.where}: a record does not decode as features.json "
+                               f"describes it ({type(error).__name__}: {error})")
+        located.__cause__ = error
+        return located
+
+    def _decode(self, record: Any, tfds_id: Any) -> Any:
         if self.add_id:  # the reader yields (id, record)
             record, tfds_id = tfds_id, record
         if type(record) is not bytes:
@@ -194,6 +223,15 @@ class _Decoder:
         for a batch with any record the plan does not decode itself."""
         if self.plan is None:
             return NOT_BATCHED
+        try:
+            return self._batch_form(records)
+        except MemoryError:
+            raise
+        except Exception as error:  # noqa: BLE001 - as __call__
+            raise self._located(error) from None
+
+    def _batch_form(self, records: list[Any]) -> Any:
+        assert self.plan is not None
         ids = None
         if self.add_id:  # the reader yields (id, record)
             ids = [tfds_id for tfds_id, _ in records]
@@ -217,8 +255,8 @@ class _Decoder:
             example = decode_example(record)
             return decode_record(self.feature, self.infos, self.info, example)
         except KeyError as error:
-            raise ValueError(f"a record lacks feature {error.args[0]!r} that features.json "
-                             "describes") from None
+            raise FeatureError(f"a record lacks feature {error.args[0]!r} that features.json "
+                               "describes") from None
 
 
 def _select(value: Any, keys: Any) -> Any:
@@ -231,10 +269,116 @@ def _select(value: Any, keys: Any) -> Any:
     return tuple(_select(value, k) for k in keys)
 
 
-def _read_shard(table: tuple[tuple[str, int, int, str], ...], file_format: str,
+class _ShardDataset(UnaryDataset):
+    """Records ``[skip, skip + take)`` of one shard (``take`` -1: to its end), checked
+    against the ``length`` ``dataset_info.json`` gives the shard.
+
+    A shard that ends before the records asked for, or (read to its end) holds more than
+    ``length``, is a :class:`DataLossError` naming the file and both counts: the metadata
+    allows telling a truncated shard from a short one, so it is never silently shorter.
+    """
+
+    TRAITS = POSITIONAL
+
+    def __init__(self, input_dataset: Dataset, path: str, skip: int, take: int,
+                 length: int) -> None:
+        super().__init__(input_dataset)
+        self.path, self.skip, self.take, self.length = path, skip, take, length
+
+    def cardinality(self) -> int:
+        n = self._inputs[0].cardinality()
+        return UNKNOWN if n == UNKNOWN else self._stop() - self.skip
+
+    def _stop(self) -> int:
+        return self.length if self.take == -1 else self.skip + self.take
+
+    def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
+        return _ShardIterator(ctx, self._make_input_iterator(ctx), self)
+
+
+class _ShardIterator(UnaryIterator):
+    def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
+                 node: _ShardDataset) -> None:
+        super().__init__(ctx, upstream)
+        self._path, self._skip, self._length = node.path, node.skip, node.length
+        self._stop = node._stop()
+        self._to_end = node.take == -1  # read to the end: more records than listed is damage
+        self._position = 0  # records taken from the file
+        self._done = False  # ended, or reported damage: the next next() is the end
+        self._chunks = chunk_reader(upstream)
+
+    def _pull(self) -> Any:
+        try:
+            element = next(self._upstream)
+        except StopIteration:
+            self._done = True
+            raise self._short() from None
+        except Exception:
+            self._done = True  # a damaged record ends the file, as the reader does
+            raise
+        self._position += 1
+        return element
+
+    def _short(self) -> DataLossError:
+        listed = f"dataset_info.json's shardLengths gives it {self._length}"
+        return DataLossError(
+            f"{self._path}: the shard ends after {self._position} records, but "
+            f"{listed}: it is truncated (records {self._position} to {self._length - 1} "
+            "are missing)",
+            path=self._path, record_index=self._position)
+
+    def _end(self) -> Any:
+        """At the last record listed: the end, after checking (when reading to the end of
+        the file) that nothing follows."""
+        self._done = True
+        if self._to_end:
+            try:
+                next(self._upstream)
+            except StopIteration:
+                pass
+            else:
+                raise DataLossError(
+                    f"{self._path}: the shard holds more than the {self._length} records "
+                    "dataset_info.json's shardLengths gives it: the metadata does not "
+                    "describe this file", path=self._path, record_index=self._length)
+        raise StopIteration
+
+    def __next__(self) -> Any:
+        if self._done:
+            raise StopIteration
+        while self._position < self._skip:
+            self._pull()
+        if self._position >= self._stop:
+            return self._end()
+        return self._pull()
+
+    def next_chunk(self, limit: int) -> list[Any]:
+        if self._chunks is None or self._done or not self._skip <= self._position < self._stop:
+            return [self.__next__()]
+        try:
+            chunk = self._chunks(min(limit, self._stop - self._position))
+        except StopIteration:
+            self._done = True
+            raise self._short() from None
+        except Exception:
+            self._done = True
+            raise
+        self._position += len(chunk)
+        return chunk
+
+    def _get_state(self) -> State:
+        return self._with_input_state({"position": self._position, "done": self._done})
+
+    def _set_state(self, state: State) -> None:
+        self._load_input_state(state)
+        self._position, self._done = int(state["position"]), bool(state["done"])
+
+
+def _read_shard(table: tuple[tuple[str, int, int, str, int], ...], file_format: str,
                 add_id: bool, key: Any) -> Dataset:
     """The records of one instruction (``key`` is its index, as a string)."""
-    path, skip, take, basename = table[int(key.decode() if isinstance(key, bytes) else key)]
+    path, skip, take, basename, length = table[int(key.decode() if isinstance(key, bytes)
+                                                   else key)]
     if file_format == "array_record":
         from feedline.formats.array_record import ArrayRecordDataset
 
@@ -243,10 +387,7 @@ def _read_shard(table: tuple[tuple[str, int, int, str], ...], file_format: str,
         from feedline.formats.tfrecord import TFRecordDataset
 
         ds = TFRecordDataset(path)
-    if skip:
-        ds = ds.skip(skip)
-    if take != -1:
-        ds = ds.take(take)
+    ds = _ShardDataset(ds, path, skip, take, length)
     if add_id:
         prefix = f"{basename}__".encode()
         ids = Dataset.counter(skip).map(functools.partial(_tfds_id, prefix))
@@ -279,22 +420,87 @@ def _instructions(info: DatasetInfo, split: Any) -> list[FileInstruction]:
     return out
 
 
+def _check_shards(info: DatasetInfo, split: SplitInfo, needed: set[str]) -> None:
+    """The shard files of ``split`` are what ``dataset_info.json`` lists: each inside the
+    dataset folder (symbolic links resolved), a regular file where ``needed`` (the ones the
+    split expression reads), and no other shard files of the split beside them."""
+    metadata = os.path.join(info.data_dir, "dataset_info.json")
+    top = os.path.realpath(info.data_dir)
+    paths = split.filepaths
+    for path in paths:
+        real = os.path.realpath(path)
+        if real != top and not real.startswith(top + os.sep):
+            raise InvalidArgumentError(
+                f"{metadata}: split {split.name!r}: filepathTemplate "
+                f"{split.filepath_template!r} names {path!r}, which is {real!r}, outside the "
+                f"dataset folder {info.data_dir!r}; shard files are read inside it only",
+                path=metadata)
+    present = shard_files_on_disk(split)
+    listed = {os.path.basename(p) for p in paths}
+    extra = sorted(set(present or ()) - listed)
+    if extra:
+        shown = ", ".join(extra[:3]) + (f" and {len(extra) - 3} more" if len(extra) > 3 else "")
+        raise DataLossError(
+            f"{metadata}: field shardLengths of split {split.name!r} lists {split.num_shards} "
+            f"shards, but the folder also holds {shown} (files of that split by its "
+            f"filepathTemplate {split.filepath_template!r}): the metadata does not describe "
+            "the shards there", path=metadata)
+    for path in paths:
+        if path not in needed:
+            continue
+        if not os.path.exists(path):
+            raise DatasetNotFoundError(
+                f"shard {path!r} of {info.full_name} is missing; dataset_info.json lists it "
+                f"(split {split.name!r} needs it): the directory is incomplete")
+        if not os.path.isfile(path):
+            raise InvalidArgumentError(f"shard {path!r} of {info.full_name} is not a regular "
+                                       "file", path=path)
+
+
+def _check_supervised_keys(info: DatasetInfo) -> None:
+    """Every feature ``supervisedKeys`` names is in ``features.json``."""
+    metadata = os.path.join(info.data_dir, "dataset_info.json")
+
+    def check(keys: Any) -> None:
+        if isinstance(keys, str):
+            node: Any = info.features
+            for part in keys.split("/"):
+                while isinstance(node, Sequence):
+                    node = node.feature
+                if not isinstance(node, FeaturesDict) or part not in node.keys():
+                    raise InvalidArgumentError(
+                        f"{metadata}: field supervisedKeys names the feature {keys!r}, which "
+                        f"features.json does not have", path=metadata)
+                node = node[part]
+        elif isinstance(keys, dict):
+            for value in keys.values():
+                check(value)
+        else:
+            for value in keys:
+                check(value)
+
+    check(info.supervised_keys)
+
+
 def _one_split(info: DatasetInfo, split: Any, shuffle_files: bool, as_supervised: bool,
                decoders: Any, read_config: ReadConfig, seed: int | None) -> Dataset:
+    metadata = os.path.join(info.data_dir, "dataset_info.json")
     if info.file_format not in _READERS:
-        raise ValueError(f"{info.data_dir}: shards in {info.file_format!r} format cannot be "
-                         f"read; feedline reads {', '.join(_READERS)}")
-    if as_supervised and not info.supervised_keys:
-        raise ValueError(f"as_supervised=True, but {info.full_name} has no supervised_keys "
-                         f"(see {os.path.join(info.data_dir, 'dataset_info.json')})")
+        raise InvalidArgumentError(
+            f"{metadata}: field fileFormat: shards in {info.file_format!r} format cannot be "
+            f"read; feedline reads {', '.join(_READERS)}", path=metadata)
+    if as_supervised:
+        if not info.supervised_keys:
+            raise InvalidArgumentError(f"as_supervised=True, but {info.full_name} has no "
+                                       f"supervised_keys (see {metadata})", path=metadata)
+        _check_supervised_keys(info)
     instructions = _instructions(info, split)
-    for inst in instructions:
-        if not os.path.exists(inst.filename):
-            raise DatasetNotFoundError(
-                f"shard {inst.filename!r} of {info.full_name} is missing; dataset_info.json "
-                f"lists it (split {split!r} needs it): the directory is incomplete")
-    table = tuple((i.filename, i.skip, i.take, os.path.basename(i.filename))
-                  for i in instructions)
+    needed = {inst.filename for inst in instructions}
+    for name in info.splits:
+        if any(path in needed for path in info.splits[name].filepaths):
+            _check_shards(info, info.splits[name], needed)
+    table = tuple((i.filename, i.skip, i.take, os.path.basename(i.filename),
+                   i.examples_in_shard) for i in instructions)
     keys = Dataset.from_tensor_slices(np.array([str(k) for k in range(len(table))]))
     if shuffle_files:
         shuffle_seed = read_config.shuffle_seed if read_config.shuffle_seed is not None else seed
@@ -311,7 +517,8 @@ def _one_split(info: DatasetInfo, split: Any, shuffle_files: bool, as_supervised
                          num_parallel_calls=read_config.num_parallel_calls_for_interleave_files)
     assert info.features is not None
     feature = _apply_decoders(info.features, decoders, "")
-    decoder = _Decoder(feature, info.supervised_keys, as_supervised, read_config.add_tfds_id)
+    decoder = _Decoder(feature, info.supervised_keys, as_supervised, read_config.add_tfds_id,
+                       f"{info.data_dir} (split {str(split)!r})")
     return ds.map(decoder, num_parallel_calls=read_config.num_parallel_calls_for_decode)
 
 

@@ -26,12 +26,14 @@ from typing import Any
 
 import numpy as np
 
+from feedline.core.errors import InvalidArgumentError
 from feedline.formats.example import RaggedValues
 
 __all__ = [
-    "FALLBACK", "Audio", "BBoxFeature", "ClassLabel", "Feature", "FeaturesDict", "Image",
-    "RecordPlan", "Scalar", "Sequence", "Tensor", "TensorInfo", "Text", "Video", "decode_record",
-    "feature_from_json", "load_features", "record_plan",
+    "FALLBACK", "MAX_DECOMPRESSED_BYTES", "MAX_DIMENSION", "MAX_NESTING", "MAX_RANK", "Audio",
+    "BBoxFeature", "ClassLabel", "Feature", "FeaturesDict", "Image", "RecordPlan", "Scalar",
+    "Sequence", "Tensor", "TensorInfo", "Text", "Video", "decode_record", "feature_from_json",
+    "load_features", "record_plan",
 ]
 
 _DTYPES = {name: np.dtype(name) for name in (
@@ -41,12 +43,24 @@ _DTYPES["bfloat16"] = None  # known to TFDS, not to NumPy: an error names it whe
 _STRING = np.dtype(object)
 
 
-class FeatureError(ValueError):
+class FeatureError(InvalidArgumentError):
     """``features.json`` describes something feedline cannot decode, or a record does not
-    match its features."""
+    match its features (an :class:`~feedline.InvalidArgumentError`, so a ``ValueError``)."""
 
 
-def _dtype(name: str, where: str) -> np.dtype:
+#: Most dimensions of a feature, and the largest dimension, ``features.json`` may give.
+MAX_RANK = 32
+MAX_DIMENSION = (1 << 31) - 1
+#: Deepest nesting of FeaturesDict/Sequence in ``features.json``.
+MAX_NESTING = 32
+#: Most bytes one ``zlib``-encoded tensor of unknown size may decompress to (one of a known
+#: shape decompresses to exactly its size).
+MAX_DECOMPRESSED_BYTES = 1 << 30
+
+
+def _dtype(name: Any, where: str) -> np.dtype:
+    if not isinstance(name, str):
+        raise FeatureError(f"{where}: dtype is not a string: {_short(name)}")
     if name in ("string", "str", "object"):
         return _STRING
     dtype = _DTYPES.get(name, False)
@@ -56,9 +70,46 @@ def _dtype(name: str, where: str) -> np.dtype:
     return dtype
 
 
-def _shape(proto: Mapping[str, Any] | None) -> tuple[int | None, ...]:
-    dims = (proto or {}).get("dimensions", [])
-    return tuple(None if int(d) < 0 else int(d) for d in dims)
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _int(value: Any, where: str, low: int, high: int) -> int:
+    """An integer of proto-JSON (a number or a decimal string) in ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or \
+            isinstance(value, str) and not value.lstrip("-").isdigit() or \
+            isinstance(value, str) and len(value) > 20:
+        raise FeatureError(f"{where}: expected an integer, found {_short(value)}")
+    number = int(value)
+    if not low <= number <= high:
+        raise FeatureError(f"{where}: {number} is not in [{low}, {high}]")
+    return number
+
+
+def _object(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise FeatureError(f"{where}: expected a JSON object, found {_short(value)}")
+    return value
+
+
+def _string(value: Any, where: str, default: str | None) -> str | None:
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise FeatureError(f"{where}: expected a string, found {_short(value)}")
+    return value
+
+
+def _shape(proto: Any, where: str = "features.json") -> tuple[int | None, ...]:
+    where = f"{where}: shape"
+    dims = _object(proto if proto is not None else {}, where).get("dimensions", [])
+    if not isinstance(dims, list) or len(dims) > MAX_RANK:
+        raise FeatureError(f"{where}: expected a list of at most {MAX_RANK} dimensions, "
+                           f"found {_short(dims)}")
+    shape = tuple(_int(d, f"{where}.dimensions[{i}]", -1, MAX_DIMENSION)
+                  for i, d in enumerate(dims))
+    return tuple(None if d < 0 else d for d in shape)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,9 +205,34 @@ class Tensor(Feature):
         if self.encoding == "none":
             return value
         data = value if isinstance(value, bytes) else bytes(value)
+        known = None if -1 in shape else int(np.prod(shape, dtype=object)) * self.dtype.itemsize
         if self.encoding == "zlib":
-            data = zlib.decompress(data)
-        return np.frombuffer(data, self.dtype).reshape(shape).copy()
+            data = _inflate(data, min(MAX_DECOMPRESSED_BYTES, known if known is not None
+                                      and known >= 0 else MAX_DECOMPRESSED_BYTES))
+        if known is not None and len(data) != known or len(data) % self.dtype.itemsize:
+            raise FeatureError(f"a {self.encoding}-encoded tensor of {len(data)} bytes does "
+                               f"not hold {self.dtype} values of shape {tuple(shape)}")
+        try:
+            return np.frombuffer(data, self.dtype).reshape(shape).copy()
+        except ValueError:
+            raise FeatureError(f"a {self.encoding}-encoded tensor of {len(data)} bytes does "
+                               f"not hold {self.dtype} values of shape {tuple(shape)}") from None
+
+
+def _inflate(data: bytes, limit: int) -> bytes:
+    """``zlib.decompress(data)``, refusing a stream longer than ``limit`` bytes before it
+    is inflated whole (a small record must not become gigabytes)."""
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(data, limit + 1)
+    except zlib.error as error:
+        raise FeatureError(f"a zlib-encoded tensor is damaged ({error})") from None
+    if len(out) > limit:
+        raise FeatureError(f"a zlib-encoded tensor inflates to more than the {limit} bytes "
+                           "its shape allows")
+    if not inflater.eof:
+        raise FeatureError("a zlib-encoded tensor is truncated")
+    return out
 
 
 class Scalar(Tensor):
@@ -200,12 +276,25 @@ class ClassLabel(Tensor):
         self.num_classes = len(self.names) if names is not None else num_classes
 
     def load_metadata(self, directory: str, name: str | None) -> None:
+        from feedline.datasets.tfds_info import MAX_METADATA_BYTES
+
         path = os.path.join(directory, f"{name}.labels.txt")
-        try:
-            with open(path, encoding="utf-8") as f:
-                names = [line.strip() for line in f.read().split("\n") if line.strip()]
-        except OSError:
+        if not os.path.isfile(path):
             return
+        try:
+            with open(path, "rb") as f:
+                data = f.read(MAX_METADATA_BYTES + 1)
+            if len(data) > MAX_METADATA_BYTES:
+                raise FeatureError(f"{path}: more than {MAX_METADATA_BYTES} bytes of class "
+                                   "names", path=path)
+            text = data.decode("utf-8")
+        except OSError as error:
+            raise FeatureError(f"{path}: cannot be read ({error.strerror or error})",
+                               path=path) from None
+        except UnicodeDecodeError as error:
+            raise FeatureError(f"{path}: class names that are not UTF-8 (at byte "
+                               f"{error.start})", path=path, offset=error.start) from None
+        names = [line.strip() for line in text.split("\n") if line.strip()]
         self.names = names
         self.num_classes = len(names)
 
@@ -390,65 +479,103 @@ _KINDS = ("featuresDict", "sequence", "tensor", "classLabel", "text", "image", "
           "audio", "boundingBox")
 
 
-def feature_from_json(proto: Mapping[str, Any], where: str = "features.json") -> Feature:
+def feature_from_json(proto: Mapping[str, Any], where: str = "features.json",
+                      depth: int = 0) -> Feature:
     """A :class:`Feature` tree from the proto-JSON of ``features.json``.
 
     Args:
         proto: The decoded JSON of one feature (``{"pythonClassName": ..., "<kind>": {...}}``).
         where: What to name in errors (the file and the feature's path in it).
+        depth: How deep ``proto`` is nested (at most :data:`MAX_NESTING`).
 
     Raises:
-        FeatureError: an unknown feature type or dtype, naming ``where``.
+        FeatureError: an unknown feature type or dtype, or a field of the wrong kind,
+            naming ``where``.
 
     Example:
         >>> feature_from_json({"tensor": {"dtype": "float32", "shape": {"dimensions": ["-1"]}}})
         Tensor(shape=(None,), dtype=float32)
     """
-    class_name = proto.get("pythonClassName", "")
+    if depth > MAX_NESTING:
+        raise FeatureError(f"{where}: features nested more than {MAX_NESTING} levels deep")
+    try:
+        return _feature(_object(proto, where), where, depth)
+    except FeatureError as error:
+        if where in str(error):
+            raise
+        # A feature's own constructor says what is wrong, not where (an Image's dtype).
+        raise FeatureError(f"{where}: {error}", path=error.path) from None
+
+
+def _feature(proto: Mapping[str, Any], where: str, depth: int) -> Feature:
+    class_name = _string(proto.get("pythonClassName"), f"{where}: pythonClassName", "")
+    assert class_name is not None
     short = class_name.rsplit(".", 1)[-1]
     if "featuresDict" in proto:
-        children = proto["featuresDict"].get("features", {})
-        return FeaturesDict({name: feature_from_json(child, f"{where}/{name}")
+        content = _object(proto["featuresDict"], f"{where}: featuresDict")
+        children = _object(content.get("features", {}), f"{where}: featuresDict.features")
+        return FeaturesDict({str(name): feature_from_json(child, f"{where}/{name}", depth + 1)
                              for name, child in children.items()})
     if "sequence" in proto:
-        content = proto["sequence"]
-        length = int(content.get("length", -1))
-        return Sequence(feature_from_json(content["feature"], f"{where}[]"),
+        content = _object(proto["sequence"], f"{where}: sequence")
+        length = _int(content.get("length", -1), f"{where}: sequence.length", -1,
+                      MAX_DIMENSION)
+        if "feature" not in content:
+            raise FeatureError(f"{where}: sequence has no feature")
+        return Sequence(feature_from_json(content["feature"], f"{where}[]", depth + 1),
                         None if length < 0 else length)
     if "classLabel" in proto:
-        return ClassLabel(num_classes=int(proto["classLabel"].get("numClasses", 0)) or None)
+        content = _object(proto["classLabel"], f"{where}: classLabel")
+        count = _int(content.get("numClasses", 0), f"{where}: classLabel.numClasses", 0,
+                     (1 << 63) - 1)
+        return ClassLabel(num_classes=count or None)
     if "text" in proto:
         return Text()
     if "image" in proto:
-        content = proto["image"]
-        return Image(_shape(content.get("shape")), _dtype(content.get("dtype", "uint8"), where),
-                     content.get("encodingFormat"), bool(content.get("useColormap", False)))
+        content = _object(proto["image"], f"{where}: image")
+        return Image(_shape(content.get("shape"), where),
+                     _dtype(content.get("dtype", "uint8"), where),
+                     _string(content.get("encodingFormat"), f"{where}: image.encodingFormat",
+                             None), bool(content.get("useColormap", False)))
     if "video" in proto:
-        content = proto["video"]
-        return Video(_shape(content.get("shape")), _dtype(content.get("dtype", "uint8"), where),
-                     content.get("encodingFormat", "png"))
+        content = _object(proto["video"], f"{where}: video")
+        shape = _shape(content.get("shape"), where)
+        if len(shape) != 4:
+            raise FeatureError(f"{where}: a video's shape is [frames, height, width, "
+                               f"channels], found {shape}")
+        return Video(shape, _dtype(content.get("dtype", "uint8"), where),
+                     _string(content.get("encodingFormat"), f"{where}: video.encodingFormat",
+                             "png") or "png")
     if "audio" in proto:
-        content = proto["audio"]
-        encoding = content.get("encoding", "none")
-        return Audio(_shape(content.get("shape")), _dtype(content.get("dtype", "int64"), where),
+        content = _object(proto["audio"], f"{where}: audio")
+        encoding = _string(content.get("encoding"), f"{where}: audio.encoding", "none")
+        assert encoding is not None
+        rate = content.get("sampleRate")
+        return Audio(_shape(content.get("shape"), where),
+                     _dtype(content.get("dtype", "int64"), where),
                      "none" if encoding.lower() in ("", "none") else encoding,
-                     int(content["sampleRate"]) if "sampleRate" in content else None,
+                     None if rate is None else _int(rate, f"{where}: audio.sampleRate", 0,
+                                                    (1 << 63) - 1),
                      bool(content.get("lazyDecode", False)))
     if "boundingBox" in proto:
-        content = proto["boundingBox"]
-        return BBoxFeature(_shape(content.get("shape")),
+        content = _object(proto["boundingBox"], f"{where}: boundingBox")
+        return BBoxFeature(_shape(content.get("shape"), where),
                            _dtype(content.get("dtype", "float32"), where),
-                           content.get("bboxFormat", "REL_YXYX"))
+                           _string(content.get("bboxFormat"), f"{where}: bboxFormat",
+                                   "REL_YXYX") or "REL_YXYX")
     if "tensor" in proto:
-        content = proto["tensor"]
+        content = _object(proto["tensor"], f"{where}: tensor")
         kind = Scalar if short == "Scalar" else Tensor
-        return kind(_shape(content.get("shape")), _dtype(content["dtype"], where),
-                    content.get("encoding", "none"))
+        if "dtype" not in content:
+            raise FeatureError(f"{where}: tensor has no dtype")
+        encoding = _string(content.get("encoding"), f"{where}: tensor.encoding", "none")
+        return kind(_shape(content.get("shape"), where), _dtype(content["dtype"], where),
+                    encoding or "none")
     if "type" in proto and "content" in proto:
         raise FeatureError(f"{where}: this features.json is in the pre-2021 TFDS format "
-                           f"({proto['type']}), which feedline does not read; re-prepare "
-                           "the dataset with TFDS >= 4.3")
-    found = short or ", ".join(sorted(proto)) or "an empty object"
+                           f"({_short(proto['type'])}), which feedline does not read; "
+                           "re-prepare the dataset with TFDS >= 4.3")
+    found = short or ", ".join(sorted(map(str, proto))) or "an empty object"
     raise FeatureError(f"{where}: unknown feature type {found!r}; feedline decodes "
                        f"{', '.join(_KINDS)} (FeaturesDict, Sequence, Tensor, Scalar, "
                        "ClassLabel, Text, Image, Video, Audio, BBoxFeature)")
@@ -458,8 +585,8 @@ def load_features(directory: str) -> FeaturesDict | Feature:
     """The feature tree of a prepared TFDS directory, with ClassLabel names loaded.
 
     Raises:
-        FileNotFoundError: no ``features.json`` in ``directory``.
-        FeatureError: a feature feedline cannot decode, naming the file and feature.
+        FeatureError: no readable ``features.json`` in ``directory``, or one describing a
+            feature feedline cannot decode, naming the file and feature.
 
     Example:
         >>> import json, os, tempfile
@@ -472,14 +599,15 @@ def load_features(directory: str) -> FeaturesDict | Feature:
         >>> load_features(d)["label"].names
         ['no', 'yes']
     """
-    import json
+    from feedline.datasets.tfds_info import read_json
 
     path = os.path.join(directory, "features.json")
-    with open(path, encoding="utf-8") as f:
-        try:
-            proto = json.load(f)
-        except json.JSONDecodeError as error:
-            raise FeatureError(f"{path}: not valid JSON ({error})") from None
+    try:
+        proto = read_json(path, missing=FeatureError)
+    except FeatureError:
+        raise
+    except InvalidArgumentError as error:
+        raise FeatureError(str(error), path=path, offset=error.offset) from None
     feature = feature_from_json(proto, path)
     feature.load_metadata(directory, None)
     return feature

@@ -13,12 +13,15 @@ import dataclasses
 import json
 import os
 import re
+import string
 from typing import Any
 
+from feedline.core.errors import FeedlineError, InvalidArgumentError
 from feedline.datasets.tfds_features import Feature, load_features
 
-__all__ = ["DatasetInfo", "DatasetNotFoundError", "SplitInfo", "default_data_dir",
-           "find_dataset_dir", "list_datasets", "parse_name", "read_info"]
+__all__ = ["MAX_METADATA_BYTES", "MAX_SHARDS", "DatasetInfo", "DatasetNotFoundError", "SplitInfo",
+           "default_data_dir", "find_dataset_dir", "list_datasets", "parse_name", "read_info",
+           "read_json", "shard_files_on_disk", "validate_template"]
 
 _VERSION = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
 _WILDCARD = re.compile(r"^(0|[1-9]\d*|\*)(?:\.(0|[1-9]\d*|\*))?(?:\.(0|[1-9]\d*|\*))?$")
@@ -26,11 +29,165 @@ _NAME = re.compile(r"^(?P<name>[\w-]+)(?:/(?P<config>[\w\-.+]+))?(?::(?P<version
 _DEFAULT_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 _SUFFIXES = {"tfrecord": "tfrecord", "array_record": "array_record", "riegeli": "riegeli",
              "parquet": "parquet"}
+# The fields TFDS fills in a filepathTemplate (tfds.core.naming), and the widths a field may
+# be padded to: a width is a count of characters the format call allocates.
+_TEMPLATE_FIELDS = ("DATASET", "SPLIT", "FILEFORMAT", "SHARD_INDEX", "NUM_SHARDS",
+                    "SHARD_X_OF_Y")
+_FORMAT_SPEC = re.compile(r"^(?:[\w -]?[<>^])?0?\d{0,2}$")
+_MAX_TEMPLATE = 1024
+_SPLIT_NAME = re.compile(r"^[\w.+-]{1,256}$")
+_CONFIG_NAME = re.compile(r"^[\w\-.+]+$")
+_INT64_MAX = (1 << 63) - 1
+_MAX_NESTING = 32
+
+#: Largest ``dataset_info.json``/``features.json`` read (TFDS's are kilobytes; the cap keeps
+#: a damaged or hostile one from taking the memory of a JSON parse of any size).
+MAX_METADATA_BYTES = 64 << 20
+#: Most shards one split may list (TFDS's largest datasets have a few thousand).
+MAX_SHARDS = 100_000
 
 
-class DatasetNotFoundError(FileNotFoundError):
+class DatasetNotFoundError(FeedlineError, FileNotFoundError):
     """No prepared dataset (or config, version, split) by that name; the message lists
     what is there."""
+
+
+def read_json(path: str, missing: type[Exception] | None = None) -> Any:
+    """The decoded JSON of a metadata file, any problem a feedline error naming it.
+
+    Args:
+        path: The file.
+        missing: Raised (with a message naming the file) when it does not exist; default
+            :class:`InvalidArgumentError`.
+
+    Raises:
+        InvalidArgumentError: unreadable, larger than :data:`MAX_METADATA_BYTES`, not UTF-8
+            or not JSON (or nested deeper than Python's JSON parser goes).
+
+    Example:
+        >>> import json, os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.json")
+        >>> with open(path, "w") as f:
+        ...     _ = f.write('{"a": [1]}')
+        >>> read_json(path)
+        {'a': [1]}
+    """
+    try:
+        # A FIFO or a device would block or never end: only a regular file is read.
+        if os.path.exists(path) and not os.path.isfile(path):
+            raise InvalidArgumentError(f"{path}: not a regular file", path=path)
+        size = os.path.getsize(path)
+        if size > MAX_METADATA_BYTES:
+            raise InvalidArgumentError(
+                f"{path}: {size} bytes, more than the {MAX_METADATA_BYTES} a TFDS metadata "
+                "file may have (feedline.datasets.tfds_info.MAX_METADATA_BYTES)", path=path)
+        with open(path, "rb") as f:
+            data = f.read(MAX_METADATA_BYTES + 1)
+    except FileNotFoundError:
+        raise (missing or InvalidArgumentError)(f"{path}: no such file") from None
+    except OSError as error:
+        raise InvalidArgumentError(f"{path}: cannot be read ({error.strerror or error})",
+                                   path=path) from None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise InvalidArgumentError(f"{path}: not valid JSON (not UTF-8 at byte {error.start})",
+                                   path=path, offset=error.start) from None
+    except RecursionError:
+        raise InvalidArgumentError(f"{path}: not valid JSON for TFDS (nested too deeply)",
+                                   path=path) from None
+    except ValueError as error:
+        raise InvalidArgumentError(f"{path}: not valid JSON ({error})", path=path,
+                                   offset=getattr(error, "pos", None)) from None
+
+
+def _bad(path: str, field: str, message: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"{path}: field {field}: {message}", path=path)
+
+
+def _get(proto: dict[str, Any], key: str, kind: type | tuple[type, ...], path: str,
+         field: str, default: Any) -> Any:
+    """``proto[key]`` if it is a ``kind`` (``default`` if absent or null), else an error."""
+    value = proto.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise _bad(path, field, f"expected {_json_kind(names)}, found {_describe(value)}")
+    return value
+
+
+def _json_kind(python: str) -> str:
+    return (python.replace("str", "a string").replace("dict", "an object")
+            .replace("list", "a list").replace("bool", "true or false"))
+
+
+def _describe(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, (dict, list)) else \
+        ("an object" if isinstance(value, dict) else f"a list of {len(value)}")
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _count(value: Any, path: str, field: str) -> int:
+    """A non-negative int64, as proto-JSON writes one (a decimal string or a number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or \
+            isinstance(value, str) and not re.fullmatch(r"-?\d{1,20}", value):
+        raise _bad(path, field, f"expected an integer, found {_describe(value)}")
+    number = int(value)
+    if not 0 <= number <= _INT64_MAX:
+        raise _bad(path, field, f"expected a count from 0 to 2**63-1, found {number}")
+    return number
+
+
+def validate_template(template: str, where: str, num_shards: int = 2) -> str:
+    """``template`` if it is a filepathTemplate TFDS could have written: only TFDS's fields
+    (``{DATASET}``, ``{SPLIT}``, ``{FILEFORMAT}``, ``{SHARD_INDEX}``, ``{NUM_SHARDS}``,
+    ``{SHARD_X_OF_Y}``), a padding width of at most 99, a relative file name, and for
+    more than one shard a field that tells the shards apart.
+
+    Raises:
+        InvalidArgumentError: naming ``where`` and what is wrong.
+
+    Example:
+        >>> validate_template("{SPLIT}-{SHARD_INDEX}.rec", "x.json")
+        '{SPLIT}-{SHARD_INDEX}.rec'
+        >>> validate_template("/etc/{SPLIT}", "x.json")
+        Traceback (most recent call last):
+        ...
+        feedline.core.errors.InvalidArgumentError: x.json: filepathTemplate '/etc/{SPLIT}' ...
+    """
+    shown = repr(template) if len(template) <= 80 else repr(template[:77]) + "..."
+    if len(template) > _MAX_TEMPLATE:
+        raise InvalidArgumentError(f"{where}: filepathTemplate {shown} is longer than "
+                                   f"{_MAX_TEMPLATE} characters")
+    if os.path.isabs(template) or template.startswith(("/", "\\")) or "\0" in template:
+        raise InvalidArgumentError(f"{where}: filepathTemplate {shown} names an absolute path; "
+                                   "shard files are inside the dataset folder")
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as error:
+        raise InvalidArgumentError(f"{where}: filepathTemplate {shown} is not a template "
+                                   f"({error})") from None
+    indexed = False
+    for _, field, spec, conversion in parts:
+        if field is None:
+            continue
+        if field not in _TEMPLATE_FIELDS:
+            raise InvalidArgumentError(
+                f"{where}: filepathTemplate {shown} has the field {{{field}}}; TFDS's fields "
+                f"are {', '.join('{' + f + '}' for f in _TEMPLATE_FIELDS)}")
+        if conversion is not None or not _FORMAT_SPEC.match(spec or ""):
+            raise InvalidArgumentError(
+                f"{where}: filepathTemplate {shown}: the format of {{{field}}} "
+                f"({'!' + conversion if conversion else ''}{':' + spec if spec else ''}) is "
+                "not a padding of at most 99 characters")
+        indexed |= field in ("SHARD_INDEX", "SHARD_X_OF_Y")
+    if not indexed and num_shards > 1:
+        # Every shard would be the same file.
+        raise InvalidArgumentError(f"{where}: filepathTemplate {shown} has neither "
+                                   "{SHARD_INDEX} nor {SHARD_X_OF_Y}: its shards would share "
+                                   "one file name")
+    return template
 
 
 def default_data_dir() -> str:
@@ -138,11 +295,15 @@ def find_dataset_dir(name: str, data_dir: str | None = None) -> str:
 def _default_config(builder_dir: str) -> str:
     metadata = os.path.join(builder_dir, ".config", "metadata.json")
     configs = _configs(builder_dir)
-    try:
-        with open(metadata, encoding="utf-8") as f:
-            name = json.load(f).get("default_config_name")
-    except (OSError, ValueError):
-        name = None
+    name = None
+    if os.path.isfile(metadata):
+        proto = read_json(metadata)
+        name = proto.get("default_config_name") if isinstance(proto, dict) else None
+        # The name becomes a path below builder_dir: nothing else than a config's name.
+        if name is not None and (not isinstance(name, str) or not _CONFIG_NAME.match(name)
+                                 or name in (".", "..")):
+            raise _bad(metadata, "default_config_name",
+                       f"expected a config's name, found {_describe(name)}")
     if name:
         return name
     if len(configs) == 1:
@@ -211,9 +372,14 @@ class SplitInfo:
 
     @property
     def filepaths(self) -> list[str]:
-        """The shard files, in shard order."""
+        """The shard files, in shard order.
+
+        Raises:
+            InvalidArgumentError: ``filepath_template`` names a file outside ``directory``.
+        """
         n = self.num_shards
         digits = max(len(str(n)), 5)
+        top = os.path.normpath(self.directory)
         out = []
         for index in range(n):
             x, y = f"{index:0{digits}d}", f"{n:0{digits}d}"
@@ -221,11 +387,52 @@ class SplitInfo:
                 DATASET=self.dataset_name, SPLIT=self.name,
                 FILEFORMAT=_SUFFIXES.get(self.file_format, self.file_format),
                 SHARD_INDEX=x, NUM_SHARDS=y, SHARD_X_OF_Y=f"{x}-of-{y}")
-            out.append(os.path.join(self.directory, name))
+            path = os.path.normpath(os.path.join(top, name))
+            if os.path.isabs(name) or not path.startswith(top + os.sep):
+                raise InvalidArgumentError(
+                    f"{os.path.join(self.directory, 'dataset_info.json')}: split "
+                    f"{self.name!r}: filepathTemplate {self.filepath_template!r} names "
+                    f"{name!r}, outside the dataset folder {self.directory!r}",
+                    path=os.path.join(self.directory, "dataset_info.json"))
+            out.append(path)
         return out
 
     def __repr__(self) -> str:
         return f"<SplitInfo num_examples={self.num_examples}, num_shards={self.num_shards}>"
+
+
+def shard_files_on_disk(split: SplitInfo) -> list[str] | None:
+    """The names of the files in the split's folder that its ``filepath_template`` gives
+    for some shard index and count, sorted; ``None`` when the template cannot be matched
+    that way (a padded field, a subfolder).
+
+    Example:
+        >>> import os, tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> for name in ["ds-train.tfrecord-00000-of-00002", "ds-train.tfrecord-00001-of-00002",
+        ...              "ds-train.tfrecord-00002-of-00003", "ds-test.tfrecord-00000-of-00001"]:
+        ...     open(os.path.join(d, name), "w").close()
+        >>> shard_files_on_disk(SplitInfo("train", (3, 2), d, "ds", "tfrecord"))[-1]
+        'ds-train.tfrecord-00002-of-00003'
+    """
+    values = {"DATASET": re.escape(split.dataset_name), "SPLIT": re.escape(split.name),
+              "FILEFORMAT": re.escape(_SUFFIXES.get(split.file_format, split.file_format)),
+              "SHARD_INDEX": r"\d+", "NUM_SHARDS": r"\d+", "SHARD_X_OF_Y": r"\d+-of-\d+"}
+    pattern = []
+    for literal, field, spec, _ in string.Formatter().parse(split.filepath_template):
+        pattern.append(re.escape(literal))
+        if field is not None:
+            if spec:
+                return None
+            pattern.append(values[field])
+    if "/" in split.filepath_template or os.sep in split.filepath_template:
+        return None
+    regex = re.compile("".join(pattern))
+    try:
+        names = os.listdir(split.directory)
+    except OSError:
+        return None
+    return sorted(n for n in names if regex.fullmatch(n))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,30 +472,91 @@ class DatasetInfo:
 
 
 def _supervised_keys(proto: Any, path: str) -> Any:
+    field = "supervisedKeys"
     if not proto:
         return None
+    if not isinstance(proto, dict):
+        raise _bad(path, field, f"expected an object, found {_describe(proto)}")
     if "input" in proto or "output" in proto:  # TFDS < 4.4
-        return (proto.get("input", ""), proto.get("output", ""))
+        return (_get(proto, "input", str, path, f"{field}.input", ""),
+                _get(proto, "output", str, path, f"{field}.output", ""))
 
-    def nest(node: Any) -> Any:
+    def nest(node: Any, where: str, depth: int) -> Any:
+        if depth > _MAX_NESTING:
+            raise _bad(path, where, f"nested more than {_MAX_NESTING} levels")
+        if not isinstance(node, dict):
+            raise _bad(path, where, f"expected an object, found {_describe(node)}")
         if "featureKey" in node:
-            return node["featureKey"]
+            return _get(node, "featureKey", str, path, f"{where}.featureKey", "")
         if "tuple" in node:
-            return tuple(nest(item) for item in node["tuple"].get("items", []))
+            content = _get(node, "tuple", dict, path, f"{where}.tuple", {})
+            items = _get(content, "items", list, path, f"{where}.tuple.items", [])
+            return tuple(nest(item, f"{where}.tuple.items[{i}]", depth + 1)
+                         for i, item in enumerate(items))
         if "dict" in node:
-            return {k: nest(v) for k, v in node["dict"].get("dict", {}).items()}
-        raise ValueError(f"{path}: supervisedKeys entry {node!r} is not a featureKey, tuple "
-                         "or dict")
+            content = _get(node, "dict", dict, path, f"{where}.dict", {})
+            entries = _get(content, "dict", dict, path, f"{where}.dict.dict", {})
+            return {k: nest(v, f"{where}.dict.dict[{k!r}]", depth + 1)
+                    for k, v in entries.items()}
+        raise _bad(path, where, f"expected a featureKey, tuple or dict, found keys "
+                   f"{sorted(node)[:5]}")
 
-    return nest(proto)
+    return nest(proto, field, 0)
+
+
+def _split_info(split: Any, index: int, path: str, directory: str, name: str,
+                file_format: str) -> SplitInfo:
+    """One entry of ``splits``, checked: its shard lengths, their count and total, and a
+    template confined to the dataset folder."""
+    where = f"splits[{index}]"
+    if not isinstance(split, dict):
+        raise _bad(path, where, f"expected an object, found {_describe(split)}")
+    split_name = split.get("name")
+    if not isinstance(split_name, str) or not _SPLIT_NAME.match(split_name):
+        raise _bad(path, f"{where}.name", f"expected a split name (letters, digits, '_', "
+                   f"'-', '.', '+'), found {_describe(split_name)}")
+    where = f"splits[{index}] ({split_name!r})"
+    lengths = _get(split, "shardLengths", list, path, f"{where}.shardLengths", None)
+    shards = split.get("numShards")
+    if lengths is None:
+        if shards not in (None, "0", 0):
+            raise _bad(path, f"{where}.shardLengths", "missing (written by TFDS < 3.0); "
+                       "re-prepare the dataset with a newer TFDS")
+        lengths = []
+    if len(lengths) > MAX_SHARDS:
+        raise _bad(path, f"{where}.shardLengths", f"{len(lengths)} shards, more than "
+                   f"{MAX_SHARDS} (feedline.datasets.tfds_info.MAX_SHARDS)")
+    lengths = [_count(n, path, f"{where}.shardLengths[{i}]") for i, n in enumerate(lengths)]
+    if shards is not None and _count(shards, path, f"{where}.numShards") != len(lengths):
+        raise _bad(path, f"{where}.numShards", f"{int(shards)} shards, but shardLengths "
+                   f"lists {len(lengths)}")
+    statistics = _get(split, "statistics", dict, path, f"{where}.statistics", {})
+    total = statistics.get("numExamples")
+    if total is not None and _count(total, path, f"{where}.statistics.numExamples") \
+            != sum(lengths):
+        raise _bad(path, f"{where}.statistics.numExamples",
+                   f"{int(total)} examples, but the shardLengths add up to {sum(lengths)}")
+    template = _get(split, "filepathTemplate", str, path, f"{where}.filepathTemplate",
+                    "") or _DEFAULT_TEMPLATE
+    validate_template(template, f"{path}: field {where}.filepathTemplate", len(lengths))
+    info = SplitInfo(name=split_name, shard_lengths=tuple(lengths), directory=directory,
+                     dataset_name=name, file_format=file_format, filepath_template=template,
+                     num_bytes=_count(split.get("numBytes", 0), path, f"{where}.numBytes"))
+    info.filepaths  # noqa: B018 - refuses a template that leads outside the folder now
+    return info
 
 
 def read_info(directory: str) -> DatasetInfo:
     """The :class:`DatasetInfo` of a ``<name>[/<config>]/<version>`` directory.
 
+    Every field read is checked: shard lengths are counts, one per shard, adding up to the
+    split's ``statistics.numExamples`` when it is there; ``filepathTemplate`` uses TFDS's
+    fields only and names files inside ``directory``.
+
     Raises:
         DatasetNotFoundError: no ``dataset_info.json`` there.
-        ValueError: a malformed ``dataset_info.json`` (naming the file and field).
+        InvalidArgumentError: a malformed ``dataset_info.json`` or ``features.json``
+            (naming the file and the field).
 
     Example:
         >>> import json, os, tempfile
@@ -303,36 +571,42 @@ def read_info(directory: str) -> DatasetInfo:
         3
     """
     path = os.path.join(directory, "dataset_info.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            proto = json.load(f)
-    except FileNotFoundError:
+    if not os.path.exists(path):
         raise DatasetNotFoundError(f"{directory!r} is not a prepared TFDS dataset: it has no "
-                                   "dataset_info.json") from None
-    except ValueError as error:
-        raise ValueError(f"{path}: not valid JSON ({error})") from None
-    name = proto.get("name") or os.path.basename(os.path.dirname(directory))
-    file_format = proto.get("fileFormat") or "tfrecord"
-    splits = {}
-    for split in proto.get("splits", []):
-        if "shardLengths" not in split and split.get("numShards", "0") not in ("0", 0):
-            raise ValueError(f"{path}: split {split.get('name')!r} has no shardLengths "
-                             "(written by TFDS < 3.0); re-prepare it with a newer TFDS")
-        splits[split["name"]] = SplitInfo(
-            name=split["name"], shard_lengths=tuple(int(n) for n in split.get("shardLengths", [])),
-            directory=directory, dataset_name=name, file_format=file_format,
-            filepath_template=split.get("filepathTemplate") or _DEFAULT_TEMPLATE,
-            num_bytes=int(split.get("numBytes", 0)))
-    config = proto.get("configName") or None
-    version = proto.get("version") or os.path.basename(directory)
+                                   "dataset_info.json")
+    proto = read_json(path)
+    if not isinstance(proto, dict):
+        raise InvalidArgumentError(f"{path}: expected a JSON object, found "
+                                   f"{_describe(proto)}", path=path)
+    name = _get(proto, "name", str, path, "name", "") or \
+        os.path.basename(os.path.dirname(directory))
+    file_format = _get(proto, "fileFormat", str, path, "fileFormat", "") or "tfrecord"
+    splits: dict[str, SplitInfo] = {}
+    for index, split in enumerate(_get(proto, "splits", list, path, "splits", [])):
+        info = _split_info(split, index, path, directory, name, file_format)
+        if info.name in splits:
+            raise _bad(path, f"splits[{index}].name", f"split {info.name!r} is listed twice")
+        splits[info.name] = info
+    config = _get(proto, "configName", str, path, "configName", "") or None
+    version = _get(proto, "version", str, path, "version", "") or os.path.basename(directory)
     full_name = "/".join(p for p in (name, config, version) if p)
+    location = _get(proto, "location", dict, path, "location", {})
+    urls = _get(location, "urls", list, path, "location.urls", [])
+    homepage = urls[0] if urls else ""
+    if not isinstance(homepage, str):
+        raise _bad(path, "location.urls[0]", f"expected a string, found {_describe(homepage)}")
+    notes = _get(proto, "releaseNotes", dict, path, "releaseNotes", {})
+    for key, value in notes.items():
+        _get(notes, key, str, path, f"releaseNotes[{key!r}]", "")
     return DatasetInfo(
         name=name, full_name=full_name, config_name=config, version=version,
-        description=proto.get("description", ""), citation=proto.get("citation", ""),
-        homepage=(proto.get("location", {}).get("urls") or [""])[0],
-        features=load_features(directory), splits=splits,
+        description=_get(proto, "description", str, path, "description", ""),
+        citation=_get(proto, "citation", str, path, "citation", ""),
+        homepage=homepage, features=load_features(directory), splits=splits,
         supervised_keys=_supervised_keys(proto.get("supervisedKeys"), path),
-        disable_shuffling=bool(proto.get("disableShuffling", False)),
+        disable_shuffling=bool(_get(proto, "disableShuffling", bool, path,
+                                    "disableShuffling", False)),
         file_format=file_format, data_dir=directory,
-        config_description=proto.get("configDescription", ""),
-        release_notes=dict(proto.get("releaseNotes", {})))
+        config_description=_get(proto, "configDescription", str, path, "configDescription",
+                                ""),
+        release_notes=dict(notes))

@@ -101,7 +101,7 @@ def test_one_unusual_record_declines_the_batch_and_the_element_path_names_it():
         decoder, num_parallel_calls=2).batch(3)
     fused = take_outcomes(iter(ds))
     _same_outcomes(fused, take_outcomes(iter(ds.with_options(UNFUSED))))
-    assert fused[1] == Failed("ValueError")  # the batch holding the record without "y"
+    assert fused[1] == Failed("FeatureError")  # the batch holding the record without "y"
     assert [list(b["x"]) for b in fused if not isinstance(b, Failed)] == [[0, 1, 2], [3, 4, 5], [6]]
 
 
