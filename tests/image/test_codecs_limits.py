@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -23,10 +24,17 @@ DATA_LIMIT_MIB = 1024
 
 
 @pytest.fixture(autouse=True)
-def _default_limits(monkeypatch):
-    # The limits live in the environment: monkeypatch puts it back as it was after each test.
-    monkeypatch.delenv("FEEDLINE_IMAGE_MAX_PIXELS", raising=False)
-    monkeypatch.delenv("FEEDLINE_IMAGE_MAX_ANIMATION_BYTES", raising=False)
+def _default_limits():
+    # The limits live in the environment: each test starts from the defaults and leaves the
+    # environment as it found it (monkeypatch.delenv would not undo a variable set later).
+    names = ("FEEDLINE_IMAGE_MAX_PIXELS", "FEEDLINE_IMAGE_MAX_ANIMATION_BYTES")
+    saved = {name: os.environ.pop(name, None) for name in names}
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def bmp_bomb(width: int, height: int) -> bytes:
@@ -169,7 +177,7 @@ def test_bad_limits_are_refused(value):
 
 
 @pytest.mark.timeout(120)
-def test_worker_processes_inherit_the_limits_through_the_environment(tmp_path, monkeypatch):
+def test_worker_processes_inherit_the_limits_through_the_environment(monkeypatch):
     fli.set_decode_limits(max_pixels=12345)
     result = subprocess.run(
         [sys.executable, "-c", "from feedline import image as fli; "
