@@ -302,6 +302,16 @@ def _ragged_pipeline():
             .map(lambda batch: parse_example(batch, spec)).shuffle(3, seed=1))
 
 
+def test_ragged_values_refuse_splits_that_only_wrap_into_order():
+    # Steps near 2**63 wrap in int64, so "never decreases" held for splits far outside the
+    # values (found fuzzing RaggedFeature partitions, which build these).
+    big = (1 << 63) - 1
+    with pytest.raises(ValueError, match="row_splits"):
+        RaggedValues([1, 2, 3], [0, big, -big - 1, -1, 3])
+    with pytest.raises(ValueError, match="row_splits"):
+        RaggedValues(np.arange(3), [np.array([0, big, -big - 1, -1, 1]), np.array([0, 3])])
+
+
 def test_ragged_values_in_a_shuffle_buffer_checkpoint():
     elements = check_checkpointing(_ragged_pipeline(), steps=[0, 1, 3, 5])
     assert sorted(i for e in elements for i in e["id"].tolist()) == list(range(12))

@@ -54,8 +54,9 @@ class RaggedValues:
             raise ValueError("RaggedValues needs at least one level of row_splits")
         inner_size = len(self.values)
         for level in reversed(nested):
+            # In range first: steps near 2**63 wrap, and would read as never decreasing.
             if level.ndim != 1 or len(level) < 1 or level[0] != 0 or level[-1] != inner_size \
-                    or np.any(np.diff(level) < 0):
+                    or level.min() < 0 or level.max() > inner_size or np.any(np.diff(level) < 0):
                 raise ValueError(
                     "row_splits must start at 0, never decrease and end at the size of the "
                     f"level below ({inner_size}); found {level.tolist()}")
