@@ -371,6 +371,8 @@ def decode_jpeg(contents: Contents, channels: int = 0, ratio: int = 1,
     Args:
         contents: One JPEG-encoded image, or a batch of them (a sequence or 1-D array of bytes).
         channels: 0 for the file's own (1 for grayscale, 3 otherwise), 1 for grayscale, 3 for RGB.
+            CMYK and YCCK files decode to RGB as TensorFlow converts them (``R = K * C / 255`` on
+            an Adobe file's inverted samples); like TensorFlow, not to grayscale.
         ratio: Downscale by 1, 2, 4 or 8 while decoding (in the DCT domain), as tf.io's ``ratio``:
             the result is ``ceil(H / ratio) x ceil(W / ratio)``, with TensorFlow's pixels.
         fancy_upscaling: Smooth (True, tf.io's default) or replicate chroma when upsampling.
@@ -388,8 +390,8 @@ def decode_jpeg(contents: Contents, channels: int = 0, ratio: int = 1,
         ``[H, W, channels]`` uint8 for one image; ``[N, H, W, channels]`` for a batch.
 
     Raises:
-        InvalidArgumentError: ``contents`` is not a JPEG, is truncated or damaged, or a batch's
-            images differ in shape.
+        InvalidArgumentError: ``contents`` is not a JPEG, is truncated or damaged, is larger
+            than :func:`set_decode_limits` allows, or a batch's images differ in shape.
 
     Example:
         >>> image = np.zeros((32, 48, 3), np.uint8)
@@ -438,7 +440,8 @@ def decode_and_crop_jpeg(contents: Contents, crop_window: Sequence[int] | np.nda
         ``[height, width, channels]`` uint8 (``[N, height, width, channels]`` for a batch).
 
     Raises:
-        InvalidArgumentError: bad JPEG data, or a window that is empty or not inside the image.
+        InvalidArgumentError: bad JPEG data, an image over the decode limits, or a window
+            that is empty or not inside the image.
 
     Example:
         >>> data = encode_jpeg(np.zeros((32, 48, 3), np.uint8))
@@ -585,7 +588,8 @@ def decode_png(contents: Contents, channels: int = 0, dtype: type = np.uint8) ->
         ``[H, W, C]`` of ``dtype`` for one image; ``[N, H, W, C]`` for a batch.
 
     Raises:
-        InvalidArgumentError: ``contents`` is not a PNG or is truncated.
+        InvalidArgumentError: ``contents`` is not a PNG, is truncated, or is larger than
+            :func:`set_decode_limits` allows.
 
     Example:
         >>> data = encode_png(np.full((2, 3, 3), 200, np.uint8))
@@ -711,7 +715,8 @@ def decode_gif(contents: Contents) -> np.ndarray:
         ``[frames, H, W, 3]`` uint8; ``[N, frames, H, W, 3]`` for a batch.
 
     Raises:
-        InvalidArgumentError: ``contents`` is not a GIF or is damaged.
+        InvalidArgumentError: ``contents`` is not a GIF, is damaged, or its frames are larger
+            than :func:`set_decode_limits` allows (checked before decoding any).
 
     Example:
         >>> import io
@@ -746,13 +751,14 @@ def decode_image(contents: Contents, channels: int | None = None, dtype: type = 
             ``tf.image.convert_image_dtype`` (float in ``[0, 1]``; a PNG asked for uint16 or
             float is decoded at 16 bits, as TensorFlow does).
         expand_animations: For a GIF, True gives every frame ``[frames, H, W, 3]``; False the
-            first frame ``[H, W, 3]``, as for the other formats.
+            first frame ``[H, W, 3]``, as for the other formats (decoding no other frame).
 
     Returns:
         The decoded image (a batch stacks them).
 
     Raises:
-        InvalidArgumentError: unknown format, damaged data, or channels the format lacks.
+        InvalidArgumentError: unknown format, damaged data, channels the format lacks, or an
+            image over :func:`set_decode_limits`.
 
     Example:
         >>> data = encode_png(np.full((2, 2, 1), 255, np.uint8))
