@@ -13,6 +13,7 @@ distribution as tf.data's, not the same order.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
+from feedline.core.errors import DataLossError, FeedlineError, InvalidArgumentError
 
 __all__ = ["ALLOWLIST_FORMATS", "image_folder", "index_directory"]
 
@@ -31,12 +33,41 @@ _CHANNELS = {"rgb": 3, "rgba": 4, "grayscale": 1}
 
 
 def _valid_files(directory: str, follow_links: bool) -> list[tuple[str, str]]:
+    """``(folder, name)`` of every image below ``directory``, as Keras's walk gives them,
+    except that each real folder is read once: with ``follow_links``, a link back to a
+    folder above it (a loop) or a second link to one folder is not walked again."""
+    walked: list[tuple[str, list[str]]] = []
+    seen: set[tuple[int, int]] = set()
+    stack = [directory]
+    while stack:
+        root = stack.pop()
+        try:
+            status = os.stat(root)  # through the links: the real folder
+            with os.scandir(root) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError:
+            continue  # as os.walk: an unreadable folder is left out
+        if (status.st_dev, status.st_ino) in seen:
+            continue
+        seen.add((status.st_dev, status.st_ino))
+        files, folders = [], []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            if not is_dir:
+                files.append(entry.name)
+            elif follow_links or not entry.is_symlink():
+                folders.append(entry.path)
+        walked.append((root, files))
+        # Depth first in name order: the first path met to a folder is the one kept, and an
+        # ancestor always comes before the links back to it.
+        stack += reversed(folders)
     # Keras sorts the walk by folder path (a string sort), then the names in each folder.
     out = []
-    for root, _, files in sorted(os.walk(directory, followlinks=follow_links),
-                                 key=lambda x: x[0]):
-        out += [(root, name) for name in sorted(files)
-                if name.lower().endswith(ALLOWLIST_FORMATS)]
+    for root, files in sorted(walked, key=lambda x: x[0]):
+        out += [(root, name) for name in files if name.lower().endswith(ALLOWLIST_FORMATS)]
     return out
 
 
@@ -141,13 +172,18 @@ class _LoadImage:
         from feedline.image.resize import resize, resize_with_pad
 
         name = path_name(path)
-        with open_file(name, "rb") as file:
-            contents = file.read()
+        try:
+            with open_file(name, "rb") as file:
+                contents = file.read()
+        except OSError as error:
+            raise DataLossError(f"image_folder: cannot read {name} "
+                                f"({error.strerror or error})", path=name) from None
         try:
             image = decode_image(contents, channels=self.channels, expand_animations=False)
-        except Exception as error:
-            error.add_note(f"image_folder: while decoding {name}")
+        except MemoryError:
             raise
+        except Exception as error:  # noqa: BLE001 - every decode error names the file
+            raise _not_an_image(name, len(contents), error) from None
         height, width = self.image_size
         if self.crop:
             image = _center_crop(image, height, width)
@@ -159,6 +195,23 @@ class _LoadImage:
         if self.data_format == "channels_first":
             image = np.transpose(image, (2, 0, 1))
         return image
+
+
+# "got 123 bytes starting with b'...'" and any other bytes literal in a decoder's message.
+_PREVIEW = re.compile(r"""(?:;?\s*got\s+)?\d+ bytes starting with b(['"])(?:\\.|(?!\1).)*\1"""
+                      r"|(?:;\s*)?got \d+ bytes[^;)]*")
+_BYTES = re.compile(r"""\bb(['"])(?:\\.|(?!\1).)*\1""")
+
+
+def _not_an_image(name: str, size: int, error: Exception) -> FeedlineError:
+    """The error for a file that does not decode: the file, its size and what was
+    expected; never its contents (a file of secrets named ``*.png`` stays out of logs)."""
+    reason = _BYTES.sub("<bytes>", _PREVIEW.sub("", str(error))).strip()
+    message = (f"image_folder: {name} ({size} bytes) does not decode as a BMP, GIF, JPEG or "
+               f"PNG image: {reason or type(error).__name__}")
+    if isinstance(error, DataLossError):
+        return DataLossError(message, path=name)
+    return InvalidArgumentError(message, path=name)
 
 
 def _center_crop(image: np.ndarray, target_height: int, target_width: int) -> np.ndarray:

@@ -113,3 +113,69 @@ def test_bad_arguments(tmp_path):
         list(image_folder(str(tmp_path), verbose=False))
     assert any("broken.png" in note for note in getattr(raised.value, "__notes__", [])) or \
         "broken.png" in str(raised.value)
+
+
+@pytest.mark.parametrize("contents", [
+    b"SECRET-TOKEN-0123456789abcdef\n" * 3,  # not an image at all
+    b"\x89PNG\r\n\x1a\nSECRET-TOKEN-0123456789abcdef",  # a PNG signature, then anything
+    b"GIF89aSECRET-TOKEN-0123456789abcdef",
+    b"\xff\xd8\xffSECRET-TOKEN-0123456789abcdef",
+], ids=["text", "png", "gif", "jpeg"])
+def test_errors_name_the_file_and_size_not_its_bytes(tmp_path, contents):
+    bad = tmp_path / "c" / "key.png"
+    bad.parent.mkdir()
+    bad.write_bytes(contents)
+    with pytest.raises(fl.FeedlineError) as raised:
+        list(image_folder(str(tmp_path), verbose=False, batch_size=None))
+    error = raised.value
+    shown = "\n".join([str(error), *getattr(error, "__notes__", [])])
+    assert str(bad) in shown and f"({len(contents)} bytes)" in shown, shown
+    assert "does not decode as a BMP, GIF, JPEG or PNG image" in shown
+    assert "SECRET" not in shown and "TOKEN" not in shown, shown
+    assert error.__cause__ is None and error.path == str(bad)
+
+
+def test_an_unreadable_file_is_a_feedline_error(tmp_path):
+    folder = tmp_path / "c"
+    folder.mkdir()
+    image = folder / "gone.png"
+    image.write_bytes(b"x")
+    ds = image_folder(str(tmp_path), verbose=False, batch_size=None, shuffle=False)
+    image.unlink()
+    with pytest.raises(fl.DataLossError, match="image_folder: cannot read .*gone.png"):
+        list(ds)
+
+
+def _write_png(path):
+    import feedline.image as image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(image.encode_png(np.zeros((2, 2, 3), np.uint8)))
+
+
+def test_a_symlink_loop_yields_each_image_once(tmp_path):
+    for name in ["cat/1.png", "cat/sub/2.png", "dog/3.png"]:
+        _write_png(tmp_path / name)
+    os.symlink(tmp_path / "cat", tmp_path / "cat" / "sub" / "up")  # cat/sub/up -> cat: a loop
+    os.symlink(tmp_path / "dog", tmp_path / "dog" / "self")
+    os.symlink(tmp_path / "cat" / "sub", tmp_path / "cat" / "again")  # a second path to sub
+    paths, labels, names = index_directory(str(tmp_path), shuffle=False, follow_links=True)
+    assert [os.path.relpath(p, tmp_path) for p in paths] == [
+        "cat/1.png", "cat/again/2.png", "dog/3.png"]
+    assert labels.tolist() == [0, 0, 1] and names == ["cat", "dog"]
+    ds = image_folder(str(tmp_path), follow_links=True, shuffle=False, batch_size=None,
+                      image_size=(2, 2), verbose=False)
+    assert len(list(ds)) == 3
+    # Without following links, a link to a folder is not walked (as Keras).
+    paths, _, _ = index_directory(str(tmp_path), shuffle=False)
+    assert [os.path.relpath(p, tmp_path) for p in paths] == [
+        "cat/1.png", "cat/sub/2.png", "dog/3.png"]
+
+
+def test_followed_links_outside_a_loop_are_read(tmp_path):
+    _write_png(tmp_path / "elsewhere" / "deep" / "4.png")
+    _write_png(tmp_path / "root" / "cat" / "1.png")
+    os.symlink(tmp_path / "elsewhere", tmp_path / "root" / "cat" / "linked")
+    paths, _, _ = index_directory(str(tmp_path / "root"), shuffle=False, follow_links=True)
+    assert [os.path.relpath(p, tmp_path / "root") for p in paths] == [
+        "cat/1.png", "cat/linked/deep/4.png"]
