@@ -274,7 +274,7 @@ class ArrowData:
         >>> ArrowData(path)
         Traceback (most recent call last):
         ...
-        feedline.core.errors.DataLossError: HuggingFaceDataset: .../rows.arrow is truncated: its Arrow stream ends after record batch 0 (2 rows) at byte 296 without the end-of-stream marker
+        feedline.core.errors.DataLossError: HuggingFaceDataset: ...rows.arrow is truncated: its ...
     """
 
     def __init__(self, path: str) -> None:
