@@ -37,7 +37,10 @@ choice off with ``Options(autotune=AutotuneOptions(processes=False))``, or force
 without a trial with ``processes=True``.
 
 Checkpoints are those of the mode chosen (a ``prefetch`` state on threads, a
-``multiprocess`` state in processes); restoring follows the mode the state was saved in.
+``multiprocess`` state in processes); restoring follows the mode the state was saved in where
+the options allow it, and continues in this process otherwise (a feeder's position is the
+pipeline's own; ``n`` workers' shards run here, merged as the workers' would be:
+:mod:`feedline.placement.shards_in_process`), exactly in every case.
 """
 
 from __future__ import annotations
@@ -668,9 +671,9 @@ class AutoProcessesIterator(DatasetIterator):
         return self._inner.state_dict()
 
     def load_state_dict(self, state: State) -> None:
-        """Continue in the mode ``state`` was saved in: a state saved in processes goes on in
-        processes even where this run would have stayed on threads (one CPU,
-        ``processes=False``), so that it continues exactly."""
+        """Continue from ``state`` exactly: in the worker processes it was saved in where
+        this run may start them (even where it would have stayed on threads), else in this
+        process (``processes=False``, or fewer CPUs in the budget than workers saved)."""
         from feedline.placement.multiprocess import MultiprocessDataset, MultiprocessIterator
 
         self._held.clear()
@@ -687,6 +690,15 @@ class AutoProcessesIterator(DatasetIterator):
                                             "restored on threads from a state saved in a "
                                             "feeder process")
             return
+        if isinstance(state, dict) and state.get("type") == MultiprocessIterator.OPERATION \
+                and not self._may_start(state):
+            from feedline.placement.shards_in_process import ShardsInProcessIterator
+
+            self._replace(ShardsInProcessIterator(self._ctx, self._node.input_dataset, state))
+            self.decision = ProcessDecision(
+                "threads", 0, None, budget, f"restored in this process from a state saved in "
+                f"{len(state['ended'])} worker processes (this run may not start them)")
+            return
         if isinstance(state, dict) and state.get("type") == MultiprocessIterator.OPERATION:
             moved = MultiprocessDataset(self._node.input_dataset, AUTOTUNE)._make_iterator(
                 self._ctx)
@@ -700,6 +712,18 @@ class AutoProcessesIterator(DatasetIterator):
         self._inner.load_state_dict(state)
         self.decision = ProcessDecision("threads", 0, None, budget,
                                         "restored from a state saved on threads")
+
+    def _may_start(self, state: State) -> bool:
+        """Whether this run may start the worker processes ``state`` was saved in (a state
+        is data: it never starts more than the options allow, as ``multiprocess`` rules)."""
+        options = self._ctx.options
+        if options.autotune.processes is False:
+            return False
+        workers = state.get("workers")
+        if not workers or any(p is None for p in workers):
+            return True  # saved before every worker started: the processes start afresh
+        allowed = max(options.autotune_parallelism(), options.threading.max_parallelism or 0)
+        return len(state.get("ended", ())) <= allowed
 
     def _restore_feeder_on_threads(self, state: State) -> None:
         """Continue on threads from ``state``, saved where the whole pipeline ran in one
