@@ -364,19 +364,24 @@ class _TarStream:
                 return None
             header_name, kind, data_size = header
             if kind in _EXTENDED_TYPES:
-                payload = self._read(data_size, "an extended header", header_at)
-                self._skip(-data_size % _BLOCK)
+                # The whole blocks, as tarfile reads them: a long name ends at its first NUL
+                # and PAX records at the padding, even past the declared size.
+                payload = self._read(data_size + -data_size % _BLOCK, "an extended header",
+                                     header_at)
                 # Where extended headers follow each other, the first one's name and size
                 # count, as tarfile applies them (each to what the next ones give).
                 if kind == tarfile.GNUTYPE_LONGNAME and name is None:
                     name = payload.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-                elif kind in (tarfile.XHDTYPE, tarfile.SOLARIS_XHDTYPE):
+                elif kind in (tarfile.XHDTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.XGLTYPE):
                     records = _pax_records(payload, self.path, header_at)
+                    self._unsupported_pax(records, kind, header_at)
+                    if kind == tarfile.XGLTYPE:
+                        continue  # what remains of a global header names no sample's file
                     if name is None and "path" in records:
                         name = records["path"].rstrip("/")
                     if size is None and "size" in records:
                         size = _pax_size(records["size"], self.path, header_at)
-                continue  # a global header (XGLTYPE) sets nothing a sample uses
+                continue
             if kind == tarfile.GNUTYPE_SPARSE:
                 raise InvalidArgumentError(
                     f"WebDataset: member {header_name!r} at offset {start} of {self.path} is "
@@ -388,6 +393,20 @@ class _TarStream:
                 size = data_size = 0
             return _Member(start, name if name is not None else header_name, kind,
                            size if size is not None else data_size)
+
+    def _unsupported_pax(self, records: dict[str, str], kind: bytes, offset: int) -> None:
+        """Refuse PAX records that would change what tarfile reads in ways no WebDataset
+        writer uses: a global header's path or size (every later member renamed or
+        resized) and GNU sparse files."""
+        sparse = [key for key in records if key.startswith("GNU.sparse.")]
+        common = [key for key in ("path", "size") if key in records] \
+            if kind == tarfile.XGLTYPE else []
+        if sparse or common:
+            what = f"GNU sparse records {sparse}" if sparse else \
+                f"a global {' and '.join(common)} for every member after it"
+            raise InvalidArgumentError(
+                f"WebDataset: the PAX header at offset {offset} of {self.path} sets {what}, "
+                "which WebDataset shards do not use", path=self.path, offset=offset)
 
     def read_data(self, member: _Member) -> bytes:
         what = f"member {member.name!r}"
@@ -570,18 +589,17 @@ class _SampleCursor(RecordCursor):
             sample = {"__key__": sample["__key__"], "__url__": self._url,
                       **{f: sample[f] for f in self._fields}}
         if self._image is not None:
-            self._decode(sample, key, index)
+            self._decode(sample, key, index, self._image)
         return sample
 
-    def _decode(self, sample: dict[str, Any], key: str, index: int) -> None:
-        assert self._image is not None
+    def _decode(self, sample: dict[str, Any], key: str, index: int, spec: _ImageSpec) -> None:
         for field, value in sample.items():
             if field[:2] == "__":
                 continue
             last = field.rsplit(".", 1)[-1]
             try:
                 if last in _IMAGE_FIELDS:
-                    sample[field] = _decode_image(value, self._image)
+                    sample[field] = _decode_image(value, spec)
                 elif last in _INT_FIELDS:
                     sample[field] = np.int64(int(value))
             except Exception as error:  # noqa: BLE001 - any decoder failure is named

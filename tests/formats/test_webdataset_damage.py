@@ -236,3 +236,44 @@ def _members_then(data, extra):
     """``data`` (an archive) with ``extra`` inserted before its end-of-archive blocks."""
     end = data.rindex(b"c.txt")  # the last member's header; its data is one block
     return data[:end + 1024] + extra + data[end + 1024:]
+
+
+def _pax_header(kind, records):
+    payload = b""
+    for key, value in records:
+        record = b" %s=%s\n" % (key, value)
+        payload += str(len(record) + len(str(len(record) + 2))).encode() + record
+    info = tarfile.TarInfo("././@PaxHeader")
+    info.type, info.size = kind, len(payload)
+    return info.tobuf(tarfile.USTAR_FORMAT) + payload + bytes(-len(payload) % 512)
+
+
+@pytest.mark.parametrize(("kind", "records", "says"), [
+    (tarfile.XGLTYPE, [(b"path", b"every.txt")], "a global path for every member after it"),
+    (tarfile.XGLTYPE, [(b"size", b"1")], "a global size for every member after it"),
+    (tarfile.XHDTYPE, [(b"GNU.sparse.size", b"5")], "GNU sparse records"),
+])
+def test_pax_records_that_rename_or_resize_members_are_refused(tmp_path, kind, records, says):
+    # tarfile gives every member after a global header its path (so every sample the same
+    # key, webdataset's duplicate-field error or one merged sample); the reader ignored it.
+    path = tmp_path / "global.tar"
+    path.write_bytes(_pax_header(kind, records) + bytes(archive()))
+    with pytest.raises(fl.InvalidArgumentError, match=f"PAX header at offset 0 of .*global.tar "
+                                                      f"sets {says}") as raised:
+        list(fl.WebDataset(str(path)))
+    assert (raised.value.path, raised.value.offset) == (str(path), 0)
+    comment = tmp_path / "comment.tar"  # as git archive writes one: read as ever
+    comment.write_bytes(_pax_header(tarfile.XGLTYPE, [(b"comment", b"abc")]) + bytes(archive()))
+    assert feedline_samples(comment) == tarfile_samples(comment)
+
+
+def test_gnu_long_name_ends_at_its_nul_as_tarfile_reads_it(tmp_path):
+    # The name's NUL lies past the declared size (damage, or an odd writer): tarfile reads
+    # the whole block up to the NUL; the reader cut the name at the declared size.
+    data = bytearray(archive(tarfile.GNU_FORMAT))
+    info = tarfile.TarInfo("././@LongLink")
+    info.type, info.size = tarfile.GNUTYPE_LONGNAME, 3
+    long_name = info.tobuf(tarfile.USTAR_FORMAT) + b"longer.txt\0".ljust(512, b"\0")
+    path = tmp_path / "long.tar"
+    path.write_bytes(long_name + bytes(data))
+    assert feedline_samples(path)[0] == ("longer", "txt", b"x" * 10) == tarfile_samples(path)[0]

@@ -266,8 +266,11 @@ def _oracle(data: bytes) -> tuple[list[dict[str, Any]], str | None]:
             for member in tar:
                 if member.size < 0:  # tarfile would walk back and loop forever
                     return samples, "a negative size"
-                if member.type == tarfile.GNUTYPE_SPARSE:
+                if member.type == tarfile.GNUTYPE_SPARSE or any(
+                        key.startswith("GNU.sparse.") for key in member.pax_headers):
                     return samples, "a sparse member"
+                if "path" in tar.pax_headers or "size" in tar.pax_headers:
+                    return samples, "a global PAX path or size (refused by the reader)"
                 if not member.isreg():
                     continue
                 split = split_key(member.name)
