@@ -29,7 +29,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from feedline.core.errors import DataLossError
+from feedline.core.errors import DataLossError, InvalidArgumentError
 from feedline.core.iterator import IteratorContext
 from feedline.core.random_access import RandomAccessReader
 from feedline.core.validation import validate_optional_int
@@ -140,8 +140,8 @@ def resolve_files(path: Any, split: str | None) -> Resolved:
     if isinstance(path, (list, tuple)):
         names = [path_name(p) for p in path]
         if split is not None:
-            raise ValueError("HuggingFaceDataset: split= chooses a split of a folder; a list "
-                             "of files has none")
+            raise InvalidArgumentError("HuggingFaceDataset: split= chooses a split of a "
+                                       "folder; a list of files has none")
         return Resolved(names, {}, None, "files")
     path = path_name(path)
     fs, inner = _fs(path)
@@ -151,8 +151,8 @@ def resolve_files(path: Any, split: str | None) -> Resolved:
                                 path)
     if fs.isfile(inner):
         if split is not None:
-            raise ValueError(f"HuggingFaceDataset: split={split!r} chooses a split of a "
-                             f"folder; {path} is one file")
+            raise InvalidArgumentError(f"HuggingFaceDataset: split={split!r} chooses a split "
+                                       f"of a folder; {path} is one file", path=path)
         return Resolved([path], {}, None, "files")
     entries = {os.path.basename(e.rstrip("/")) for e in fs.ls(inner, detail=False)}
     if "dataset_dict.json" in entries:
@@ -160,10 +160,10 @@ def resolve_files(path: Any, split: str | None) -> Resolved:
                               ).get("splits", [])
         splits = [s for s in listed if isinstance(s, str)] if isinstance(listed, list) else []
         if split is None or split not in splits:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"HuggingFaceDataset: {path} is a DatasetDict with splits {splits}; "
                 + ("pass split=" if split is None else f"it has no split {split!r}")
-                + " (one of them)")
+                + " (one of them)", path=path)
         if "/" in split or split in (".", ".."):
             raise DataLossError(f"HuggingFaceDataset: the split list of {path} is damaged: "
                                 f"split {split!r} is not a folder name", path=path)
@@ -175,8 +175,8 @@ def resolve_files(path: Any, split: str | None) -> Resolved:
         saved_split = state.get("_split")
         saved_split = saved_split if isinstance(saved_split, str) else None
         if split is not None and saved_split not in (None, split):
-            raise ValueError(f"HuggingFaceDataset: {path} holds split {saved_split!r}, "
-                             f"not {split!r}")
+            raise InvalidArgumentError(f"HuggingFaceDataset: {path} holds split "
+                                       f"{saved_split!r}, not {split!r}", path=path)
         info = (_read_object(fs, _join(inner, "dataset_info.json"), "the dataset info")
                 if "dataset_info.json" in entries else {})
         files = [prefix + _join(inner, name) for name in _data_files(state, prefix + state_path)]
@@ -187,14 +187,15 @@ def resolve_files(path: Any, split: str | None) -> Resolved:
         if match and not name.startswith("cache-"):
             found.setdefault(match.group("split"), []).append(prefix + _join(inner, name))
     if not found:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"HuggingFaceDataset: {path} is not a saved Hugging Face dataset: it has no "
             "state.json (Dataset.save_to_disk), no dataset_dict.json "
-            "(DatasetDict.save_to_disk) and no <name>-<split>.arrow or .parquet cache files")
+            "(DatasetDict.save_to_disk) and no <name>-<split>.arrow or .parquet cache files",
+            path=path)
     if split is None or split not in found:
-        raise ValueError(f"HuggingFaceDataset: {path} is a cache folder with splits "
-                         f"{sorted(found)}; "
-                         + ("pass split=" if split is None else f"it has no split {split!r}"))
+        raise InvalidArgumentError(
+            f"HuggingFaceDataset: {path} is a cache folder with splits {sorted(found)}; "
+            + ("pass split=" if split is None else f"it has no split {split!r}"), path=path)
     info = (_read_object(fs, _join(inner, "dataset_info.json"), "the dataset info")
             if "dataset_info.json" in entries else {})
     return Resolved(found[split], info, split, "cache")
@@ -730,8 +731,8 @@ class _OpenTable:
         self.columns = list(names) if columns is None else list(columns)
         missing = [c for c in self.columns if c not in names]
         if missing:
-            raise ValueError(f"HuggingFaceDataset: {path} has no column(s) {missing}; its "
-                             f"columns are {names}")
+            raise InvalidArgumentError(f"HuggingFaceDataset: {path} has no column(s) "
+                                       f"{missing}; its columns are {names}", path=path)
         twice = sorted({n for n in self.columns if names.count(n) > 1})
         if twice:  # a lookup by name would be ambiguous; `datasets` never writes this
             raise DataLossError(f"HuggingFaceDataset: {path} has more than one column named "

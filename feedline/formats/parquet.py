@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from feedline.core.errors import DataLossError
+from feedline.core.errors import DataLossError, InvalidArgumentError
 from feedline.core.validation import validate_optional_int
 from feedline.formats._file_reader import FileReaderDataset, RecordCursor
 from feedline.formats.files import open_file
@@ -109,26 +109,38 @@ class _ParquetCursor(RecordCursor):
             self._columns = node.columns if node.columns is not None else list(names)
             missing = [c for c in self._columns if c not in names]
             if missing:
-                raise ValueError(f"ParquetDataset: {path} has no column(s) {missing}; its "
-                                 f"columns are {names}")
+                raise InvalidArgumentError(f"ParquetDataset: {path} has no column(s) "
+                                           f"{missing}; its columns are {names}", path=path)
             self._groups = self._parquet.num_row_groups
         except BaseException as error:
             self._file.close()
-            if isinstance(error, self._pa.ArrowException):
+            if isinstance(error, self._errors):
                 raise self._damage(error) from error
             raise
 
+    @property
+    def _errors(self) -> tuple[type[BaseException], ...]:
+        # pyarrow raises plain OSError (no ArrowException) for an IO status, which is what
+        # a damaged Thrift footer or page header gives.
+        return (self._pa.ArrowException, OSError)
+
     def _damage(self, error: BaseException) -> DataLossError:
         where = "its footer" if not hasattr(self, "_groups") else f"row group {self._group}"
-        return DataLossError(f"ParquetDataset: cannot read {where} of {self._path}: {error}",
+        text = str(error)
+        text = text if len(text) <= 300 else text[:300] + "..."  # it may quote damaged bytes
+        return DataLossError(f"ParquetDataset: cannot read {where} of {self._path}: {text}",
                              path=self._path, record_index=self._group)
 
     def _group_table(self) -> Any:
         if self._table is None:
             try:
-                self._table = self._parquet.read_row_group(self._group, columns=self._columns)
-            except self._pa.ArrowException as error:
+                table = self._parquet.read_row_group(self._group, columns=self._columns)
+                # Full validation before any conversion reads the buffers: cheap next to
+                # decoding, and what stands between damaged offsets and a crash.
+                table.validate(full=True)
+            except self._errors as error:
                 raise self._damage(error) from error
+            self._table = table
         return self._table
 
     def _next_group(self) -> None:
@@ -157,8 +169,12 @@ class _ParquetCursor(RecordCursor):
                 break
         if not pieces:
             raise StopIteration
-        table = pieces[0] if len(pieces) == 1 else self._pa.concat_tables(pieces)
-        return {name: _column_to_numpy(self._pa, table.column(name)) for name in self._columns}
+        try:
+            table = pieces[0] if len(pieces) == 1 else self._pa.concat_tables(pieces)
+            return {name: _column_to_numpy(self._pa, table.column(name))
+                    for name in self._columns}
+        except self._errors as error:
+            raise self._damage(error) from error
 
     def position(self) -> dict[str, Any]:
         return {"row_group": self._group, "row": self._row}

@@ -132,3 +132,23 @@ def test_without_pyarrow_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     with pytest.raises(ImportError, match=r"pip install feedline\[parquet\]"):
         ParquetDataset("x.parquet")
+
+
+def test_a_damaged_footer_is_a_data_loss_error_naming_the_file(tmp_path):
+    import struct
+
+    path = tmp_path / "damaged.parquet"
+    pq.write_table(pa.table({"x": list(range(10)), "s": [str(i) for i in range(10)]}),
+                   str(path))
+    data = bytearray(path.read_bytes())
+    footer = len(data) - 8 - struct.unpack("<i", data[-8:-4])[0]
+    data[footer] = 0xFF  # Thrift that does not parse: pyarrow raised a plain OSError
+    path.write_bytes(bytes(data))
+    with pytest.raises(fl.DataLossError, match="cannot read its footer of .*damaged.parquet: "
+                                               "Couldn't deserialize thrift") as caught:
+        list(fl.ParquetDataset(str(path)))
+    assert caught.value.path == str(path)
+    # A column it lacks is the caller's mistake: an InvalidArgumentError (a ValueError).
+    whole = write(tmp_path / "whole.parquet", pa.table({"x": [1]}))
+    with pytest.raises(fl.InvalidArgumentError, match=r"has no column\(s\) \['nope'\]"):
+        list(fl.ParquetDataset(whole, columns=["nope"]))
