@@ -65,6 +65,8 @@ from feedline.formats.webdataset import WebDataset
 from feedline.pipeline import PipelineIterator
 from feedline.profiling.report import profile
 from feedline.snapshot.info import SnapshotInfo, snapshot_info
+from feedline.sources.sql import SqlDataset
+from feedline.transforms.group_by_reducer import Reducer
 
 __version__ = "0.1.0"
 
@@ -96,11 +98,13 @@ __all__ = [
     "ProfilingOptions",
     "RaggedFeature",
     "RaggedValues",
+    "Reducer",
     "RestoredError",
     "ServiceError",
     "SnapshotInfo",
     "SparseFeature",
     "SparseValues",
+    "SqlDataset",
     "StepSchedule",
     "StopIterationError",
     "StructureError",

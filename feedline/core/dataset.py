@@ -847,6 +847,84 @@ class Dataset(abc.ABC):
         """
         return _transforms.reduce.reduce_dataset(self, initial_state, reduce_func)
 
+    def get_single_element(self, name: str | None = None) -> Element:
+        """The dataset's only element (tf.data's ``get_single_element``): an empty dataset or
+        a second element is an :class:`~feedline.InvalidArgumentError`.
+
+        Example:
+            >>> import feedline as fl
+            >>> int(fl.Dataset.range(3).skip(2).get_single_element())
+            2
+        """
+        return _transforms.get_single_element.get_single_element(self, name)
+
+    @staticmethod
+    def from_list(elements: list[Any], name: str | None = None) -> Dataset:
+        """One element per item of ``elements`` (tf.data's ``from_list``): items may differ
+        in shape, not in structure or dtype; random access.
+
+        Example:
+            >>> import feedline as fl
+            >>> [(int(a), b) for a, b in fl.Dataset.from_list([(1, b"x"), (2, b"y")])]
+            [(1, b'x'), (2, b'y')]
+        """
+        return _sources.from_list.ListDataset(elements, name)
+
+    def assert_cardinality(self, expected_cardinality: int, name: str | None = None) -> Dataset:
+        """The same elements, reporting ``expected_cardinality`` (tf.data's
+        ``assert_cardinality``); reading checks it (an input ending early, or longer, is an
+        :class:`~feedline.InvalidArgumentError` in tf.data's words).
+
+        Example:
+            >>> import feedline as fl
+            >>> fl.Dataset.range(9).filter(lambda x: x % 3 == 0).assert_cardinality(3).cardinality()
+            3
+        """
+        return _transforms.assert_cardinality.AssertCardinalityDataset(
+            self, expected_cardinality, name)
+
+    def pad_to_cardinality(self, cardinality: int, mask_key: str = "valid",
+                           name: str | None = None) -> Dataset:
+        """Dict elements padded with zero elements up to ``cardinality`` elements, ``mask_key``
+        saying which are real (tf.data's ``pad_to_cardinality``).
+
+        Example:
+            >>> import feedline as fl, numpy as np
+            >>> ds = fl.Dataset.from_tensor_slices({"x": np.array([7], np.int32)})
+            >>> [(int(e["x"]), bool(e["valid"])) for e in ds.pad_to_cardinality(2)]
+            [(7, True), (0, False)]
+        """
+        return _transforms.pad_to_cardinality.pad_to_cardinality(self, cardinality, mask_key,
+                                                                 name)
+
+    def group_by_reducer(self, key_func: Callable[..., Any], reducer: Any,
+                         name: str | None = None) -> Dataset:
+        """Fold the elements of each int64 key into a state with ``reducer``
+        (:class:`feedline.Reducer`); one output per key at the input's end (tf.data's
+        ``group_by_reducer``).
+
+        Example:
+            >>> import feedline as fl, numpy as np
+            >>> r = fl.Reducer(lambda k: np.int64(0), lambda s, x: s + 1, lambda s: s)
+            >>> [int(n) for n in fl.Dataset.range(5).group_by_reducer(lambda x: x % 2, r)]
+            [3, 2]
+        """
+        return _transforms.group_by_reducer.GroupByReducerDataset(self, key_func, reducer,
+                                                                  name)
+
+    def sparse_batch(self, batch_size: int, row_shape: Any,
+                     name: str | None = None) -> Dataset:
+        """Batch arrays of up to ``row_shape`` into one :class:`~feedline.SparseValues` per
+        batch (tf.data's ``sparse_batch``; ``None``/-1 dims: the largest in the batch).
+
+        Example:
+            >>> import feedline as fl, numpy as np
+            >>> ds = fl.Dataset.range(3).map(lambda n: np.full(n, n)).sparse_batch(3, [2])
+            >>> next(iter(ds)).to_dense().tolist()
+            [[0, 0], [1, 0], [2, 2]]
+        """
+        return _transforms.sparse_batch.SparseBatchDataset(self, batch_size, row_shape, name)
+
 
 def _upstream_first(dataset: Dataset) -> list[Dataset]:
     """Every node of the graph, inputs before the nodes reading them (each node once)."""

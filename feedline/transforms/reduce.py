@@ -31,7 +31,8 @@ def _types(spec: Element) -> list[str]:
     return shown
 
 
-def check_new_state(initial_spec: Element, state: Element, index: int) -> None:
+def check_new_state(initial_spec: Element, state: Element, index: int,
+                    stage: str = "reduce") -> None:
     """Raise ``TypeError`` if ``state`` differs from the initial state in structure or in a
     leaf's dtype (shapes may change, as tf.data relaxes them), as tf.data does.
 
@@ -45,12 +46,12 @@ def check_new_state(initial_spec: Element, state: Element, index: int) -> None:
     new_spec = spec_of(state)
     if not same_structure(initial_spec, new_spec):
         raise TypeError(
-            "reduce: The element structure for the new state must match the initial state. "
+            f"{stage}: The element structure for the new state must match the initial state. "
             f"Expected {describe(initial_spec)} but got {describe(new_spec)} {where}.")
     expected, got = _types(initial_spec), _types(new_spec)
     if expected != got:
         raise TypeError(
-            "reduce: The element types for the new state must match the initial state. "
+            f"{stage}: The element types for the new state must match the initial state. "
             f"Expected {expected} but got {got} {where}.")
 
 

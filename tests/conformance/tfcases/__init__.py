@@ -45,5 +45,10 @@ MODULES = [
     "counter",
     "group_by_window",
     "bucket_by_sequence_length",
+    "assert_cardinality",
+    "get_single_element",
+    "from_list",
+    "pad_to_cardinality",
+    "group_by_reducer",
 ]
 """The case modules, in the order the tables list them."""
