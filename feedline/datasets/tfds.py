@@ -415,8 +415,11 @@ def _instructions(info: DatasetInfo, split: Any) -> list[FileInstruction]:
         s = info.splits[name]
         out += file_instructions(from_, to, s.filepaths, s.shard_lengths)
     if not out:
-        raise ValueError(f"split {str(split)!r} of {info.full_name} selects no examples "
-                         f"(TFDS: 'Instruction [] corresponds to no data!')")
+        metadata = os.path.join(info.data_dir, "dataset_info.json")
+        raise InvalidArgumentError(
+            f"split {str(split)!r} of {info.full_name} selects no examples (TFDS: 'Instruction "
+            f"[] corresponds to no data!'); the shardLengths in {metadata} say how many "
+            "there are", path=metadata)
     return out
 
 

@@ -1,0 +1,16 @@
+"""Fuzzing fl.datasets.load on TFDS folders: no crash, no hang, no raw error, every error
+naming the file (or dataset folder) it is about, memory bounded."""
+
+from __future__ import annotations
+
+import pytest
+from fuzz_harness import assert_clean, fuzz_count
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("target", ["tfds_folder", "tfds_metadata", "tfds_records"])
+def test_load_survives_damaged_folders(target, tmp_path):
+    # Each input writes and loads a whole folder (~30 ms): fewer than the default count.
+    report = assert_clean("targets_tfds", target, tmp_path, seed=1, count=fuzz_count(60))
+    assert report.errors > 0  # the mutations did damage what they read
+    assert report.ok > 0  # and some inputs still read
