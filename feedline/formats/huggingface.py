@@ -420,10 +420,12 @@ class ArrowData:
             self._checked[index] = True
 
     def batches_between(self, start: int, stop: int) -> range:
-        """The indices of the record batches holding rows ``start`` to ``stop - 1``."""
-        first, last = (np.searchsorted(self.starts, [start, stop - 1], side="right") - 1
-                       ).tolist()
-        return range(first, last + 1)
+        """The indices of the record batches a slice of rows ``start`` to ``stop - 1`` may
+        touch: those holding the rows and any empty batch at either end (a slice may take
+        a zero-row chunk at its boundary along, and concatenating reads its buffers)."""
+        first = max(0, int(np.searchsorted(self.starts, start, side="left")) - 1)
+        last = min(len(self._batches), int(np.searchsorted(self.starts, stop, side="right")))
+        return range(first, last)
 
     def batch(self, index: int) -> Any:
         """Record batch ``index`` (validate it with :meth:`check` before converting it)."""
@@ -616,6 +618,7 @@ class HuggingFaceDataset(FileReaderDataset):
             channels)``; by default their value is the stored ``{"bytes": ..., "path":
             ...}``.
         block_size: Rows converted at once when reading in order (default 256).
+        name: Name of this stage in statistics and errors.
         check_row_count: Compare the rows of a local folder's files with the
             ``num_examples`` its ``dataset_info.json`` gives the split, when it gives one.
             ``None`` (default): a mismatch is a :class:`~feedline.DataLossError` in a
@@ -623,7 +626,6 @@ class HuggingFaceDataset(FileReaderDataset):
             (``datasets`` saves the count of the dataset a ``filter``, ``select`` or
             ``map`` started from, so it is stale there after one); ``True``: an error in
             both; ``False``: no comparison.
-        name: Name of this stage in statistics and errors.
 
     Values convert as ``datasets`` stores them: numbers and bools to NumPy scalars of their
     dtype, strings to ``bytes`` (as :class:`~feedline.ParquetDataset` and every feedline
@@ -658,8 +660,8 @@ class HuggingFaceDataset(FileReaderDataset):
 
     def __init__(self, path: Any, split: str | None = None,
                  columns: Sequence[str] | None = None, decode_images: bool = False,
-                 block_size: int | None = None, check_row_count: bool | None = None,
-                 name: str | None = None) -> None:
+                 block_size: int | None = None, name: str | None = None,
+                 check_row_count: bool | None = None) -> None:
         _pyarrow()
         if isinstance(columns, str):
             raise TypeError(f"HuggingFaceDataset: columns must be a list of column names, not "
