@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 import feedline as fl
-from feedline.core.errors import FeedlineError
+from feedline.core.errors import DataLossError, FeedlineError
 from feedline.formats import tfrecord as tfrecord_module
 from feedline.formats.example import (
     ExampleParseError,
@@ -358,6 +358,53 @@ def _read_tfrecord_random_framed(data: bytes, scratch: Path) -> None:
                           _fix_crcs(data), scratch)
 
 
+_INDEXED = 3  # which of _tfrecord_files() the index target's inputs index
+_MTIME_NS = 1_700_000_000_123_456_789
+
+
+def _index_corpus(folder: Path) -> list[bytes]:
+    from feedline.formats.tfrecord_index import _encode
+
+    data = _tfrecord_files()[_INDEXED]
+    offsets = [0]
+    while offsets[-1] < len(data):
+        offsets.append(offsets[-1] + 16 + struct.unpack_from("<Q", data, offsets[-1])[0])
+    return [_encode(np.array(offsets, dtype=np.int64), len(data), _MTIME_NS)]
+
+
+def _read_index(data: bytes, scratch: Path) -> None:
+    """A damaged record index (the cache's file) of an intact TFRecord file: mostly with its
+    CRC, size and time made right, so that it is trusted; the records must still read as
+    they are, or an error must name the index."""
+    from feedline.formats.tfrecord_index import TFRecordRandomReader, index_path
+
+    os.environ["FEEDLINE_CACHE_DIR"] = str(scratch / "cache")  # emptied for every input
+    records = _tfrecord_files()[_INDEXED]
+    path = scratch / "input.tfrecord"
+    path.write_bytes(records)
+    os.utime(path, ns=(_MTIME_NS, _MTIME_NS))
+    rng = _seeded(data)
+    if len(data) >= 36 and rng.random() < 0.9:
+        body = bytearray(data[:-4])
+        if rng.random() < 0.8:
+            body[12:28] = struct.pack("<QQ", len(records), _MTIME_NS)
+        if rng.random() < 0.3:  # the record count made to fit the offsets' bytes
+            body[28:36] = struct.pack("<Q", max(0, (len(body) - 36) // 8 - 1))
+        from feedline.formats.tfrecord import _crc32c
+
+        data = bytes(body) + struct.pack("<I", _crc32c(bytes(body)))
+    location = Path(index_path(str(path)))
+    location.parent.mkdir(parents=True, exist_ok=True)
+    location.write_bytes(data)
+    expected, _ = _oracle_tfrecord(records)
+    with TFRecordRandomReader([str(path)]) as reader:
+        order = list(range(len(reader)))
+        rng.shuffle(order)
+        got = reader.get_many(order)
+    if len(order) != len(expected) or got != [expected[i] for i in order]:
+        raise OracleMismatch("a damaged index read other records than the file holds")
+
+
 # ------------------------------------------------------------------------ tf.train.Example
 # The wire format, enough to mutate a message and write it back with consistent lengths.
 def _varint(value: int) -> bytes:
@@ -517,6 +564,16 @@ _STRICT_SPEC = {
     "empty": FixedLenFeature([0], "float32"),
 }
 
+# Every key as a var-len feature of its type: any count is right, so the C path hands out
+# results (its filling code) for most mutants, not only its scan before stepping aside.
+_VAR_LEN_SPEC = {
+    **{key: VarLenFeature("int64") for key in (
+        "id", "vector", "label", "tokens", "rv", "rl", "ss", "ids", "starts", "limits", "si")},
+    **{key: VarLenFeature("float32") for key in ("weights", "scores", "frames", "sv", "pv",
+                                                 "empty")},
+    **{key: VarLenFeature("string") for key in ("name", "words", "iv")},
+}
+
 
 def _example_records() -> list[bytes]:
     rng = random.Random(11)
@@ -549,8 +606,11 @@ def _example_records() -> list[bytes]:
     return records
 
 
+_EXAMPLES = _example_records()
+
+
 def _example_corpus(folder: Path) -> list[bytes]:
-    return _example_records()
+    return list(_EXAMPLES)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -603,20 +663,18 @@ def _parse_both_ways(function: Any, *args: Any) -> Any:
     return native[1]
 
 
-_GOOD = None
-
-
 def _read_example(data: bytes, scratch: Path) -> None:
-    global _GOOD
-    if _GOOD is None:
-        _GOOD = _example_records()[:2]
     rng = _seeded(data)
-    if rng.random() < 0.6:
+    if _parse_wire(data) is None and rng.random() < 0.5:
+        # Byte damage broke the wire format (most of it does, and the parsers only scan such
+        # a record): half of these start over from a valid record, damaged on the wire.
+        data = rng.choice(_EXAMPLES)
+    if rng.random() < 0.7:
         for _ in range(rng.randint(1, 3)):
             data = _mutate_wire(data, rng)
     errors: list[ExampleParseError] = []
-    for spec in (_LENIENT_SPEC, _STRICT_SPEC):
-        for index, batch in ((1, [_GOOD[0], data, _GOOD[1]]), (0, [data])):
+    for spec in (_LENIENT_SPEC, _STRICT_SPEC, _VAR_LEN_SPEC):
+        for index, batch in ((1, [_EXAMPLES[0], data, _EXAMPLES[1]]), (0, [data])):
             try:
                 _parse_both_ways(parse_example, batch, spec)
             except ExampleParseError as error:
@@ -706,6 +764,27 @@ def _read_make_csv(data: bytes, scratch: Path) -> None:
                                   prefetch_buffer_size=0)
     for _ in _read_all(dataset):
         pass
+
+
+def _csv_gzip_corpus(folder: Path) -> list[bytes]:
+    return [_compress(f, "GZIP") for f in _CSV_FILES]
+
+
+def _read_csv_gzip(data: bytes, scratch: Path) -> None:
+    path = scratch / "input.csv.gz"
+    data, plain = _plain_or_recompressed(data, "GZIP")
+    path.write_bytes(data)
+    dataset = fl.CsvDataset(str(path), [np.int64(0), 0.0, b"", np.int32(0)], header=True,
+                            compression_type="GZIP", buffer_size=32)
+    try:
+        for _ in _read_all(dataset):
+            pass
+    except DataLossError:
+        if plain is not None:
+            raise OracleMismatch("intact compressed data raised DataLossError") from None
+        raise
+    if plain is None:
+        raise OracleMismatch("damaged compressed data read without an error")
 
 
 # --------------------------------------------------------------------------- ArrayRecord
@@ -853,6 +932,8 @@ TARGETS = {
     "tfrecord_random_framed": FuzzTarget(corpus=_tfrecord_corpus,
                                          read=_read_tfrecord_random_framed, allowed=_ALLOWED,
                                          where=_names_file_and_place, memory_cap_mib=512),
+    "tfrecord_index": FuzzTarget(corpus=_index_corpus, read=_read_index, allowed=_ALLOWED,
+                                 where=_names_file, memory_cap_mib=512),
     # Example: outputs are bounded by the record's size (a few KiB here).
     "example": FuzzTarget(corpus=_example_corpus, read=_read_example, allowed=(
         ExampleParseError,), where=_names_record, memory_cap_mib=512),
@@ -865,6 +946,8 @@ TARGETS = {
     "csv_selected": FuzzTarget(corpus=_csv_corpus, read=_read_csv_selected, allowed=_ALLOWED,
                                where=_names_file_and_place, memory_cap_mib=512),
     "make_csv": FuzzTarget(corpus=_csv_corpus, read=_read_make_csv, allowed=_ALLOWED,
+                           where=_names_file_and_place, memory_cap_mib=512),
+    "csv_gzip": FuzzTarget(corpus=_csv_gzip_corpus, read=_read_csv_gzip, allowed=_ALLOWED,
                            where=_names_file_and_place, memory_cap_mib=512),
     # ArrayRecord: the C++ reader keeps a chunk (the files here are under 256 KiB).
     "array_record": FuzzTarget(corpus=_array_record_corpus, read=_read_array_record,
