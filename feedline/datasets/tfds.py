@@ -5,14 +5,16 @@ The pipeline is TFDS's own reading pipeline rebuilt from feedline's readers::
 
     from_tensor_slices(shard instructions)       # the shards a split expression needs
       [.shuffle(len, seed)]                      # shuffle_files
-      .interleave(read one shard [.skip][.take], cycle_length=16, block_length=16)
+      .interleave(read one shard's [skip, skip + take), cycle_length=16, block_length=16)
       .map(decode)                               # features.json -> NumPy
 
 ``cycle_length`` is 1 when the dataset was written with ``disable_shuffling`` (TFDS's rule),
 so with the defaults the records come in TFDS's order. Shards outside the requested slice are
-never opened. The instructions are the pipeline's source of file names, so the auto-shard
-``"file"`` policy (worker processes, ``distribute``) gives each shard its own shard files,
-and checkpoints are the readers' positions.
+never opened. Each shard read is counted against its ``shardLengths``: a truncated shard is
+a ``DataLossError`` naming it, never a shorter split. The instructions are the pipeline's
+source of file names, so the auto-shard ``"file"`` policy (worker processes,
+``distribute``) gives each shard its own shard files, and checkpoints are the readers'
+positions.
 
 ArrayRecord shards (``feedline[array_record]``) are read in the order of TFDS's
 ``tfds.data_source`` (TFDS has no ``tf.data`` reader for them): instruction after instruction.
@@ -555,7 +557,13 @@ def load(name: str, split: Any = None, data_dir: str | os.PathLike[str] | None =
     Raises:
         DatasetNotFoundError: no such dataset, config, version or split (listing those
             present), or a shard file missing.
-        FeatureError: ``features.json`` has a feature feedline cannot decode.
+        InvalidArgumentError: a malformed ``dataset_info.json`` (naming it and the field),
+            or a ``filepathTemplate`` naming a file outside the dataset folder.
+        FeatureError: ``features.json`` has a feature feedline cannot decode, or (while
+            iterating) a record does not decode as it describes.
+        DataLossError: while iterating, a damaged shard, or one holding fewer or more
+            records than ``shardLengths`` gives it (naming the file and both counts);
+            at load, shard files of a split that ``shardLengths`` does not list.
         ValueError: a malformed split expression, or one that selects nothing.
 
     Example:
