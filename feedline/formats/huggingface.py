@@ -423,9 +423,13 @@ class ArrowData:
         """The indices of the record batches a slice of rows ``start`` to ``stop - 1`` may
         touch: those holding the rows and any empty batch at either end (a slice may take
         a zero-row chunk at its boundary along, and concatenating reads its buffers)."""
-        first = max(0, int(np.searchsorted(self.starts, start, side="left")) - 1)
-        last = min(len(self._batches), int(np.searchsorted(self.starts, stop, side="right")))
-        return range(first, last)
+        starts = self.starts
+        first, last = (np.searchsorted(starts, [start, stop - 1], side="right") - 1).tolist()
+        while first > 0 and starts[first - 1] == starts[first]:
+            first -= 1
+        while last + 2 < len(starts) and starts[last + 2] == starts[last + 1]:
+            last += 1
+        return range(first, last + 1)
 
     def batch(self, index: int) -> Any:
         """Record batch ``index`` (validate it with :meth:`check` before converting it)."""
