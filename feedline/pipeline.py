@@ -78,7 +78,8 @@ class PipelineIterator:
         from feedline.execution import allocator
         from feedline.optimize import optimize
 
-        allocator.configure()  # once per process: records freed and allocated per batch
+        allocator.pipeline_started()  # records freed and allocated per batch: see there
+        self._allocator_held = True
         options = dataset.options()
         self._user_dataset = dataset
         self._saved_fingerprint: PipelineFingerprint | None = None
@@ -244,6 +245,10 @@ class PipelineIterator:
                 root.close()
             finally:
                 self._ctx.close_kept()
+                if self.__dict__.pop("_allocator_held", False):
+                    from feedline.execution import allocator
+
+                    allocator.pipeline_ended()
 
     def __enter__(self) -> Self:
         return self

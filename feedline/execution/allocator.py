@@ -16,6 +16,11 @@ the process has freed one large block (common where tensors are batched). It lea
 allocator alone where the user configured it
 (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, ``MALLOC_TOP_PAD_``, or malloc
 tunables in ``GLIBC_TUNABLES``), with ``FEEDLINE_MALLOC_TUNING=0``, and on other C libraries.
+
+The memory kept is the pipelines' to use while they run, not the training process's to carry
+after: when the last pipeline of a process closes (:func:`pipeline_ended`), what the
+thresholds kept is given back (``malloc_trim``), so a process that builds and closes many
+pipelines ends where it started (``benchmarks/malloc_tuning.py`` measures both sides).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ _USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TO
 
 _lock = threading.Lock()
 _outcome: str | None = None
+_open_pipelines = 0
 
 
 def configure() -> str:
@@ -76,3 +82,33 @@ def _configure() -> str:
             or mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) != 1:
         return "mallopt failed"
     return "configured"
+
+
+def pipeline_started() -> None:
+    """A pipeline starts in this process: configure the allocator (once) and count it.
+
+    Example:
+        >>> pipeline_started(); pipeline_ended()
+    """
+    global _open_pipelines
+    configure()
+    with _lock:
+        _open_pipelines += 1
+
+
+def pipeline_ended() -> None:
+    """A pipeline of this process closed: once none is open, give back to the kernel the
+    free memory the thresholds kept (what a pipeline's batches freed)."""
+    global _open_pipelines
+    with _lock:
+        _open_pipelines = max(0, _open_pipelines - 1)
+        last = _open_pipelines == 0 and _outcome == "configured"
+    if last:
+        _give_back()
+
+
+def _give_back() -> None:
+    try:
+        ctypes.CDLL(None).malloc_trim(0)  # ctypes releases the GIL for the call
+    except (OSError, AttributeError):
+        pass  # configured means glibc, which has it; nothing to give back otherwise
