@@ -847,6 +847,16 @@ class Dataset(abc.ABC):
         """
         return _transforms.reduce.reduce_dataset(self, initial_state, reduce_func)
 
+    def __repr__(self) -> str:
+        """The pipeline: the calls that build it, with their key arguments.
+
+        Example:
+            >>> import feedline as fl
+            >>> fl.Dataset.range(8).batch(4, drop_remainder=True)
+            <feedline.Dataset range(0, 8).batch(4, drop_remainder=True)>
+        """
+        return _transforms.pipeline_repr.pipeline_repr(self)
+
     def get_single_element(self, name: str | None = None) -> Element:
         """The dataset's only element (tf.data's ``get_single_element``): an empty dataset or
         a second element is an :class:`~feedline.InvalidArgumentError`.
