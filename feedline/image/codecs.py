@@ -1,5 +1,6 @@
-"""Image codecs: tf.io's ``decode_jpeg`` / ``decode_png`` / ``decode_gif`` / ``decode_image``,
-``decode_and_crop_jpeg``, ``extract_jpeg_shape``, ``encode_jpeg`` / ``encode_png``.
+"""Image codecs: tf.io's ``decode_jpeg`` / ``decode_png`` / ``decode_gif`` / ``decode_webp`` /
+``decode_image``, ``decode_and_crop_jpeg``, ``extract_jpeg_shape``, ``encode_jpeg`` /
+``encode_png``.
 
 Every decoder takes one encoded image (``bytes``) or a batch of them (a sequence or a 1-D
 object array, as ``Dataset.batch`` makes of ``bytes`` elements); a batch decodes into one
@@ -7,7 +8,7 @@ stacked array ``[N, H, W, C]`` when the images agree in shape, and is an
 :class:`~feedline.InvalidArgumentError` naming the first disagreeing element otherwise.
 
 The work runs in native code that releases the GIL (libjpeg-turbo through simplejpeg for JPEG,
-OpenCV for PNG and BMP, Pillow for GIF), so a threaded ``Dataset.map`` decodes on every core.
+OpenCV for PNG and BMP, Pillow for GIF and WebP), so a threaded ``Dataset.map`` decodes on every core.
 
 Pixels are TensorFlow's: ``decode_jpeg`` uses libjpeg-turbo with tf.io's defaults (the fast
 integer IDCT, fancy upsampling) and gives the same bytes as ``tf.io.decode_jpeg`` for the
@@ -38,6 +39,7 @@ _JPEG_MAGIC = b"\xff\xd8\xff"
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _GIF_MAGICS = (b"GIF87a", b"GIF89a")
 _BMP_MAGIC = b"BM"
+_RIFF_MAGIC, _WEBP_MAGIC = b"RIFF", b"WEBP"  # a WebP file: RIFF, its size, WEBP
 # libpng's rgb_to_gray coefficients for (0.299, 0.587), the weights tf.io.decode_png asks for,
 # in 1/32768 units; 8-bit samples truncate, 16-bit samples round (libpng's two code paths).
 _GRAY_WEIGHTS = (9797, 19234, 3737)
@@ -729,6 +731,129 @@ def decode_gif(contents: Contents) -> np.ndarray:
     return _map_contents(contents, "decode_gif", lambda data: _decode_gif_one(data, "decode_gif"))
 
 
+def _is_webp(data: bytes) -> bool:
+    return data.startswith(_RIFF_MAGIC) and data[8:12] == _WEBP_MAGIC
+
+
+def _webp_layout(data: bytes, op: str) -> tuple[int, int, int, bool]:
+    """``(frames, height, width, animated)`` of a WebP from its RIFF chunks, decoding nothing.
+
+    The first chunk is the image (``VP8 `` lossy, ``VP8L`` lossless) or the extended header
+    (``VP8X``, with the canvas size and flags); an animation's frames are its ``ANMF`` chunks.
+    """
+    def bad(what: str) -> InvalidArgumentError:
+        return InvalidArgumentError(f"{op}: invalid WebP header ({what}); got {_preview(data)}")
+
+    if len(data) < 30:
+        raise bad("shorter than a WebP header")
+    kind, payload = data[12:16], 20
+    if kind == b"VP8 ":  # a key frame: 3 bytes of tag, the start code, 14-bit sides
+        if data[payload + 3:payload + 6] != b"\x9d\x01\x2a":
+            raise bad("no VP8 start code")
+        width, height = struct.unpack("<HH", data[payload + 6:payload + 10])
+        return 1, height & 0x3FFF, width & 0x3FFF, False
+    if kind == b"VP8L":  # a signature byte, then 14-bit sides minus one
+        if data[payload] != 0x2F:
+            raise bad("no VP8L signature")
+        bits = int.from_bytes(data[payload + 1:payload + 5], "little")
+        return 1, ((bits >> 14) & 0x3FFF) + 1, (bits & 0x3FFF) + 1, False
+    if kind != b"VP8X":
+        raise bad(f"first chunk {kind!r}, expected VP8, VP8L or VP8X")
+    animated = bool(data[payload] & 0x02)
+    width = int.from_bytes(data[payload + 4:payload + 7], "little") + 1
+    height = int.from_bytes(data[payload + 7:payload + 10], "little") + 1
+    frames, position = 0, 12
+    while animated and position + 8 <= len(data):
+        size = int.from_bytes(data[position + 4:position + 8], "little")
+        frames += data[position:position + 4] == b"ANMF"
+        position += 8 + size + (size & 1)  # chunks are padded to an even size
+    return max(frames, 1), height, width, animated
+
+
+def _decode_webp_one(data: bytes, channels: int, op: str, first_only: bool = False
+                     ) -> np.ndarray:
+    """``[frames, H, W, C]``, or the first frame ``[H, W, C]`` (decoding no other)."""
+    if not _is_webp(data):
+        raise InvalidArgumentError(f"{op}: expected WebP data (RIFF....WEBP); got "
+                                   f"{_preview(data)}")
+    frames, height, width, animated = _webp_layout(data, op)
+    # libwebp allocates the whole canvas (twice, for an animation) when the file is opened.
+    _check_pixels(op, height, width)
+    limits = decode_limits()
+    if animated and not first_only and frames * height * width * 4 > \
+            limits.max_animation_bytes:
+        raise InvalidArgumentError(_over_limit(
+            op, f"the WebP's {frames:,} frames of {height:,} x {width:,} pixels decode to "
+            f"{frames:,} x {height * width * 4:,} bytes", frames * height * width * 4,
+            limits.max_animation_bytes, "bytes", "max_animation_bytes"))
+    import io
+
+    decoded: list[np.ndarray] = []
+    try:
+        with _native.pil_image().open(io.BytesIO(data)) as image:
+            # TensorFlow decodes an animation to RGBA; a still image to RGB or RGBA, as stored.
+            mode = "RGBA" if animated or image.mode in ("RGBA", "LA", "PA") else "RGB"
+            for index in range(1 if first_only or not animated else image.n_frames):
+                image.seek(index)
+                if image.size != (width, height):
+                    raise InvalidArgumentError(
+                        f"{op}: invalid WebP data (frame {index} is {image.size[1]} x "
+                        f"{image.size[0]}, the header says {height} x {width}); got "
+                        f"{_preview(data)}")
+                decoded.append(np.asarray(image.convert(mode)))
+    except InvalidArgumentError:
+        raise
+    except MemoryError:
+        raise
+    except Exception as error:  # noqa: BLE001 - Pillow's errors on crafted bytes vary by type
+        raise InvalidArgumentError(f"{op}: invalid or truncated WebP data "
+                                   f"({type(error).__name__}: {error}); got "
+                                   f"{_preview(data)}") from None
+    native = decoded[0].shape[-1]
+    if channels not in (0, native):
+        why = "an animation is RGBA" if animated else "as stored"
+        raise InvalidArgumentError(
+            f"{op}: this WebP decodes to {native} channels ({why}); channels must be 0 or "
+            f"{native}, as in TensorFlow; got {channels}")
+    return decoded[0] if first_only else np.stack(decoded)
+
+
+def decode_webp(contents: Contents, channels: int = 0, dtype: type = np.uint8) -> np.ndarray:
+    """Decode WebP images (libwebp through Pillow), as ``tf.io.decode_webp``.
+
+    A still image decodes to its own channels (RGB, or RGBA with alpha) with the pixels
+    TensorFlow gives; an animation to RGBA frames, composed on its canvas, as TensorFlow's
+    documentation says (TensorFlow 2.21's own animated output has 3 channels of misplaced
+    RGBA bytes, measured).
+
+    Args:
+        contents: One WebP-encoded image, or a batch of them.
+        channels: 0 for the file's own; 3 or 4 must be the file's own (as in TensorFlow).
+        dtype: ``np.uint8`` (the only one TensorFlow takes).
+
+    Returns:
+        ``[frames, H, W, C]`` uint8 (one frame for a still image); ``[N, frames, H, W, C]``
+        for a batch.
+
+    Raises:
+        InvalidArgumentError: ``contents`` is not a WebP, is damaged, asks for channels the
+            file lacks, or is larger than :func:`set_decode_limits` allows.
+
+    Example:
+        >>> import io
+        >>> from PIL import Image
+        >>> buffer = io.BytesIO()
+        >>> Image.new("RGB", (4, 2), (255, 0, 0)).save(buffer, format="WEBP", lossless=True)
+        >>> decode_webp(buffer.getvalue()).shape
+        (1, 2, 4, 3)
+    """
+    op = "decode_webp"
+    channels = _check_channels(channels, (0, 3, 4), op)
+    if np.dtype(dtype) != np.uint8:
+        raise InvalidArgumentError(f"{op}: dtype is uint8; got {np.dtype(dtype)}")
+    return _map_contents(contents, op, lambda data: _decode_webp_one(data, channels, op))
+
+
 def _convert_dtype(image: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """tf.image.convert_image_dtype from an unsigned integer image."""
     if image.dtype == dtype:
@@ -742,16 +867,19 @@ def _convert_dtype(image: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def decode_image(contents: Contents, channels: int | None = None, dtype: type = np.uint8,
                  expand_animations: bool = True) -> np.ndarray:
-    """Decode a JPEG, PNG, GIF or BMP image by its first bytes, as ``tf.io.decode_image``.
+    """Decode a JPEG, PNG, GIF, BMP or WebP image by its first bytes, as
+    ``tf.io.decode_image``.
 
     Args:
         contents: One encoded image, or a batch of them.
-        channels: None or 0 for the file's own, else 1, 3 or 4 (0 or 3 for GIF).
+        channels: None or 0 for the file's own, else 1, 3 or 4 (0 or 3 for GIF; for WebP 0
+            or the file's own, as :func:`decode_webp`).
         dtype: ``np.uint8``, ``np.uint16`` or ``np.float32``, converted as
             ``tf.image.convert_image_dtype`` (float in ``[0, 1]``; a PNG asked for uint16 or
             float is decoded at 16 bits, as TensorFlow does).
-        expand_animations: For a GIF, True gives every frame ``[frames, H, W, 3]``; False the
-            first frame ``[H, W, 3]``, as for the other formats (decoding no other frame).
+        expand_animations: For a GIF or a WebP, True gives every frame ``[frames, H, W, C]``
+            (a still WebP too: one frame, as TensorFlow gives); False the first frame
+            ``[H, W, C]``, as for the other formats (decoding no other frame).
 
     Returns:
         The decoded image (a batch stacks them).
@@ -785,12 +913,17 @@ def decode_image(contents: Contents, channels: int | None = None, dtype: type = 
                                            f"{channels}")
             # Only the first frame is decoded when only it is wanted, as in TensorFlow.
             image = _decode_gif_one(data, op, first_only=not expand_animations)
+        elif _is_webp(data):
+            if channels not in (0, 3, 4):
+                raise InvalidArgumentError(f"{op}: channels must be 0, 3 or 4 for a WebP; got "
+                                           f"{channels}")
+            image = _decode_webp_one(data, channels, op, first_only=not expand_animations)
         elif data.startswith(_BMP_MAGIC):
             image = _decode_cv2(data, op, "BMP")
             image = _convert_channels(image, image.shape[-1], channels)
         else:
-            raise InvalidArgumentError(f"{op}: unknown image format, expected JPEG, PNG, GIF "
-                                       f"or BMP data; got {_preview(data)}")
+            raise InvalidArgumentError(f"{op}: unknown image format, expected JPEG, PNG, GIF, "
+                                       f"BMP or WebP data; got {_preview(data)}")
         return _convert_dtype(np.ascontiguousarray(image), dtype)
 
     return _map_contents(contents, op, decode)

@@ -1,4 +1,4 @@
-"""Fuzz targets: feedline.image's decoders (JPEG, PNG, GIF, BMP, and decode_image on all).
+"""Fuzz targets: feedline.image's decoders (JPEG, PNG, GIF, BMP, WebP, and decode_image on all).
 
 The children decode under the limits below (set in the child when its corpus is built): a
 mutant may declare any size, and each decode stays within them, so a target's peak memory is
@@ -157,9 +157,29 @@ def bmp_corpus(folder: Path) -> list[bytes]:
     ]
 
 
+def webp_corpus(folder: Path) -> list[bytes]:
+    _limits()
+    image = _pil()
+    pictures = _pictures(np.random.default_rng(5))
+    rgb = image.fromarray(pictures["gradient"])
+    rgba = image.fromarray(np.concatenate(
+        [pictures["noise"], pictures["noise"][..., :1]], axis=-1))
+    frames = [rgb.rotate(angle) for angle in (0, 90, 180)]
+    return [
+        _save(rgb, format="WEBP", quality=80),  # VP8
+        _save(rgba, format="WEBP", quality=60),  # VP8X + ALPH + VP8
+        _save(rgb, format="WEBP", lossless=True),  # VP8L
+        _save(rgba, format="WEBP", lossless=True, exact=True),
+        _save(frames[0], format="WEBP", save_all=True, append_images=frames[1:], duration=40,
+              quality=70),  # VP8X + ANIM + ANMF
+        _save(frames[0], format="WEBP", save_all=True, append_images=frames[1:], duration=40,
+              lossless=True),
+    ]
+
+
 def image_corpus(folder: Path) -> list[bytes]:
     return [*jpeg_corpus(folder)[::2], *png_corpus(folder)[::2], *gif_corpus(folder)[:3],
-            *bmp_corpus(folder)[::2]]
+            *bmp_corpus(folder)[::2], *webp_corpus(folder)[::2]]
 
 
 # --------------------------------------------------------------------------- structure
@@ -262,8 +282,30 @@ def bmp_structure(data: bytes) -> bytes:
     return bytes(out)
 
 
+def webp_structure(data: bytes) -> bytes:
+    rng = _choice(data)
+    if rng is None:
+        return data
+    out = bytearray(data)
+    kind = bytes(out[12:16])
+    choice = rng.randrange(3)
+    if choice == 0:  # the RIFF size or the first chunk's size
+        _put(out, rng.choice([4, 16]), 4, rng.choice([0, 1, 8, 0x7FFFFFFF, 0xFFFFFFFF,
+                                                       len(out), len(out) - 7]), "little")
+    elif kind == b"VP8X":  # the flags (animation, alpha...) or the canvas size
+        if choice == 1:
+            _put(out, 20, 1, rng.randrange(256), "little")
+        else:
+            _put(out, rng.choice([24, 27]), 3, _side(rng) - 1, "little")
+    elif kind == b"VP8 ":  # a side (14 bits and a 2-bit scale)
+        _put(out, rng.choice([26, 28]), 2, _side(rng), "little")
+    elif kind == b"VP8L":  # the packed sides, alpha bit and version
+        _put(out, 21, 4, rng.getrandbits(32), "little")
+    return bytes(out)
+
+
 _STRUCTURES = {b"\xff\xd8": jpeg_structure, b"\x89P": png_structure, b"GI": gif_structure,
-               b"BM": bmp_structure}
+               b"BM": bmp_structure, b"RI": webp_structure}
 
 
 # --------------------------------------------------------------------------- reads
@@ -290,6 +332,11 @@ def read_gif(data: bytes, scratch: Path) -> None:
 def read_bmp(data: bytes, scratch: Path) -> None:
     data = bmp_structure(data)
     fli.decode_image(data, channels=random.Random(len(data)).choice([0, 1, 3, 4]))
+
+
+def read_webp(data: bytes, scratch: Path) -> None:
+    data = webp_structure(data)
+    fli.decode_webp(data, channels=random.Random(len(data)).choice([0, 0, 3, 4]))
 
 
 def read_image(data: bytes, scratch: Path) -> None:
@@ -320,5 +367,6 @@ TARGETS = {
     "png": _target(png_corpus, read_png),
     "gif": _target(gif_corpus, read_gif),
     "bmp": _target(bmp_corpus, read_bmp),
+    "webp": _target(webp_corpus, read_webp),
     "image": _target(image_corpus, read_image),
 }

@@ -143,6 +143,8 @@ def test_decode_image_dispatches_and_converts_like_convert_image_dtype():
     Image.fromarray(GOLDEN["src/rgb"]).save(bmp, format="BMP")
     np.testing.assert_array_equal(fli.decode_image(bmp.getvalue()), GOLDEN["src/rgb"])
     with pytest.raises(fl.InvalidArgumentError, match="unknown image format"):
+        fli.decode_image(b"RIFF0000WAVE")
+    with pytest.raises(fl.InvalidArgumentError, match="invalid WebP header"):
         fli.decode_image(b"RIFF0000WEBP")
 
 
