@@ -249,8 +249,19 @@ def _quote(error: BaseException) -> str:
 
 def _arrow_errors(pa: Any) -> tuple[type[BaseException], ...]:
     # pyarrow raises plain OSError (not an ArrowException) for an IO status, which is what a
-    # damaged flatbuffer or a short read gives.
-    return (pa.ArrowException, OSError)
+    # damaged flatbuffer or a short read gives, and UnicodeDecodeError for names it decodes.
+    return (pa.ArrowException, OSError, UnicodeDecodeError)
+
+
+def _check_names(pa: Any, fields: list[Any]) -> None:
+    """Decode every field name (nested ones too): pyarrow decodes them when asked, and raises
+    ``UnicodeDecodeError`` then for damaged bytes."""
+    for field in fields:
+        _ = field.name
+        kind = field.type
+        while isinstance(kind, (pa.DictionaryType, pa.ExtensionType)):
+            kind = kind.value_type if isinstance(kind, pa.DictionaryType) else kind.storage_type
+        _check_names(pa, [kind.field(i) for i in range(kind.num_fields)])
 
 
 class ArrowData:
@@ -306,6 +317,11 @@ class ArrowData:
                 self.offsets = [None] * len(batches)
             else:
                 batches, self.schema, self.offsets = self._stream(pa, source)
+        try:
+            _check_names(pa, list(self.schema))
+        except UnicodeDecodeError as error:
+            raise self._damaged("is damaged: a column name in its schema is not UTF-8", error,
+                                offset=0) from error
         self._batches = batches
         #: Row ``starts[i]`` is the first of batch ``i``; ``starts[-1]`` is the row count.
         self.starts = np.zeros(len(batches) + 1, dtype=np.int64)

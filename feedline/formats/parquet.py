@@ -121,11 +121,12 @@ class _ParquetCursor(RecordCursor):
     @property
     def _errors(self) -> tuple[type[BaseException], ...]:
         # pyarrow raises plain OSError (no ArrowException) for an IO status, which is what
-        # a damaged Thrift footer or page header gives.
-        return (self._pa.ArrowException, OSError)
+        # a damaged Thrift footer or page header gives, and UnicodeDecodeError for a column
+        # name that is not UTF-8.
+        return (self._pa.ArrowException, OSError, UnicodeDecodeError)
 
     def _damage(self, error: BaseException) -> DataLossError:
-        where = "its footer" if not hasattr(self, "_groups") else f"row group {self._group}"
+        where = "the footer" if not hasattr(self, "_groups") else f"row group {self._group}"
         text = str(error)
         text = text if len(text) <= 300 else text[:300] + "..."  # it may quote damaged bytes
         return DataLossError(f"ParquetDataset: cannot read {where} of {self._path}: {text}",

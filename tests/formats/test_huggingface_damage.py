@@ -216,3 +216,16 @@ def test_random_access_takes_across_batches_in_order(tmp_path):
         got = reader.get_many(np.concatenate([order, order + 100]))
     assert [int(r["id"]) for r in got] == order.tolist() * 2
     assert ds[99]["text"] == "row 99 é".encode()
+
+
+def test_a_column_name_that_is_not_utf8_is_a_data_loss_error(tmp_path):
+    path = tmp_path / "names.arrow"
+    table = pa.table({"qqqq": [1, 2], "s": pa.array([{"rrrr": 1}, {"rrrr": 2}])})
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as out:
+        out.write_table(table)
+    data = path.read_bytes()
+    for name in (b"qqqq", b"rrrr"):  # a column, a field of a struct column
+        path.write_bytes(data.replace(name, name[:1] + b"\xff" + name[2:]))
+        with pytest.raises(fl.DataLossError, match="names.arrow is damaged: a column name in "
+                                                   "its schema is not UTF-8"):
+            list(fl.HuggingFaceDataset(str(path)))  # was a raw UnicodeDecodeError

@@ -144,7 +144,7 @@ def test_a_damaged_footer_is_a_data_loss_error_naming_the_file(tmp_path):
     footer = len(data) - 8 - struct.unpack("<i", data[-8:-4])[0]
     data[footer] = 0xFF  # Thrift that does not parse: pyarrow raised a plain OSError
     path.write_bytes(bytes(data))
-    with pytest.raises(fl.DataLossError, match="cannot read its footer of .*damaged.parquet: "
+    with pytest.raises(fl.DataLossError, match="cannot read the footer of .*damaged.parquet: "
                                                "Couldn't deserialize thrift") as caught:
         list(fl.ParquetDataset(str(path)))
     assert caught.value.path == str(path)
@@ -152,3 +152,11 @@ def test_a_damaged_footer_is_a_data_loss_error_naming_the_file(tmp_path):
     whole = write(tmp_path / "whole.parquet", pa.table({"x": [1]}))
     with pytest.raises(fl.InvalidArgumentError, match=r"has no column\(s\) \['nope'\]"):
         list(fl.ParquetDataset(whole, columns=["nope"]))
+
+
+def test_a_column_name_that_is_not_utf8_is_a_data_loss_error(tmp_path):
+    path = tmp_path / "names.parquet"
+    pq.write_table(pa.table({"qqqq": [1, 2]}), str(path), store_schema=False)
+    path.write_bytes(path.read_bytes().replace(b"qqqq", b"q\xffqq"))
+    with pytest.raises(fl.DataLossError, match="names.parquet: 'utf-8' codec can't decode"):
+        list(fl.ParquetDataset(str(path)))  # was a raw UnicodeDecodeError
