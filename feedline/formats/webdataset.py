@@ -14,7 +14,8 @@ member cut short, or an archive without its end-of-archive block is a
 raised after every complete sample before the damage. The position of a reader is the
 byte offset of the next sample's first header, so a checkpoint seeks straight back to it
 (a gzip-compressed shard decompresses and drops what comes before). A size field is checked
-against what the file holds before anything is read by it.
+against what the file holds before anything is read by it, and a gzip-compressed shard is
+read to its end (past the end-of-archive block), where gzip checks its CRC.
 
 ``decode`` takes webdataset's image spec names with webdataset's meaning. A change for
 earlier users: ``"rgb"`` and ``"l"`` now give ``float32`` in ``[0, 1]``, no longer ``uint8``
