@@ -122,7 +122,10 @@ class FlatMapIterator(UnaryIterator):
     An element that cannot be stored in a state (one holding datasets other than
     ``window``'s, as ``from_tensor_slices([a, b])`` gives) is not: the input's position
     before it is kept instead, and a restore reads it again from there. Which of the two
-    is found at the first element, so only that one costs an extra input state.
+    is found at the first element, so only that one costs an extra input state. An input
+    that cannot give its position either (its own buffer or rows hold datasets) never stops
+    the reading: only a checkpoint taken while that element's dataset is read fails, with a
+    ``CheckpointError`` naming this stage and the element.
     """
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
