@@ -282,7 +282,7 @@ class ArrowData:
         >>> data = ArrowData(path)
         >>> data.num_rows, data.starts.tolist(), data.offsets
         (3, [0, 2, 3], [128, 296])
-        >>> _ = open(path, "r+b").truncate(296)  # cut after the first record batch
+        >>> os.truncate(path, 296)  # cut after the first record batch
         >>> ArrowData(path)
         Traceback (most recent call last):
         ...

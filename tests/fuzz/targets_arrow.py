@@ -62,9 +62,10 @@ def _tables() -> list[pa.Table]:
     return [mixed, grid, pa.table({"x": pa.array([], pa.int64())})]
 
 
-def _stream(table: pa.Table, chunk: int) -> bytes:
+def _stream(table: pa.Table, chunk: int, compression: str | None = None) -> bytes:
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as out:
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, table.schema, options=options) as out:
         out.write_table(table, max_chunksize=chunk)
     return sink.getvalue().to_pybytes()
 
@@ -84,7 +85,8 @@ def _golden_arrow() -> list[bytes]:
 def _stream_corpus(folder: Path) -> list[bytes]:
     tables = _tables()
     return [*_golden_arrow(), _stream(tables[0], 4), _stream(tables[0], 100),
-            _stream(tables[1], 2), _stream(tables[2], 1)]
+            _stream(tables[1], 2), _stream(tables[2], 1),
+            _stream(tables[0], 6, compression="zstd"), _stream(tables[1], 5, "lz4")]
 
 
 def _file_corpus(folder: Path) -> list[bytes]:
