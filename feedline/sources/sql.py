@@ -103,11 +103,11 @@ def convert_value(value: Any, dtype: np.dtype) -> Any:
         return str(value).encode("utf-8")
     if dtype.kind == "f":
         return dtype.type(_as_float(value))
-    number = _as_int(value)
+    # SQLite saturates what does not fit in 64 bits (a REAL of 1e57 reads as INT64_MAX).
+    number = min(max(_as_int(value), -(1 << 63)), (1 << 63) - 1)
     if dtype == bool:
         return np.bool_(np.int64(number).astype(np.int32) != 0)
-    return np.array(number, dtype=np.int64).astype(dtype)[()] if dtype != np.uint64 \
-        else np.uint64(number % (1 << 64))
+    return np.array(number, dtype=np.int64).astype(dtype)[()]
 
 
 class SqlDataset(Dataset):

@@ -157,3 +157,12 @@ def test_checkpointing(db):
     ds = fl.SqlDataset("sqlite", db, f"SELECT first_name, last_name, motto {STUDENTS}",
                        (S, S, S)).repeat(4)
     assert len(check_checkpointing(ds)) == 8
+
+
+def test_sqlite_conversions_of_other_column_kinds(db):
+    # sqlite3_column_int64 / _double semantics: REAL truncated (saturated beyond 64 bits),
+    # text read as its leading number, NULL as 0.
+    out = rows(db, "SELECT victories, accolades, '12abc', NULL, NULL, 'x' FROM townspeople "
+               "ORDER BY first_name", (np.int32, np.int64, np.int16, np.float64, S, np.float32))
+    assert plain(out) == [(20, 1331241, 12, 0.0, b"", 0.0),
+                          (-19, 9223372036854775807, 12, 0.0, b"", 0.0)]
