@@ -427,3 +427,11 @@ def test_a_record_that_is_not_an_example_names_the_dataset(tmp_path):
     with pytest.raises(fl.FeedlineError) as error:
         list(load("ds", split="train", data_dir=tmp_path))
     assert str(folder) in str(error.value)
+
+
+def test_a_split_listed_empty_names_the_metadata(order_dir):
+    data_dir, directory = order_dir  # found by the metadata fuzz target: a raw ValueError
+    edit_info(directory, lambda info: train(info).update(shardLengths=["0", "0", "0", "0"]))
+    with pytest.raises(fl.InvalidArgumentError, match="selects no examples") as error:
+        load("fl_order", data_dir=data_dir)
+    assert error.value.path == str(directory / "dataset_info.json")
