@@ -24,8 +24,9 @@ from feedline.core.structure import Element, TensorSpec
 from feedline.core.traits import SOURCE
 
 _STRING_TYPES = (bytes, str, object, "string")
-_SUPPORTED = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-              "uint64", "float32", "float64")
+_SUPPORTED = ("int8", "int16", "int32", "int64", "uint8", "uint16", "bool", "float64")
+"""tf.data's: DT_STRING, DT_INT8, DT_INT16, DT_INT32, DT_INT64, DT_UINT8, DT_UINT16, DT_BOOL,
+DT_DOUBLE."""
 
 
 def column_dtype(output_type: Any, index: int) -> np.dtype:
@@ -43,8 +44,9 @@ def column_dtype(output_type: Any, index: int) -> np.dtype:
     except TypeError:
         dtype = None
     if dtype is None or (dtype.kind != "O" and dtype.name not in _SUPPORTED):
-        raise TypeError(f"SqlDataset: output_types[{index}] is {output_type!r}; expected bytes "
-                        f"(tf.string) or one of {', '.join(_SUPPORTED)}")
+        raise InvalidArgumentError(
+            f"SqlDataset: Each element of `output_types` must be one of: bytes (tf.string), "
+            f"{', '.join(_SUPPORTED)}; output_types[{index}] is {output_type!r}")
     return dtype
 
 
@@ -119,7 +121,7 @@ class SqlDataset(Dataset):
         query: A SQL ``SELECT`` (rows in the order it gives them: use ``ORDER BY`` for a
             stable order across runs and checkpoints).
         output_types: One type per column (``bytes`` for tf.data's ``tf.string``, NumPy
-            integer, bool or float types), or a single type for a one-column query, whose
+            int8-int64, uint8, uint16, bool or float64, as tf.data), or a single type for a one-column query, whose
             elements are then scalars instead of tuples.
 
     Errors, as tf.data's: another driver or a query whose column count differs from
