@@ -8,16 +8,17 @@ stacked array ``[N, H, W, C]`` when the images agree in shape, and is an
 :class:`~feedline.InvalidArgumentError` naming the first disagreeing element otherwise.
 
 The work runs in native code that releases the GIL (libjpeg-turbo through simplejpeg for JPEG,
-OpenCV for PNG and BMP, Pillow for GIF and WebP), so a threaded ``Dataset.map`` decodes on every core.
+OpenCV for PNG and BMP, Pillow for GIF and WebP), so a threaded ``Dataset.map`` decodes on
+every core.
 
 Pixels are TensorFlow's: ``decode_jpeg`` uses libjpeg-turbo with tf.io's defaults (the fast
 integer IDCT, fancy upsampling) and gives the same bytes as ``tf.io.decode_jpeg`` for the
 recorded images (CMYK and YCCK files included); PNG channel conversions follow libpng's as
 TensorFlow calls it.
 
-Decoders read an image's size (and a GIF's frame count) from its header before decoding and
-refuse one over the decode limits (:func:`set_decode_limits`): a few hundred bytes can declare
-gigapixels.
+Decoders read an image's size (and an animation's frame count) from its header before
+decoding and refuse one over the decode limits (:func:`set_decode_limits`): a few hundred
+bytes can declare gigapixels.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ _GRAY_WEIGHTS = (9797, 19234, 3737)
 DEFAULT_MAX_PIXELS = 89_478_485
 """Pillow's ``Image.MAX_IMAGE_PIXELS``: the default cap on one image's (one frame's) pixels."""
 DEFAULT_MAX_ANIMATION_BYTES = 1 << 30
-"""The default cap on a GIF's decoded frames, ``frames * height * width * 3`` bytes (1 GiB)."""
+"""The default cap on an animation's decoded frames together (1 GiB)."""
 _MAX_PIXELS_ENV = "FEEDLINE_IMAGE_MAX_PIXELS"
 _MAX_ANIMATION_BYTES_ENV = "FEEDLINE_IMAGE_MAX_ANIMATION_BYTES"
 
@@ -56,9 +57,9 @@ class DecodeLimits(NamedTuple):
     """The decoders' caps on what one encoded image may decode to.
 
     Attributes:
-        max_pixels: Most pixels (height x width) of one image, or of one frame of a GIF.
-        max_animation_bytes: Most bytes of all of a GIF's frames decoded together
-            (``frames * height * width * 3``).
+        max_pixels: Most pixels (height x width) of one image, or of one frame of an animation.
+        max_animation_bytes: Most bytes of all of an animation's frames decoded together
+            (``frames * height * width * 3`` for a GIF, ``* 4`` for a WebP's RGBA).
     """
 
     max_pixels: int
@@ -96,10 +97,11 @@ def set_decode_limits(max_pixels: int | None = None,
     """Set the caps that keep a small crafted file (a decompression bomb) from decoding to
     gigabytes; an argument left ``None`` keeps its current value.
 
-    Every decoder reads the size a file declares (and a GIF's frame count) before decoding
-    and raises :class:`~feedline.InvalidArgumentError` when it is over a cap. The defaults are
-    Pillow's ``MAX_IMAGE_PIXELS`` (89,478,485 pixels, about 256 MiB of RGB) per image or frame
-    and 1 GiB for all of a GIF's frames. Peak memory of one decode stays within a small multiple
+    Every decoder reads the size a file declares (and an animation's frame count) before
+    decoding and raises :class:`~feedline.InvalidArgumentError` when it is over a cap. The
+    defaults are Pillow's ``MAX_IMAGE_PIXELS`` (89,478,485 pixels, about 256 MiB of RGB) per
+    image or frame and 1 GiB for all of a GIF's or WebP's frames (``expand_animations=False``
+    decodes only the first). Peak memory of one decode stays within a small multiple
     of the capped result (a progressive JPEG keeps its coefficients too: up to about 9 bytes a
     pixel). The limits live in the environment (``FEEDLINE_IMAGE_MAX_PIXELS``,
     ``FEEDLINE_IMAGE_MAX_ANIMATION_BYTES``), so worker processes started afterwards inherit them;
@@ -107,8 +109,8 @@ def set_decode_limits(max_pixels: int | None = None,
     own ``PIL.Image.MAX_IMAGE_PIXELS`` in a GIF need that raised too.
 
     Args:
-        max_pixels: Most pixels (height x width) of one image or GIF frame.
-        max_animation_bytes: Most bytes of a GIF's frames decoded together.
+        max_pixels: Most pixels (height x width) of one image or animation frame.
+        max_animation_bytes: Most bytes of an animation's frames decoded together.
 
     Returns:
         The limits in force before the call (to restore them).
