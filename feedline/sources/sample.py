@@ -423,7 +423,8 @@ class ChooseIterator(_SelectIterator):
         if array.shape != () or array.dtype != np.int64:
             raise TypeError(f"choose_from_datasets(): Invalid `choice_dataset`. Elements of "
                             "`choice_dataset` must be scalar int64 tensors but choice element "
-                            f"{index} is {array.tolist()!r} ({array.dtype.name}, shape {array.shape}).")
+                            f"{index} is {array.tolist()!r} ({array.dtype.name}, shape "
+                            f"{array.shape}).")
         choice = int(array)
         if not 0 <= choice < len(self._data):
             raise ValueError(f"choose_from_datasets(): choice element {index} is {choice}, "
