@@ -121,8 +121,8 @@ class SqlDataset(Dataset):
         query: A SQL ``SELECT`` (rows in the order it gives them: use ``ORDER BY`` for a
             stable order across runs and checkpoints).
         output_types: One type per column (``bytes`` for tf.data's ``tf.string``, NumPy
-            int8-int64, uint8, uint16, bool or float64, as tf.data), or a single type for a one-column query, whose
-            elements are then scalars instead of tuples.
+            int8-int64, uint8, uint16, bool or float64, as tf.data), or a single type for a
+            one-column query, whose elements are then scalars instead of tuples.
 
     Errors, as tf.data's: another driver or a query whose column count differs from
     ``output_types`` (a non-``SELECT`` has none) is an :class:`InvalidArgumentError`, as is
