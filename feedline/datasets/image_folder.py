@@ -172,6 +172,10 @@ class _LoadImage:
         from feedline.image.resize import resize, resize_with_pad
 
         name = path_name(path)
+        if os.path.exists(name) and not os.path.isfile(name):
+            # A FIFO or a device named *.png would block the read, or never end.
+            raise InvalidArgumentError(f"image_folder: {name} is not a regular file",
+                                       path=name)
         try:
             with open_file(name, "rb") as file:
                 contents = file.read()

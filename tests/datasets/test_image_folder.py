@@ -179,3 +179,14 @@ def test_followed_links_outside_a_loop_are_read(tmp_path):
     paths, _, _ = index_directory(str(tmp_path / "root"), shuffle=False, follow_links=True)
     assert [os.path.relpath(p, tmp_path / "root") for p in paths] == [
         "cat/1.png", "cat/linked/deep/4.png"]
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_named_like_an_image_does_not_block(tmp_path):
+    _write_png(tmp_path / "c" / "1.png")
+    os.mkfifo(tmp_path / "c" / "2.png")
+    ds = image_folder(str(tmp_path), labels=None, verbose=False, batch_size=None,
+                      shuffle=False, image_size=(2, 2))
+    with pytest.raises(fl.InvalidArgumentError, match=r"2.png is not a regular file"):
+        list(ds)
+    assert list(ds.take(1))[0].shape == (2, 2, 3)
