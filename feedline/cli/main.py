@@ -215,7 +215,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         >>> main(["profile", "pipelines.py:train", "--html", "report.html"])  # doctest: +SKIP
         0
     """
+    import feedline
+
     parser = argparse.ArgumentParser(prog="feedline", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {feedline.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run a real pipeline on generated sample data")
     demo.add_argument("--records", type=int, default=100_000, help="records to generate")

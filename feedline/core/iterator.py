@@ -207,7 +207,16 @@ class DatasetIterator(abc.ABC):
 
     def state_dict(self) -> State:
         """A JSON-serializable description of the position of this stage and all its inputs."""
-        state = {"type": self.state_type(), "version": self.STATE_VERSION, **self._get_state()}
+        try:
+            own = self._get_state()
+        except CheckpointError as error:
+            # Named by the innermost stage that refused, so that the user knows which one.
+            if not getattr(error, "_feedline_stage_named", False):
+                error.add_note(f"feedline: raised saving the state of the {self.state_type()} "
+                               "stage")
+                error._feedline_stage_named = True  # type: ignore[attr-defined]
+            raise
+        state = {"type": self.state_type(), "version": self.STATE_VERSION, **own}
         self._state_shape = pipeline_state.state_shape(state)
         return state
 

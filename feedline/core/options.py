@@ -328,3 +328,19 @@ def _merge(old: Any, new: Any) -> Any:
         elif new_value != getattr(defaults, f.name):
             changes[f.name] = new_value
     return dataclasses.replace(old, **changes)
+
+
+def _refuse_assignment(self: Any, name: str, value: Any) -> None:
+    """Options are values (shared by every pipeline they were given to, part of their
+    fingerprints): tf.data's ``options.deterministic = False`` habit says how instead."""
+    kind = type(self).__name__
+    raise dataclasses.FrozenInstanceError(
+        f"cannot assign to field {name!r}: feedline's {kind} are immutable values; make a "
+        f"new one instead, e.g. fl.{kind}({name}=...) or dataclasses.replace(options, "
+        f"{name}=...), then ds.with_options(options)")
+
+
+for _options_class in (ThreadingOptions, AutotuneOptions, OptimizationOptions, DistributeOptions,
+                       ProfilingOptions, Options):
+    _options_class.__setattr__ = _refuse_assignment  # type: ignore[method-assign,assignment]
+del _options_class

@@ -108,3 +108,18 @@ def test_next_called_on_a_temporary_iterator_returns_its_first_element():
     assert int(iter(ds).__next__()) == 1
     assert int(ds.as_numpy_iterator().__next__()) == 1
     assert int(iter(fl.Dataset.range(5)).__next__()) == 0
+
+
+def test_a_refused_checkpoint_names_the_stage_that_refused():
+    # A shuffle buffer holding datasets cannot be saved: the error says which stage it is
+    # (it named none), once, however many stages it passes through on its way out.
+    import feedline as fl
+
+    ds = fl.Dataset.range(4).map(lambda x: fl.Dataset.from_tensors(x)).shuffle(3, seed=1) \
+        .flat_map(lambda d: d).map(lambda x: x + 1)
+    with iter(ds) as it:
+        next(it)
+        with pytest.raises(fl.CheckpointError) as refused:
+            it.state_dict()
+    notes = [n for n in getattr(refused.value, "__notes__", []) if "saving the state" in n]
+    assert notes == ["feedline: raised saving the state of the ShuffleIterator stage"]

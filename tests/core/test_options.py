@@ -59,3 +59,20 @@ def test_valid_options_are_kept_as_given():
 def test_merged_options_stay_valid():
     merged = fl.Options(seed=1).merge(fl.Options(deterministic=True))
     assert (merged.seed, merged.deterministic) == (1, True)
+
+
+@pytest.mark.parametrize("options, field", [
+    (fl.Options(), "deterministic"), (fl.ThreadingOptions(), "max_parallelism"),
+    (fl.AutotuneOptions(), "cpu_budget"), (fl.OptimizationOptions(), "map_fusion"),
+    (fl.ProfilingOptions(), "statistics")])
+def test_assigning_a_field_says_how_to_make_options_instead(options, field):
+    # tf.data's habit (options.deterministic = False) raised a bare "cannot assign to field".
+    import dataclasses
+    import pickle
+
+    with pytest.raises(dataclasses.FrozenInstanceError,
+                       match=f"cannot assign to field '{field}': feedline's "
+                             f"{type(options).__name__} are immutable values; make a new "
+                             "one instead"):
+        setattr(options, field, None)
+    assert pickle.loads(pickle.dumps(options)) == options  # values still copy and travel
