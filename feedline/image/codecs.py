@@ -560,10 +560,31 @@ def _decode_cv2(data: bytes, op: str, kind: str) -> np.ndarray:
                                f"expected 1, 3 or 4; got {_preview(data)}")
 
 
+def _check_png_chunks(data: bytes, op: str) -> None:
+    """Refuse a chunk that declares more bytes than the file holds: OpenCV's PNG reader
+    allocates (and fills) a chunk's declared length before reading it, so a 92-byte file
+    declaring a 600 MB ``tEXt`` chunk took 600 MB (measured); libpng refuses such a file
+    anyway, after the fact."""
+    position = len(_PNG_MAGIC)
+    while position + 8 <= len(data):
+        length = int.from_bytes(data[position:position + 4], "big")
+        kind = data[position + 4:position + 8]
+        end = position + 12 + length  # length, type, data, CRC
+        if end > len(data):
+            raise InvalidArgumentError(
+                f"{op}: invalid or truncated PNG data: chunk {kind!r} at offset {position} "
+                f"declares {length:,} bytes of data, and {max(len(data) - position - 12, 0):,} "
+                f"remain; got {_preview(data)}")
+        if kind == b"IEND":
+            return
+        position = end
+
+
 def _decode_png_one(data: bytes, channels: int, dtype: np.dtype, op: str) -> np.ndarray:
     if not data.startswith(_PNG_MAGIC) or len(data) < 26:
         raise InvalidArgumentError(f"{op}: expected PNG data (starting with 89 50 4E 47); got "
                                    f"{_preview(data)}")
+    _check_png_chunks(data, op)
     _, color_type = _png_color_type(data)
     image = _decode_cv2(data, op, "PNG")
     native = image.shape[-1]

@@ -131,6 +131,20 @@ def test_a_decompression_bomb_is_refused_before_it_is_decoded(name, tmp_path):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("chunk", [b"PLTE", b"tEXt"])
+def test_a_png_chunk_longer_than_the_file_is_refused_before_opencv_allocates_it(chunk,
+                                                                                tmp_path):
+    # Found by the PNG fuzz target: OpenCV allocated and filled a chunk's declared length
+    # (600 MB here) before reading it.
+    good = fli.encode_png(np.zeros((2, 2, 3), np.uint8))
+    data = good[:33] + struct.pack(">I", 600_000_000) + chunk + bytes(16) + good[33:]
+    result = decode_in_child("fli.decode_png(data)", data, tmp_path)
+    assert result.get("kind") == "feedline.core.errors.InvalidArgumentError", result
+    assert f"chunk {chunk!r} at offset 33 declares 600,000,000 bytes" in result["message"]
+    assert result["peak_mib"] < 256, result
+
+
+@pytest.mark.timeout(300)
 def test_expand_animations_false_decodes_only_the_first_frame(tmp_path):
     # 50 frames of 3000 x 3000 are 1.35 GB decoded; the first alone is 27 MB.
     data = gif_bomb(3000, 3000, 50)
