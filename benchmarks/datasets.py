@@ -27,7 +27,7 @@ of that data set once, rounds in the order A B C, B C A, … (the page cache war
 - **webdataset**: ``.tar`` shards (64x64 JPEG, class, text per sample), every sample read in
   shard order: ``fl.WebDataset(shards)`` against the ``webdataset`` package's
   ``WebDataset(shards, shardshuffle=False)``; variants ``bytes`` (fields as stored) and
-  ``decoded`` (``decode="rgb"`` against ``.decode("rgb8")``: uint8 pixels and the class as
+  ``decoded`` (``decode="rgb8"`` against ``.decode("rgb8")``: uint8 pixels and the class as
   an integer). Goal: feedline >= the package.
 - **huggingface** (no goal in the issue): a ``save_to_disk`` folder (4 Arrow files) read
   row by row (``fl.HuggingFaceDataset(path)`` against ``datasets.load_from_disk(path)
@@ -367,7 +367,7 @@ def plan_feedline(workload: str, variant: str, meta: dict[str, Any], seed: int) 
         return same_indices, _columns(lambda batch: {"record": batch})
     if workload == "webdataset":
         decoded = variant == "decoded"
-        return (lambda: fl.WebDataset(meta["files"], decode="rgb" if decoded else None),
+        return (lambda: fl.WebDataset(meta["files"], decode="rgb8" if decoded else None),
                 _rows(lambda s: wds_canonical(s, decoded)))
     if variant == "batches":
         return (lambda: fl.HuggingFaceDataset(meta["path"]).batch(BATCH),
