@@ -9,17 +9,25 @@ subscripts. NumPy evaluates such an expression on an array exactly as on each of
 (NEP 50 promotion: an ``int64`` with a Python ``int`` stays ``int64``, on scalars and arrays
 alike), so the elements are identical, element for element, dtype for dtype.
 
-The rewrite applies to ``range(...)`` followed by a run of such inline maps and filters. The
-chain then costs a few NumPy calls per chunk of 1,024 inputs instead of a Python call per
-stage per element. Anything unusual falls back to the element-by-element path for that chunk,
-which then behaves exactly as without the rewrite: a NumPy floating-point condition (division
-by zero, overflow into ``inf``, invalid values), an exception, or a result that is not an
-array of the input's shape (a predicate returning integers is then the usual ``TypeError``).
-One difference remains, documented: integer overflow in an array wraps silently where the
-scalar path also prints NumPy's overflow ``RuntimeWarning``; the values are the same.
+The rewrite applies to ``range(...)`` followed by a run of such maps and filters (and the
+``batch`` after them): a few NumPy calls per chunk of 1,024 inputs instead of a Python call
+per stage per element. Anything unusual falls back to the element-by-element path for that
+chunk, which then behaves exactly as without the rewrite: a NumPy floating-point condition
+(division by zero, overflow into ``inf``, invalid values), an exception, or a result that is
+not an array of the input's shape (a predicate returning integers is then the usual
+``TypeError``). One difference remains, documented: integer overflow in an array wraps
+silently where the scalar path also prints NumPy's overflow ``RuntimeWarning``.
+
+Whatever ``num_parallel_calls`` (``AUTOTUNE``, as tf.data programs are written, or a number)
+and ``deterministic`` say: such a function is a sub-microsecond expression on a scalar that
+holds the GIL and touches nothing else, so threads only add hand-offs to it (``x + 1``
+with ``AUTOTUNE``: ~1M elements/s on threads, ~77M on chunks); input order is one that
+``deterministic=False`` allows. Only ``executor="process"`` is kept as written (a function
+that does not pickle is that graph's error).
 
 A checkpoint is the one the element-by-element graph writes (the range position and each
-stage's element count), so it loads with the rewrite on or off.
+stage's element count; a map or batch on threads writes its inline form's layout), so it
+loads with the rewrite on or off, and a read-ahead state is re-read element by element.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import Element
 from feedline.core.traits import IN_MEMORY_SOURCE
 from feedline.optimize.graph import rewrite_graph
-from feedline.optimize.map_fusion import FusedInlineDataset
+from feedline.optimize.map_fusion import FusedInlineDataset, FusedStage
 from feedline.sources.range import RangeDataset, RangeIterator
 from feedline.transforms.batch import BatchDataset, stack_elements
 from feedline.transforms.filter import FilterDataset
@@ -99,13 +107,14 @@ def is_elementwise(fn: Callable[..., Any]) -> bool:
 
 
 class VectorizedRangeDataset(Dataset):
-    """``range`` and a run of elementwise inline maps and filters, evaluated per chunk,
-    optionally with the inline ``batch`` that follows (batches are then sliced from the
-    chunk's results: no element is boxed).
+    """``range`` and a run of elementwise maps and filters, evaluated per chunk, optionally
+    with the ``batch`` that follows (batches are then sliced from the chunk's results: no
+    element is boxed).
 
-    Built only by :func:`vectorize_maps`. ``replaced`` is the node it stands for (a map, a
-    filter or a fused chain of them over the range, or a batch of that): its iterator runs
-    the chunks that fall back, and its states are the ones written and read.
+    Built only by :func:`vectorize_maps`. ``replaced`` is the inline form of the nodes it
+    stands for (a map, a filter or a fused chain of them over the range, or a batch of
+    that): its iterator runs the chunks that fall back, and its states are the ones written
+    and read.
     """
 
     TRAITS = IN_MEMORY_SOURCE  # every worker process may read all of it
@@ -329,19 +338,52 @@ class VectorizedRangeIterator(DatasetIterator):
         self._scalar.load_state_dict(state)
 
 
-def _plan_of(node: Dataset) -> tuple[RangeDataset, list[tuple[bool, Any]]] | None:
-    """``(range, [(is_filter, fn), ...])`` when ``node`` is an inline map, a filter or a fused
-    chain of them, directly over a range, with elementwise functions only."""
-    if isinstance(node, FusedInlineDataset):
-        plan = [(stage.is_filter, stage.fn) for stage in node.stages]
-    elif isinstance(node, MapDataset) and node.num_parallel_calls is None:
-        plan = [(False, node.map_func)]
-    elif isinstance(node, FilterDataset):
-        plan = [(True, node.predicate)]
-    else:
+def _stages_over_range(node: Dataset) -> tuple[RangeDataset, list[FusedStage]] | None:
+    """The range under ``node`` and the maps and filters between them, first stage first,
+    when ``node`` is such a chain (of maps on threads, whatever their ``num_parallel_calls``,
+    filters and fused chains of them) directly over a ``range``."""
+    stages: list[FusedStage] = []
+    while True:
+        if isinstance(node, FusedInlineDataset):
+            stages.extend(reversed(node.stages))
+        elif isinstance(node, MapDataset) and node.executor != "process":
+            stages.append(FusedStage(False, node.map_func, node.name, node.unpack_tuples))
+        elif isinstance(node, FilterDataset):
+            stages.append(FusedStage(True, node.predicate, node.name, True))
+        elif type(node) is RangeDataset and stages:
+            return node, stages[::-1]
+        else:
+            return None
+        node = node._inputs[0]
+
+
+def _element_by_element(node: Dataset, source: RangeDataset,
+                        stages: list[FusedStage]) -> Dataset:
+    """``node``'s chain as inline stages: the graph whose iterator runs the chunks that
+    fall back and writes (and reads) the states. A map on threads and its inline form write
+    one state layout (:mod:`feedline.execution.positions`), as a fused chain and its
+    separate stages do, so the states are those of ``node`` as written."""
+    if isinstance(node, FusedInlineDataset) and node._inputs[0] is source:
+        return node
+    if len(stages) > 1:
+        return FusedInlineDataset(source, stages)
+    if isinstance(node, MapDataset) and node.num_parallel_calls is None:
+        return node
+    if isinstance(node, FilterDataset):
+        return node
+    stage = stages[0]
+    return MapDataset(source, stage.fn, name=stage.name, unpack_tuples=stage.unpack)
+
+
+def _plan_of(node: Dataset) -> tuple[Dataset, RangeDataset, list[tuple[bool, Any]]] | None:
+    """``(element-by-element graph, range, [(is_filter, fn), ...])`` when ``node`` is a
+    chain of maps and filters over a range (see :func:`_stages_over_range`) whose functions
+    are all elementwise, and the range's values fit its dtype."""
+    found = _stages_over_range(node)
+    if found is None:
         return None
-    source = node._inputs[0]
-    if type(source) is not RangeDataset or not all(is_elementwise(fn) for _, fn in plan):
+    source, stages = found
+    if not all(is_elementwise(stage.fn) for stage in stages):
         return None
     dtype, values = source.dtype, source.range
     if dtype.kind not in "iu":
@@ -350,15 +392,18 @@ def _plan_of(node: Dataset) -> tuple[RangeDataset, list[tuple[bool, Any]]] | Non
     if len(values) and not info.min <= min(values[0], values[-1]) <= max(
             values[0], values[-1]) <= info.max:
         return None  # the scalar path raises OverflowError for such values; keep it
-    return source, plan
+    return (_element_by_element(node, source, stages), source,
+            [(stage.is_filter, stage.fn) for stage in stages])
 
 
 def vectorize_maps(dataset: Dataset) -> Dataset:
-    """Rewrite every inline map/filter (or fused chain of them) over a ``range`` whose
-    functions are all elementwise, with the inline ``batch`` after it if there is one, into
-    a :class:`VectorizedRangeDataset`.
+    """Rewrite every chain of maps and filters (fused or not, inline or on threads) over a
+    ``range`` whose functions are all elementwise, with the ``batch`` after it if there is
+    one, into a :class:`VectorizedRangeDataset`.
 
-    Runs after :func:`~feedline.optimize.map_fusion.fuse_maps`.
+    Runs after :func:`~feedline.optimize.map_fusion.fuse_maps`; a chain that fusion left
+    apart (maps on threads, or fusion switched off) is vectorized whole all the same, and
+    its chunks that fall back run as one inline fused stage (same elements and states).
 
     Example:
         >>> import feedline as fl
@@ -372,10 +417,12 @@ def vectorize_maps(dataset: Dataset) -> Dataset:
     def replace(node: Dataset, rewrite: Callable[[Dataset], Dataset]) -> Dataset | None:
         found = _plan_of(node)
         if found is not None:
-            return VectorizedRangeDataset(node, *found)
-        if isinstance(node, BatchDataset) and node.num_parallel_calls is None and (
-                batched := _plan_of(node._inputs[0])) is not None:
-            return VectorizedRangeDataset(node, *batched,
+            return VectorizedRangeDataset(*found)
+        if isinstance(node, BatchDataset) and (batched := _plan_of(node._inputs[0])) is not None:
+            scalar, source, plan = batched
+            inline_batch = node if node.num_parallel_calls is None and scalar is node._inputs[0] \
+                else BatchDataset(scalar, node.batch_size, node.drop_remainder, name=node.name)
+            return VectorizedRangeDataset(inline_batch, source, plan,
                                           batch=(node.batch_size, node.drop_remainder))
         return None
 

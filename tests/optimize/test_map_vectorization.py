@@ -18,6 +18,7 @@ from feedline.optimize.map_vectorization import (
 )
 
 OFFSET = 7
+OFF = fl.Options(optimization=fl.OptimizationOptions(map_vectorization=False))
 
 
 def test_elementwise_functions_are_recognized():
@@ -201,10 +202,12 @@ def test_rewrite_applies_only_where_it_is_exact():
     def kept(dataset: fl.Dataset) -> bool:
         return not isinstance(vectorize_maps(fuse_maps(dataset)), VectorizedRangeDataset)
 
-    assert kept(fl.Dataset.range(10).map(lambda x: x + 1, num_parallel_calls=2))
+    # An explicit executor="process" pickles its function (an error of its own to keep).
+    assert kept(fl.Dataset.range(10).map(lambda x: x + 1, num_parallel_calls=2,
+                                         executor="process"))
     assert kept(fl.Dataset.range(10).map(abs))
     assert kept(fl.Dataset.from_tensor_slices([1, 2]).map(lambda x: x + 1))
-    assert kept(fl.Dataset.range(10).map(lambda x: x + 1).batch(2, num_parallel_calls=2))
+    assert kept(fl.Dataset.range(10).map(lambda x: x + 1, num_parallel_calls=2).map(abs))
     assert kept(fl.Dataset.range(2**31, 2**31 + 2, dtype=np.int32).map(lambda x: x + 1))
     # Deeper in a graph: the rewritten part is found below other stages.
     graph = vectorize_maps(fuse_maps(fl.Dataset.range(10).map(lambda x: x + 1).batch(3)
@@ -244,17 +247,162 @@ def test_check_checkpointing_on_a_vectorized_pipeline():
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("parallel", [4, fl.AUTOTUNE])
 @pytest.mark.parametrize("batch", [None, 8])
-def test_a_read_ahead_state_is_caught_up_element_by_element_then_vectorized(batch):
+def test_a_read_ahead_state_is_caught_up_element_by_element_then_vectorized(batch, parallel):
     def build(parallel: int | None) -> fl.Dataset:
         dataset = fl.Dataset.range(3000).map(lambda x: x * 3, num_parallel_calls=parallel)
         dataset = dataset.filter(lambda x: x % 2 == 0)
         return dataset.batch(batch, num_parallel_calls=parallel) if batch else dataset
 
     expected = [np.asarray(e).tolist() for e in build(None)]
-    with iter(build(4)) as it:
+    # Saved by the read-ahead stages themselves: vectorization off.
+    with iter(build(parallel).with_options(OFF)) as it:
+        assert type(it._root).__name__ != "VectorizedRangeIterator"
         taken = [np.asarray(next(it)).tolist() for _ in range(17)]
         state = it.state_dict()
-    with iter(build(None)) as restored:
-        restored.load_state_dict(state)
-        assert taken + [np.asarray(e).tolist() for e in restored] == expected
+    for loader in (None, parallel):  # both vectorized
+        with iter(build(loader)) as restored:
+            restored.load_state_dict(state)
+            assert restored._root._catching_up  # a state with elements to re-read
+            assert taken + [np.asarray(e).tolist() for e in restored] == expected
+
+
+# ---------------------------------------------------------------- num_parallel_calls
+# A map or batch with num_parallel_calls (AUTOTUNE, a number, deterministic or not) is
+# vectorized as the inline one is: same elements, errors and checkpoints as the graph as
+# written, which then runs on threads.
+
+A = fl.AUTOTUNE
+
+
+def parallel_pipeline(calls, deterministic=None):
+    def build(ds: fl.Dataset) -> fl.Dataset:
+        return (ds.filter(lambda x: x % 5 != 0)
+                .map(lambda x: x // 3, num_parallel_calls=calls, deterministic=deterministic)
+                .map(lambda x: x * 7)  # inline beside a parallel one: fused, then vectorized
+                .filter(lambda x: x & 1 == 1))
+    return build
+
+
+def as_written(dataset: fl.Dataset) -> list:
+    """Outcomes of the graph as written (vectorization off: the maps run on threads)."""
+    with iter(dataset.with_options(OFF)) as it:
+        assert type(it._root).__name__ != "VectorizedRangeIterator"
+        return outcomes(it)
+
+
+def vectorized(dataset: fl.Dataset) -> list:
+    with iter(dataset) as it:
+        assert type(it._root).__name__ == "VectorizedRangeIterator"
+        return outcomes(it)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("calls", [A, 3])
+@pytest.mark.parametrize("batch", [None, (100, None), (64, A), (7, 2)])
+def test_parallel_stages_are_vectorized_with_the_same_elements(calls, batch):
+    for source in [(0,), (3000,), (5000, -20, -7)]:
+        dataset = parallel_pipeline(calls)(fl.Dataset.range(*source))
+        if batch:
+            dataset = dataset.batch(batch[0], num_parallel_calls=batch[1])
+        assert vectorized(dataset) == as_written(dataset)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("calls", [A, 2])
+def test_a_lone_parallel_map_or_batch_is_vectorized(calls):
+    dataset = fl.Dataset.range(-700, 2300).map(lambda x: x * 3 + 1, num_parallel_calls=calls)
+    assert vectorized(dataset) == as_written(dataset)
+    dataset = dataset.batch(256, num_parallel_calls=calls)
+    assert vectorized(dataset) == as_written(dataset)
+    graph = vectorize_maps(fuse_maps(dataset))
+    # The element-by-element graph it falls back on runs inline (no thread per chunk).
+    assert graph.replaced.num_parallel_calls is None
+    assert graph.replaced._inputs[0].num_parallel_calls is None
+
+
+@pytest.mark.timeout(60)
+def test_a_parallel_map_s_errors_are_those_of_the_graph_as_written():
+    dataset = (fl.Dataset.range(-3, 3000).map(lambda x: x + 0, num_parallel_calls=A)
+               .map(lambda x: 2 ** x, num_parallel_calls=A))
+    result = vectorized(dataset)
+    assert result == as_written(dataset)
+    assert [r[1] for r in result[:3]] == ["ValueError"] * 3 and result[3][0] == "int64"
+    assert any("input element 0" in note for note in result[0][3])
+
+
+@pytest.mark.timeout(60)
+def test_an_unordered_parallel_map_is_vectorized_in_order():
+    # deterministic=False allows any order; input order is one of them (and the rewrite's).
+    dataset = parallel_pipeline(A, deterministic=False)(fl.Dataset.range(5000)).batch(64)
+    ordered = parallel_pipeline(A)(fl.Dataset.range(5000)).batch(64)
+    assert vectorized(dataset) == vectorized(ordered) == as_written(ordered)
+    unordered = [value for r in as_written(dataset) for value in r[2]]
+    assert sorted(unordered) == [value for r in as_written(ordered) for value in r[2]]
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("calls,deterministic", [(A, None), (A, False), (3, None)])
+@pytest.mark.parametrize("batch", [None, 64])
+def test_parallel_checkpoints_load_with_vectorization_switched_on_or_off(
+        calls, deterministic, batch):
+    def build(vectorize: bool) -> fl.Dataset:
+        dataset = parallel_pipeline(calls, deterministic)(fl.Dataset.range(3000))
+        if batch:
+            dataset = dataset.batch(batch, num_parallel_calls=calls)
+        optimization = fl.OptimizationOptions(map_vectorization=vectorize)
+        return dataset.with_options(fl.Options(optimization=optimization))
+
+    def values(elements) -> list:
+        out = [np.asarray(e).tolist() for e in elements]
+        return [v for b in out for v in b] if batch else out
+
+    expected = values(build(True))
+    assert sorted(expected) == sorted(values(build(False)))
+    for saver, loader in [(True, False), (False, True), (True, True), (False, False)]:
+        for taken in (0, 1, 5, 16):
+            with iter(build(saver)) as it:
+                head = values(next(it) for _ in range(taken))
+                state = it.state_dict()
+            with iter(build(loader)) as restored:
+                restored.load_state_dict(state)
+                rest = values(restored)
+            got = head + rest
+            if deterministic is False and not (saver and loader):
+                # An unordered run on threads: each element once, in some order.
+                assert sorted(got) == sorted(expected), (saver, loader, taken)
+            else:
+                assert got == expected, (saver, loader, taken)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("batch", [None, 100])
+def test_parallel_states_load_both_ways_at_every_position(batch, monkeypatch):
+    monkeypatch.setattr(map_vectorization, "CHUNK", 32)  # many chunk boundaries
+    dataset = parallel_pipeline(A)(fl.Dataset.range(2000))
+    if batch:
+        dataset = dataset.batch(batch, num_parallel_calls=A)
+    expected = [r[2] for r in vectorized(dataset)]
+    with iter(dataset) as fast, iter(dataset.with_options(OFF)) as written:
+        for position in range(len(expected) + 1):
+            if position % 9 == 0 or position > len(expected) - 3:
+                for state, loader in [(fast.state_dict(), dataset.with_options(OFF)),
+                                      (written.state_dict(), dataset)]:
+                    with iter(loader) as restored:
+                        restored.load_state_dict(state)
+                        assert [r[2] for r in outcomes(restored)] == expected[position:]
+            if position < len(expected):
+                assert np.array_equal(next(fast), next(written))
+
+
+@pytest.mark.parametrize("switch", ["map_vectorization", "map_fusion"])
+def test_parallel_maps_follow_the_option_switches(switch):
+    dataset = parallel_pipeline(A)(fl.Dataset.range(3000)).batch(32, num_parallel_calls=A)
+    options = fl.Options(optimization=fl.OptimizationOptions(**{switch: False}))
+    with iter(dataset.with_options(options)) as it:
+        rewritten = type(it._root).__name__ == "VectorizedRangeIterator"
+        assert [np.asarray(e).tolist() for e in it] == \
+            [r[2] for r in vectorized(dataset)]
+    # Vectorization is its own switch; fusion off leaves it on (a chain is vectorized whole).
+    assert rewritten == (switch == "map_fusion")
