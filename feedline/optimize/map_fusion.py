@@ -3,6 +3,13 @@
 Each stage of a pull pipeline costs a ``next()`` hop per element; a fused run costs one hop
 in all and calls the user functions in a tight loop. Errors still name the original stage
 and the element index that stage saw, and the output is identical element for element.
+
+A map with ``num_parallel_calls`` (``AUTOTUNE`` included) keeps its stage: fused into this
+loop it would lose its threads (and ``AUTOTUNE``'s choice of threads, processes or inline
+calls, made from measuring it), and two of them fused into one parallel stage would share
+one placement and write one stage's checkpoint where the graph has two. Where fusing them
+is surely right, elementwise functions over a ``range``,
+:mod:`~feedline.optimize.map_vectorization` takes the chain whole, parallel or not.
 """
 
 from __future__ import annotations
