@@ -5,7 +5,8 @@ mutant may declare any size, and each decode stays within them, so a target's pe
 documented by them. Half of the inputs go through a structure-aware step first, chosen and
 seeded by the input's CRC (deterministic): PNG chunks get their CRCs recomputed (else libpng
 stops at the first damaged byte's chunk), and header fields (sizes, components, sampling,
-bit depths, compression, LZW code sizes) get interesting values.
+bit depths, compression, LZW code sizes, RIFF chunk sizes and VP8X flags) get interesting
+values.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from fuzz_harness import FuzzTarget
 MAX_PIXELS = 1 << 22
 """The fuzzing children's decode limit on one image's pixels (4 Mpx)."""
 MAX_ANIMATION_BYTES = 64 << 20
-"""The fuzzing children's decode limit on a GIF's frames together (64 MiB)."""
+"""The fuzzing children's decode limit on an animation's frames together (64 MiB)."""
 MEMORY_CAP_MIB = 512
 """The documented peak RSS of a child decoding any mutant under those limits."""
 
