@@ -489,6 +489,7 @@ def test_make_csv_dataset_errors(tmp_path):
     (b"a,a\n1,2\n", 1, 0, "duplicate column names"),  # the header names a column twice
     (b"a,b\n1,2\n3\n", 3, 1, "has 1 fields, expected 2"),  # a short record while inferring
     (b"", 1, 0, "no header row"),
+    (b"\n1,2\n", 1, 0, "names no columns"),  # an empty first line
 ])
 def test_make_csv_dataset_damaged_files_are_csv_errors_naming_file_and_line(
         tmp_path, data, line, record, problem):

@@ -258,6 +258,8 @@ def _header_names(filenames: list[str], compression: str, delim: str,
             rows.close()
         if row is None:
             raise _file_error(path, 1, 0, "no header row (the file is empty)")
+        if not row:
+            raise _file_error(path, 1, 0, "the header row names no columns (an empty line)")
         if names is None:
             names = row
             duplicates = sorted({name for name in names if names.count(name) > 1})
