@@ -619,14 +619,17 @@ class _SampleCursor(RecordCursor):
 
 def _decode_image(contents: bytes, spec: _ImageSpec) -> np.ndarray:
     """An encoded image as webdataset's image spec ``spec`` gives it: JPEG, PNG, GIF (its
-    first frame) and BMP decoded by :func:`feedline.image.decode_image` as TensorFlow
-    decodes them, other formats (WebP, PNM) by Pillow; then converted to the spec's mode as
+    first frame), BMP and WebP decoded by :func:`feedline.image.decode_image` as TensorFlow
+    decodes them (within its pixel limits), other formats (PNM) by Pillow; then converted to the spec's mode as
     Pillow's ``Image.convert`` does, scaled to ``[0, 1]`` and laid out channels first as
     webdataset does."""
     from feedline.image.codecs import (_BMP_MAGIC, _GIF_MAGICS, _JPEG_MAGIC, _PNG_MAGIC,
-                                       decode_image)
+                                       _is_webp, decode_image)
 
-    if contents.startswith((_JPEG_MAGIC, _PNG_MAGIC, *_GIF_MAGICS, _BMP_MAGIC)):
+    # WebP too: decode_image holds it to feedline.image's pixel limits (Pillow's own limit
+    # is only a warning below twice its size).
+    if contents.startswith((_JPEG_MAGIC, _PNG_MAGIC, *_GIF_MAGICS, _BMP_MAGIC)) \
+            or _is_webp(contents):
         pixels = _convert(decode_image(contents, channels=0, expand_animations=False),
                           spec.mode)
     else:

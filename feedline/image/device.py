@@ -338,12 +338,14 @@ def _probe(device: str) -> None:
 
 def _decode_torchvision(items: list[bytes], single: bool, channels: int,
                         device: torch.device, op: str) -> list[torch.Tensor]:
-    torch = _torch()
-    io = _torchvision_io()
+    from feedline.image.codecs import _check_pixels
+
     frames = []
     for index, data in enumerate(items):
         try:
             frame = _jpeg_info(data, op)
+            # nvJPEG allocates what the header declares: a bomb is refused before it runs.
+            _check_pixels(op, frame[0], frame[1])
             if frame[2] == 4:
                 raise InvalidArgumentError(f"{op}: CMYK JPEGs are not supported (as in "
                                            "feedline.image.decode_jpeg); convert the file to "
@@ -353,6 +355,8 @@ def _decode_torchvision(items: list[bytes], single: bool, channels: int,
                 raise
             raise InvalidArgumentError(f"element {index} of the batch: {error}") from None
         frames.append(frame)
+    torch = _torch()
+    io = _torchvision_io()
     _probe(str(device))
     # One writable buffer for the batch (torch warns on read-only bytes), the inputs its views.
     buffer = torch.frombuffer(bytearray().join(items), dtype=torch.uint8)

@@ -79,3 +79,32 @@ def test_feedline_image_spec_keeps_each_image_own_channels():
 def test_channels_first_images_batch():
     batch = next(iter(fl.WebDataset(SHARD, decode="torchrgb8", fields=["png"]).batch(5)))
     assert batch["png"].shape == (5, 3, 3, 4) and batch["png"].dtype == np.uint8
+
+
+@pytest.mark.parametrize("extension", ["jpg", "webp"])
+def test_decoded_images_are_held_to_feedline_image_pixel_limits(tmp_path, extension):
+    # Issue 41.4: WebP went to Pillow, whose bomb limit is only a warning below twice its
+    # size; every format WebDataset decodes is held to feedline.image's caps.
+    import io
+    import tarfile
+
+    from PIL import Image
+
+    from feedline.image import set_decode_limits
+
+    encoded = io.BytesIO()
+    Image.new("RGB", (40, 30), (10, 20, 30)).save(encoded, format="WEBP" if extension ==
+                                                  "webp" else "JPEG")
+    path = tmp_path / "shard.tar"
+    with tarfile.open(path, "w") as tar:
+        info = tarfile.TarInfo(f"s0.{extension}")
+        info.size = len(encoded.getvalue())
+        tar.addfile(info, io.BytesIO(encoded.getvalue()))
+    assert next(iter(fl.WebDataset(str(path), decode="rgb8")))[extension].shape == (30, 40, 3)
+    previous = set_decode_limits(max_pixels=1000)
+    try:
+        with pytest.raises(fl.InvalidArgumentError, match="max_pixels") as refused:
+            next(iter(fl.WebDataset(str(path), decode="rgb8")))
+    finally:
+        set_decode_limits(previous.max_pixels, previous.max_animation_bytes)
+    assert refused.value.path == str(path) and refused.value.record_index == 0

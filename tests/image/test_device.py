@@ -603,3 +603,17 @@ def test_host_decoder_to_cuda():
     got = dv.decode_jpeg_to_device(data, 3, device="cuda", decoder="host")
     assert got.device.type == "cuda"
     assert np.array_equal(got.cpu().numpy(), host.decode_jpeg(data, 3))
+
+
+def test_a_jpeg_over_the_pixel_limit_is_refused_before_nvjpeg_allocates_it():
+    # Issue 41.4: nvJPEG allocates what the header declares; the GPU path had no size check.
+    import torch
+
+    data = jpegs(2)
+    previous = host.set_decode_limits(max_pixels=64 * 80 - 1)
+    try:
+        with pytest.raises(InvalidArgumentError, match="max_pixels") as refused:
+            dv._decode_torchvision(data, False, 0, torch.device("cpu"), "decode_jpeg_to_device")
+    finally:
+        host.set_decode_limits(previous.max_pixels, previous.max_animation_bytes)
+    assert str(refused.value).startswith("element 0 of the batch: decode_jpeg_to_device")
