@@ -35,7 +35,8 @@ _TEMPLATE_FIELDS = ("DATASET", "SPLIT", "FILEFORMAT", "SHARD_INDEX", "NUM_SHARDS
                     "SHARD_X_OF_Y")
 _FORMAT_SPEC = re.compile(r"^(?:[\w -]?[<>^])?0?\d{0,2}$")
 _MAX_TEMPLATE = 1024
-_SPLIT_NAME = re.compile(r"^[\w.+-]{1,256}$")
+# What the split syntax can name (tfds_splits); TFDS's split names are Python identifiers.
+_SPLIT_NAME = re.compile(r"^[\w-]{1,256}$")
 _CONFIG_NAME = re.compile(r"^[\w\-.+]+$")
 _INT64_MAX = (1 << 63) - 1
 _MAX_NESTING = 32
@@ -514,7 +515,7 @@ def _split_info(split: Any, index: int, path: str, directory: str, name: str,
     split_name = split.get("name")
     if not isinstance(split_name, str) or not _SPLIT_NAME.match(split_name):
         raise _bad(path, f"{where}.name", f"expected a split name (letters, digits, '_', "
-                   f"'-', '.', '+'), found {_describe(split_name)}")
+                   f"'-'), found {_describe(split_name)}")
     where = f"splits[{index}] ({split_name!r})"
     lengths = _get(split, "shardLengths", list, path, f"{where}.shardLengths", None)
     shards = split.get("numShards")

@@ -173,12 +173,13 @@ def _nested_keys(depth):
     (lambda info: info["splits"].append(5), "splits[2]"),
     (lambda info: train(info).pop("name"), "splits[0].name"),
     (lambda info: train(info).update(name="a/b"), "splits[0].name"),
+    (lambda info: train(info).update(name="2.5"), "splits[0].name"),
     (lambda info: info["splits"].append(dict(train(info))), "listed twice"),
     (lambda info: train(info).update(numBytes={}), "numBytes"),
     (lambda info: train(info).update(filepathTemplate=7), "filepathTemplate"),
     (lambda info: info.update(fileFormat="parquet"), "fileFormat"),
 ], ids=["deep-keys", "keys-item", "location-list", "url", "notes", "name",
-        "splits-dict", "split-int", "split-no-name", "split-slash", "split-twice", "num-bytes",
+        "splits-dict", "split-int", "split-no-name", "split-slash", "split-dot", "split-twice", "num-bytes",
         "template-int", "file-format"])
 def test_crafted_dataset_info_is_a_feedline_error(order_dir, edit, field):
     data_dir, directory = order_dir
@@ -279,7 +280,8 @@ def test_names_in_the_template_cannot_leave_the_folder(order_dir):
         load("fl_order", split="train", data_dir=data_dir)
     edit_info(directory, lambda info: (info.update(name="fl_order"), train(info).update(
         name="..", filepathTemplate="{SPLIT}/{SHARD_X_OF_Y}")))
-    with pytest.raises(fl.InvalidArgumentError, match="outside the dataset folder"):
+    with pytest.raises(fl.InvalidArgumentError, match=r"splits\[0\].name: expected a split "
+                       r"name \(letters, digits, '_', '-'\), found \"..\""):
         load("fl_order", data_dir=data_dir)
 
 

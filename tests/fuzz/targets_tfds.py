@@ -114,6 +114,8 @@ _ODD_VALUES: list[Any] = [
 
 def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     out = [prefix]
+    if len(prefix) > 64:  # a document an earlier change nested deeply: not walked further
+        return out
     if isinstance(node, dict):
         for key, value in node.items():
             out += _paths(value, (*prefix, key))
