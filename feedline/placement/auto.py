@@ -675,6 +675,7 @@ class AutoProcessesIterator(DatasetIterator):
         this run may start them (even where it would have stayed on threads), else in this
         process (``processes=False``, or fewer CPUs in the budget than workers saved)."""
         from feedline.placement.multiprocess import MultiprocessDataset, MultiprocessIterator
+        from feedline.placement.shards_in_process import ShardsInProcessIterator
 
         self._held.clear()
         self._held_state = None
@@ -692,8 +693,6 @@ class AutoProcessesIterator(DatasetIterator):
             return
         if isinstance(state, dict) and state.get("type") == MultiprocessIterator.OPERATION \
                 and not self._may_start(state):
-            from feedline.placement.shards_in_process import ShardsInProcessIterator
-
             self._replace(ShardsInProcessIterator(self._ctx, self._node.input_dataset, state))
             self.decision = ProcessDecision(
                 "threads", 0, None, budget, f"restored in this process from a state saved in "
@@ -707,7 +706,8 @@ class AutoProcessesIterator(DatasetIterator):
             self.decision = ProcessDecision("processes", len(state["ended"]), None, budget,
                                             "restored from a state saved in processes")
             return
-        if isinstance(self._inner, MultiprocessIterator):
+        if isinstance(self._inner, MultiprocessIterator | ShardsInProcessIterator):
+            # A state saved on threads goes on on threads, whatever the last restore chose.
             self._replace(self._node.input_dataset._make_iterator(self._ctx))
         self._inner.load_state_dict(state)
         self.decision = ProcessDecision("threads", 0, None, budget,

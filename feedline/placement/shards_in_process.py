@@ -11,11 +11,14 @@ workers, so a run that may start them goes back to processes from it.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError
+from feedline.core.functions import renumber_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.execution.positions import PositionReader, PositionTracker
 
@@ -45,6 +48,9 @@ class ShardsInProcessIterator(DatasetIterator):
         super().__init__(ctx, [])
         self._input_dataset = input_dataset
         self._readers: list[PositionReader] = []
+        # Per shard, the pipeline's index of the element a stage numbers i (errors name it,
+        # as a worker's do).
+        self._numbering: list[dict[str, Callable[[int], int]]] = []
         # What went out of each shard, and the snapshots a state may start from, as the
         # multiprocess stage keeps them for its workers.
         self._trackers: list[PositionTracker] = []
@@ -73,6 +79,8 @@ class ShardsInProcessIterator(DatasetIterator):
             tracker.handed_out(item)
             if is_error:
                 reader.handed_out(item)
+                if self._numbering[index]:
+                    renumber_error(value, self._numbering[index], f"worker {index}'s shard")
                 raise value
             return value
         raise StopIteration
@@ -87,7 +95,11 @@ class ShardsInProcessIterator(DatasetIterator):
     def _set_state(self, state: State) -> None:
         from feedline.core.fingerprint import declared_types
         from feedline.core.state_codec import declared_types_in_use
-        from feedline.distribute.autoshard import plan_sharding, shard_pipeline
+        from feedline.distribute.autoshard import (
+            plan_sharding,
+            shard_element_indices,
+            shard_pipeline,
+        )
 
         num_workers = int(state["num_workers"])
         positions = list(state["workers"])
@@ -99,14 +111,15 @@ class ShardsInProcessIterator(DatasetIterator):
         for shard in self._inputs:
             shard.close()
         # Shards are inputs from the start: closed with this stage, even if a restore fails.
-        self._inputs, self._readers, self._trackers = [], [], []
+        self._inputs, self._readers, self._trackers, self._numbering = [], [], [], []
         plan = plan_sharding(self._input_dataset, num_workers)
         types = declared_types(self._input_dataset)
+        ctx = _as_in_a_worker(self._ctx)
         for index, position in enumerate(positions):
             with warnings.catch_warnings():  # the pipeline warned about its policy already
                 warnings.simplefilter("ignore", RuntimeWarning)
                 graph = shard_pipeline(self._input_dataset, num_workers, index, plan)
-            shard = graph._make_iterator(self._ctx)
+            shard = graph._make_iterator(ctx)
             self._inputs.append(shard)
             with declared_types_in_use(types):
                 shard.load_state_dict(position["input"])
@@ -114,6 +127,20 @@ class ShardsInProcessIterator(DatasetIterator):
             reader.restore(position)
             self._readers.append(reader)
             self._trackers.append(PositionTracker(position))
+            self._numbering.append(
+                shard_element_indices(self._input_dataset, num_workers, index, plan))
         self._epoch = int(state["epoch"])
         self._ended = ended
         self._next_worker = int(state["next_worker"]) % num_workers
+
+
+def _as_in_a_worker(ctx: IteratorContext) -> IteratorContext:
+    """``ctx`` with the options a worker runs its shard with: ``deterministic=False`` only
+    lets the merge take the shards in any order, each shard keeps its own (see
+    ``MultiprocessIterator._worker_options``). A position counts the items its worker
+    pulled in that order, so a shard that reordered while re-reading would skip other
+    items than those handed out: elements lost and others repeated."""
+    options = ctx.options
+    if options.deterministic is not False:
+        return ctx
+    return dataclasses.replace(ctx, options=dataclasses.replace(options, deterministic=None))
