@@ -19,6 +19,10 @@ would pay. The evidence, gathered over the stage's first tasks (chunks of elemen
    whatever ``c`` and the number of cores: long calls overlap and take turns, short ones
    run one after the other. The run-queue term keeps a machine loaded by other processes
    from looking like GIL contention (that is CPU starvation: processes would not help).
+   Where the calls alone already rule processes out (cheap calls whose transport costs
+   more: :func:`~feedline.placement.policy.processes_cannot_pay`), the tasks together are
+   measured only for how they share the GIL, over :data:`THREADS_ONLY_SECONDS` instead of
+   :data:`CONCURRENT_SECONDS` (the idle CPUs are then unmeasured).
 
 From these (:class:`~feedline.placement.policy.MapCallFigures`): ``slowdown = busy alone /
 (CPUs used together / c)`` and the **GIL share** ``(slowdown - 1) / (c - 1)``, about 1 for a
@@ -59,6 +63,7 @@ from feedline.placement.policy import (
     MapCallFigures,
     map_stays_on_threads,
     place_map_calls,
+    processes_cannot_pay,
 )
 
 logger = logging.getLogger(__name__)
@@ -69,7 +74,12 @@ CONCURRENT_TASKS = 6
 """Fewest concurrent tasks measured before deciding."""
 CONCURRENT_SECONDS = 0.2
 """Fewest seconds of wall time the concurrent tasks measured must span (long enough for
-the machine's idle time, counted in 10 ms ticks, to mean something)."""
+the machine's idle time, counted in 10 ms ticks, to mean something), unless the calls
+alone ruled processes out (then :data:`THREADS_ONLY_SECONDS`)."""
+THREADS_ONLY_SECONDS = 0.02
+"""Fewest seconds the concurrent tasks span where the calls alone ruled processes out: only
+their overlap is measured, which a few tasks of a cheap map, on a busy machine, measured
+as about one call at once (the tuner then left it on two threads for half a second)."""
 try:
     with open("/proc/thread-self/schedstat", "rb") as _file:
         _file.read()
@@ -281,6 +291,8 @@ class ExecutorChoice:
         self._idle_since: tuple[float | None, float] = (None, 0.0)
         self._in_flight = 0  # measured tasks submitted, not recorded yet
         self._closing = False  # enough measured: waiting for the last ones to finish
+        # The calls alone ruled processes out: no span needed for the idle CPUs.
+        self._threads_only = False
         self.decision: ExecutorDecision | None = None
         unmeasured = map_stays_on_threads(schedulable_cpus(), workers, _pipeline_workers())
         if unmeasured is not None:
@@ -319,6 +331,7 @@ class ExecutorChoice:
         if self.decision is None:
             self._solo, self._together = [], []
             self._in_flight, self._closing = 0, False
+            self._threads_only = False
 
     def make_executor(self, gate: WorkerGate | None = None) -> SwitchingExecutor:
         """The stage's executor (made on its first task); ``gate``: how many of its threads
@@ -336,11 +349,18 @@ class ExecutorChoice:
             self._solo.append(probe)
             if len(self._solo) == SOLO_TASKS:  # tasks run together from now on
                 self._idle_since = (_idle_cpu_seconds(), time.perf_counter())
+                solo = self._solo
+                elements = max(1, sum(p.elements for p in solo))
+                self._threads_only = processes_cannot_pay(
+                    sum(p.wall for p in solo) / elements, self._transport(),
+                    self.workers, schedulable_cpus())
             return None
         self._together.append(probe)
         together = self._together
         span = max(p.start + p.wall for p in together) - min(p.submitted for p in together)
-        if len(together) >= CONCURRENT_TASKS and span >= CONCURRENT_SECONDS:
+        least = min(THREADS_ONLY_SECONDS, CONCURRENT_SECONDS) if self._threads_only \
+            else CONCURRENT_SECONDS
+        if len(together) >= CONCURRENT_TASKS and span >= least:
             self._closing = True  # no new task until those in flight are measured
         if not self._closing or self._in_flight:
             return None
@@ -353,11 +373,7 @@ class ExecutorChoice:
     def _decide(self, concurrency: float, span: float) -> str | None:
         solo, together = self._solo, self._together
         elements_alone = sum(p.elements for p in solo)
-        transports = [p.transport for p in solo]
-        transport = None if any(t is None for t in transports) else (
-            sum(t or 0.0 for t in transports)
-            + sum(p.payload for p in solo) / SHARED_MEMORY_BYTES_PER_SECOND
-        ) / max(1, elements_alone)
+        transport = self._transport()
         # CPUs the calls used while up to ``concurrency`` could run: as many as that, each
         # running as much as one alone, unless they serialize. Short GIL-bound calls do not
         # even overlap (each runs to its end before the next starts): they count the same.
@@ -371,11 +387,30 @@ class ExecutorChoice:
             seconds_per_element=sum(p.wall for p in solo) / max(1, elements_alone),
             thread_rate=sum(p.elements for p in together) / max(span, 1e-9),
             transport_per_element=transport, workers=self.workers,
-            cpus=schedulable_cpus(), idle_cpus=self._idle_cpus(),
+            # Over a shorter span, 10 ms ticks of idle time would read as 0 or as many CPUs.
+            cpus=schedulable_cpus(),
+            idle_cpus=self._idle_cpus() if span >= CONCURRENT_SECONDS else None,
             cpu_per_element=sum(p.cpu for p in (*solo, *together)) / max(
                 1, sum(p.elements for p in (*solo, *together))))
+        if span < CONCURRENT_SECONDS and not processes_cannot_pay(
+                figures.work_per_element, transport, self.workers, figures.cpus):
+            # The calls together cost more than alone said: processes may pay after all,
+            # which takes the idle CPUs over the whole span to decide.
+            self._threads_only = self._closing = False
+            return None
         return self._settle(place_map_calls(self.stage, figures, self._allow_processes,
                                             self._pickles))
+
+    def _transport(self) -> float | None:
+        """Seconds to send one element of the solo tasks to a process and back (pickling
+        and its array bytes through shared memory); ``None`` if they do not pickle."""
+        solo = self._solo
+        transports = [p.transport for p in solo]
+        if any(t is None for t in transports):
+            return None
+        return (sum(t or 0.0 for t in transports)
+                + sum(p.payload for p in solo) / SHARED_MEMORY_BYTES_PER_SECOND
+                ) / max(1, sum(p.elements for p in solo))
 
     def _idle_cpus(self) -> float | None:
         """CPUs the machine left idle, on average, since the tasks began to run together."""

@@ -321,6 +321,37 @@ def place_map_calls(stage: str, figures: MapCallFigures, allow_processes: bool =
     return ExecutorDecision(stage, "thread", reason, **measured)
 
 
+def processes_cannot_pay(seconds_per_element: float, transport_per_element: float | None,
+                         workers: int, cpus: int) -> bool:
+    """Whether worker processes cannot pay for a map's calls whatever the GIL does with them:
+    even with every call in parallel, the processes' estimated rate (as
+    :meth:`MapCallFigures.process_rate` estimates it) stays below :data:`MAP_MIN_GAIN` times
+    one call at a time, or the elements do not pickle. :func:`place_map_calls` would then keep
+    the calls on threads whatever the calls together measure, so the measurement needs its
+    tasks together only for how they share the GIL (where the tuner starts the stage), not
+    for the machine's idle CPUs over :data:`~feedline.placement.map_executor.CONCURRENT_SECONDS`
+    (a cheap map spent them on threads at half its inline rate, then longer at two workers).
+
+    Slow first calls (``seconds_per_element`` from the calls alone) only make it answer
+    ``False`` more often: a smaller time per call keeps the answer ``True``.
+
+    Example:
+        >>> processes_cannot_pay(1e-6, 5e-6, workers=2, cpus=2)  # 1 µs calls, 5 µs to send
+        True
+        >>> processes_cannot_pay(2e-3, 5e-6, workers=2, cpus=2)  # 2 ms calls
+        False
+    """
+    if transport_per_element is None:
+        return True
+    per_element = max(seconds_per_element, 1e-9)
+    figures = MapCallFigures(
+        busy_alone=1.0, running_alone=1.0, cores_together=0.0, concurrency=1.0,
+        seconds_per_element=per_element, thread_rate=0.0,
+        transport_per_element=transport_per_element, workers=workers, cpus=cpus)
+    best = figures.process_rate()
+    return best is None or best < MAP_MIN_GAIN / per_element
+
+
 def runs_inline(decision: ExecutorDecision | None, holds_the_gil: bool) -> bool:
     """Whether a map at one worker calls its function on its consumer's thread: its calls
     hold the GIL (``holds_the_gil``, the tuner's reading of the same measurement) and are

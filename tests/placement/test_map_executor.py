@@ -210,6 +210,32 @@ def test_cheap_calls_whose_transport_costs_more_stay_on_threads(monkeypatch):
     assert result is None and "cost more" in decision.reason
 
 
+def test_cheap_calls_are_measured_together_only_for_their_overlap(monkeypatch):
+    # 1 µs calls in tasks of 64, 20 µs to send each: the calls alone rule processes out,
+    # so tasks together spanning THREADS_ONLY_SECONDS decide (their GIL share, where the
+    # tuner starts the stage: inline), not CONCURRENT_SECONDS; the idle CPUs, over so short
+    # a span, are not read. 10 ms calls still measure the whole span.
+    monkeypatch.setattr(map_executor, "schedulable_cpus", lambda: 2)
+    monkeypatch.setattr(map_executor, "CONCURRENT_SECONDS", 0.2)
+    monkeypatch.setattr(map_executor, "THREADS_ONLY_SECONDS", 0.02)
+    monkeypatch.setattr(policy, "MAP_MIN_GAIN", 1.3)
+    cheap = [Probe(submitted=i * MS, start=i * MS, wall=64e-6, cpu=64e-6, waited=0.0,
+                   elements=64, transport=64 * 20e-6, payload=0) for i in range(2)]
+    # 400 tasks of 64 µs submitted at once, one running at a time: 26 ms.
+    together = [Probe(submitted=1.0, start=1.0 + i * 64e-6, wall=64e-6, cpu=64e-6,
+                      waited=0.0, elements=64) for i in range(400)]
+    result, decision = _decide(cheap, together)
+    assert result is None and decision is not None and decision.kind == "thread"
+    assert decision.gil_share == pytest.approx(1.0) and decision.idle_cpus is None
+    result, decision = _decide(_solo(), together)
+    assert result is None and decision is None  # still measuring: 26 ms < 200 ms
+    # Too short a span decides nothing, cheap or not.
+    assert _decide(cheap, together[:100])[1] is None
+    # Calls that ran alone cheap but together slow (10 ms a call): processes may pay
+    # after all, so the whole span is measured.
+    assert _decide(cheap, _together(cores=1, n=8))[1] is None
+
+
 def test_unpicklable_function_stays_on_threads(monkeypatch):
     import threading
 

@@ -105,6 +105,28 @@ def test_unknown_idle_cpus_do_not_keep_a_map_on_threads():
     assert place_map_calls("m", dataclasses.replace(HELD, idle_cpus=None)).kind == "process"
 
 
+def test_processes_cannot_pay_for_cheap_calls_whatever_the_gil_does():
+    # 1 µs calls that take 5 µs each way to send: even every call in parallel, processes
+    # run slower than one call at a time. 2 ms calls: processes may pay.
+    assert policy.processes_cannot_pay(1e-6, 5e-6, workers=2, cpus=2)
+    assert not policy.processes_cannot_pay(2e-3, 5e-6, workers=2, cpus=2)
+    assert policy.processes_cannot_pay(2e-3, None, workers=2, cpus=2)  # does not pickle
+
+
+@pytest.mark.parametrize("seconds", [1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2])
+@pytest.mark.parametrize("transport", [1e-7, 1e-6, 1e-5, 1e-4, 1e-3])
+@pytest.mark.parametrize("workers", [2, 8])
+def test_where_processes_cannot_pay_the_decision_keeps_threads(seconds, transport, workers):
+    # Whatever the calls together measure (here: fully serialized, on idle CPUs, threads
+    # slower than one call at a time), the decision agrees with the shortcut.
+    if not policy.processes_cannot_pay(seconds, transport, workers=workers, cpus=workers):
+        return
+    figures = dataclasses.replace(HELD, seconds_per_element=seconds, thread_rate=1.0,
+                                  transport_per_element=transport, workers=workers,
+                                  cpus=workers, idle_cpus=float(workers))
+    assert place_map_calls("m", figures).kind == "thread"
+
+
 def test_inline_only_for_short_calls_that_hold_the_gil():
     limit = policy.INLINE_MAX_CALL_SECONDS
     short = ExecutorDecision("m", "thread", "", seconds_per_element=limit / 2)
