@@ -78,8 +78,7 @@ class PipelineIterator:
         from feedline.execution import allocator
         from feedline.optimize import optimize
 
-        allocator.pipeline_started()  # records freed and allocated per batch: see there
-        self._allocator_held = True
+        allocator.configure()  # once per process: records freed and allocated per batch
         options = dataset.options()
         self._user_dataset = dataset
         self._saved_fingerprint: PipelineFingerprint | None = None
@@ -95,6 +94,9 @@ class PipelineIterator:
             self._collector = self._ctx.statistics = collector_for(options)
         self._dataset = optimize(dataset, options)
         self._root = self._dataset._make_iterator(self._ctx)
+        # Counted open once it has a root: close() (which needs one) is what counts it out.
+        allocator.pipeline_started()
+        self._allocator_held = True
         if self._collector is not None:
             self._collector.drive(self._root)
         self._status: Any = None

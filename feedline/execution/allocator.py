@@ -18,9 +18,12 @@ allocator alone where the user configured it
 tunables in ``GLIBC_TUNABLES``), with ``FEEDLINE_MALLOC_TUNING=0``, and on other C libraries.
 
 The memory kept is the pipelines' to use while they run, not the training process's to carry
-after: when the last pipeline of a process closes (:func:`pipeline_ended`), what the
-thresholds kept is given back (``malloc_trim``), so a process that builds and closes many
-pipelines ends where it started (``benchmarks/malloc_tuning.py`` measures both sides).
+after: when the last pipeline of a process closes (:func:`pipeline_ended`) after pipelines
+ran for :data:`GIVE_BACK_AFTER_SECONDS` or more, what the thresholds kept is given back
+(``malloc_trim``), so a process that builds and closes many pipelines ends where it started
+(``benchmarks/malloc_tuning.py`` measures both sides). A trim gives back the whole process's
+free memory, the training loop's too, which the loop then faults back in: short pipelines
+(``list(small_ds)`` in every step) hold little and do not trim.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 
 MMAP_THRESHOLD = 32 << 20
 """Blocks from this size up get their own mapping (glibc's dynamic maximum on 64-bit)."""
@@ -42,6 +46,12 @@ _USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TO
 _lock = threading.Lock()
 _outcome: str | None = None
 _open_pipelines = 0
+_open_since = 0.0  # when the first of the pipelines open now started
+
+GIVE_BACK_AFTER_SECONDS = 1.0
+"""Pipelines open together at least this long give back what was kept when the last closes
+(a trim costs the process's other users of freed memory page faults: 0.4 s a step was
+measured for a loop reusing 300 MiB and closing a small pipeline each step)."""
 
 
 def configure() -> str:
@@ -90,9 +100,11 @@ def pipeline_started() -> None:
     Example:
         >>> pipeline_started(); pipeline_ended()
     """
-    global _open_pipelines
+    global _open_pipelines, _open_since
     configure()
     with _lock:
+        if _open_pipelines == 0:
+            _open_since = time.monotonic()
         _open_pipelines += 1
 
 
@@ -102,7 +114,8 @@ def pipeline_ended() -> None:
     global _open_pipelines
     with _lock:
         _open_pipelines = max(0, _open_pipelines - 1)
-        last = _open_pipelines == 0 and _outcome == "configured"
+        last = _open_pipelines == 0 and _outcome == "configured" \
+            and time.monotonic() - _open_since >= GIVE_BACK_AFTER_SECONDS
     if last:
         _give_back()
 

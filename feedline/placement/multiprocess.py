@@ -186,7 +186,10 @@ class MultiprocessIterator(DatasetIterator):
         # the one it announced it is computing with that watch.
         self._watching: list[int | None] = [None] * num_workers
         self._reached: list[tuple[int, bool] | None] = [None] * num_workers
-        self._broken: WorkerProcessError | None = None
+        # The error that ended the stage (a worker's death, or the error that kept a worker
+        # from running its shard), with the worker it came from.
+        self._broken: BaseException | None = None
+        self._broken_worker: int | None = None
 
     @property
     def replay_exact(self) -> bool:
@@ -416,7 +419,7 @@ class MultiprocessIterator(DatasetIterator):
 
     def _end_broken(self, error: WorkerProcessError, note: str) -> None:
         error.add_note(note)
-        self._broken = mark_fatal(error)  # type: ignore[assignment]
+        self._broken, self._broken_worker = mark_fatal(error), error.worker
 
     def _raise_broken(self) -> NoReturn:
         """Raise the error that ended this stage again: a later ``next()`` must not read as
@@ -424,7 +427,10 @@ class MultiprocessIterator(DatasetIterator):
         worker's restart, would silently lose the rest of the epoch)."""
         broken = self._broken
         assert broken is not None
-        again = WorkerProcessError(str(broken), worker=broken.worker, exitcode=broken.exitcode)
+        message = str(broken) if isinstance(broken, WorkerProcessError) \
+            else f"{type(broken).__name__}: {broken}"
+        again = WorkerProcessError(message, worker=self._broken_worker,
+                                   exitcode=getattr(broken, "exitcode", None))
         for note in getattr(broken, "__notes__", []):
             again.add_note(note)
         again.add_note("feedline: raised again: this stage ended with the error above, and "
@@ -462,9 +468,8 @@ class MultiprocessIterator(DatasetIterator):
                                       f"{self._node.name}:")
             error.add_note(f"feedline: worker {index} cannot run its shard; the iteration "
                            "ends here")
-            self._broken = mark_fatal(  # type: ignore[assignment]
-                WorkerProcessError(str(error), worker=index))
-            raise mark_fatal(error)
+            self._broken, self._broken_worker = mark_fatal(error), index
+            raise error
         return True
 
     def _deliver(self, index: int, message: tuple[Any, ...]) -> Any:

@@ -307,8 +307,12 @@ def test_a_worker_that_cannot_restore_its_position_ends_the_iteration_with_the_r
             while True:
                 next(restored)
         assert "worker 1 cannot run its shard" in "\n".join(raised.value.__notes__)
-        with pytest.raises(StopIteration):
-            next(restored)
+        for _ in range(2):  # then raised again, never a silent end (issue 41.3)
+            with pytest.raises(fl.WorkerProcessError) as again:
+                next(restored)
+            assert str(again.value).startswith("CheckpointError: ")
+            assert again.value.worker == 1 and again.value.__cause__ is raised.value
+            assert "worker 1 cannot run its shard" in "\n".join(again.value.__notes__)
 
 
 def test_stages_made_inside_interleave_do_not_pile_up_processes():
