@@ -716,14 +716,17 @@ class AutoProcessesIterator(DatasetIterator):
     def _may_start(self, state: State) -> bool:
         """Whether this run may start the worker processes ``state`` was saved in (a state
         is data: it never starts more than the options allow, as ``multiprocess`` rules)."""
+        from feedline.placement.multiprocess import autotune_workers_allowed
+
         options = self._ctx.options
         if options.autotune.processes is False:
             return False
         workers = state.get("workers")
         if not workers or any(p is None for p in workers):
-            return True  # saved before every worker started: the processes start afresh
-        allowed = max(options.autotune_parallelism(), options.threading.max_parallelism or 0)
-        return len(state.get("ended", ())) <= allowed
+            # No positions to run here: the multiprocess stage starts its workers afresh, or
+            # says clearly why it may not.
+            return True
+        return len(state.get("ended", ())) <= autotune_workers_allowed(options)
 
     def _restore_feeder_on_threads(self, state: State) -> None:
         """Continue on threads from ``state``, saved where the whole pipeline ran in one

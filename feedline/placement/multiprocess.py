@@ -95,6 +95,19 @@ WORKER_START_SECONDS = 30.0
 interpreter imports NumPy and feedline, unpickles the pipeline, restores its position)."""
 
 
+def autotune_workers_allowed(options: Options) -> int:
+    """The most worker processes a ``multiprocess(AUTOTUNE)`` stage may start to restore a
+    state: those AUTOTUNE would start here, or ``ThreadingOptions.max_parallelism`` if larger.
+
+    Example:
+        >>> import feedline as fl
+        >>> autotune_workers_allowed(fl.Options(autotune=fl.AutotuneOptions(cpu_budget=1),
+        ...     threading=fl.ThreadingOptions(max_parallelism=3)))
+        3
+    """
+    return max(options.autotune_parallelism(), options.threading.max_parallelism or 0)
+
+
 class MultiprocessDataset(UnaryDataset):
     """The node of ``Dataset.multiprocess``."""
 
@@ -524,8 +537,7 @@ class MultiprocessIterator(DatasetIterator):
         # A state is data: it may not start more processes than the options allow.
         allowed = self._node.num_workers
         if allowed == AUTOTUNE:
-            options = self._ctx.options
-            allowed = max(options.autotune_parallelism(), options.threading.max_parallelism or 0)
+            allowed = autotune_workers_allowed(self._ctx.options)
         if not 1 <= saved <= allowed:
             raise CheckpointError(
                 f"{self._node.name}: the state's num_workers is {saved}, and this pipeline "
