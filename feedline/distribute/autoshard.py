@@ -34,7 +34,9 @@ choosing the first policy that applies, as tf.data's ``AutoShardPolicy.AUTO`` do
     faster: the rewrite is only correct, a :class:`RuntimeWarning` says so.
 
 Sharding is always placed right after a source (or on its file list), before any random
-stage, so shards never disagree on who owns an element, whatever their random seeds.
+stage, so shards never disagree on who owns an element, whatever their random seeds; the
+``"index"`` policy reads positions of a ``global_shuffle``, whose permutation every shard must
+then draw alike (a seeded one: ``multiprocess`` refuses an unseeded one over several workers).
 
 Merging the shards' outputs in turn (element ``k`` of the result is element ``k //
 num_shards`` of shard ``k % num_shards``, skipping shards that have ended) gives exactly the

@@ -56,7 +56,7 @@ from typing import Any
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.error_records import is_fatal
-from feedline.core.errors import WorkerProcessError
+from feedline.core.errors import InvalidArgumentError, WorkerProcessError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.options import Options
 from feedline.core.traits import POSITIONAL
@@ -572,7 +572,8 @@ class AutoProcessesIterator(DatasetIterator):
         moved = self._in_processes(decision.workers)
         try:
             moved.prepare()  # pickles the pipeline
-        except TypeError as error:  # the pipeline does not pickle
+        except (TypeError, InvalidArgumentError) as error:
+            # It does not pickle, or its workers could not agree on a random permutation.
             self._stay(decision.cpu_budget, decision.cores_busy, str(error))
             return
         if self._held and moved.replay_exact and self._inner.replay_exact:

@@ -75,7 +75,7 @@ from typing import Any, NoReturn
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.error_records import mark_fatal
-from feedline.core.errors import CheckpointError, WorkerProcessError
+from feedline.core.errors import CheckpointError, InvalidArgumentError, WorkerProcessError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.options import Options
 from feedline.core.seed_epochs import EpochCounter, restored_epoch, start_epoch
@@ -237,6 +237,7 @@ class MultiprocessIterator(DatasetIterator):
             if self._pool is None or self._pool.num_workers != self._num_workers:
                 if self._pool is not None:
                     self._pool.shutdown()
+                self._check_one_permutation()
                 plan = plan_sharding(self._node._inputs[0], self._num_workers)
                 if plan.policy == "output" and self._num_workers > 1:
                     from feedline.distribute.autoshard import shard_pipeline
@@ -245,6 +246,23 @@ class MultiprocessIterator(DatasetIterator):
                 self._pool = WorkerPool(self._node._inputs[0], self._worker_options(),
                                         self._num_workers, self._node.name,
                                         self._ctx.options.threading.close_timeout)
+
+    def _check_one_permutation(self) -> None:
+        """Refuse, before any process starts, a stage that would draw its own random
+        permutation in each worker (an unseeded ``global_shuffle``): the workers' shards of
+        different permutations would lose some elements and repeat others."""
+        if self._num_workers < 2:
+            return
+        from feedline.core.graph import graph_nodes
+
+        drawing = [node.name for node in graph_nodes(self._node._inputs[0])
+                   if callable(getattr(node, "draws_seed", None)) and node.draws_seed(self._ctx)]
+        if drawing:
+            raise InvalidArgumentError(
+                f"{self._node.name}: {drawing[0]} has no seed, so each of the "
+                f"{self._num_workers} worker processes would draw its own permutation and "
+                "their shards would lose some elements and repeat others; give it one "
+                f"({drawing[0]}(seed=...) or Options(seed=...)), or run it in one process")
 
     def _start(self) -> None:
         if self._running:

@@ -164,3 +164,28 @@ def test_a_filter_that_crashes_its_worker_still_gets_the_poison_verdict(crash):
                 with pytest.raises(fl.WorkerProcessError) as again:
                     next(it)
                 assert is_fatal(again.value)
+
+
+def test_an_unseeded_global_shuffle_is_not_split_over_worker_processes():
+    # Each worker drew its own permutation and kept its shard of it: range(40) gave 11
+    # elements twice and lost 11. Refused before any process starts, with the way out.
+    ds = fl.Dataset.range(40).global_shuffle().batch(4)
+    with pytest.raises(fl.InvalidArgumentError, match=r"global_shuffle has no seed.*"
+                       r"global_shuffle\(seed=\.\.\.\) or Options\(seed=\.\.\.\)"):
+        with iter(ds.multiprocess(2)) as it:
+            next(it)
+    for exact in (ds.multiprocess(1), fl.Dataset.range(40).global_shuffle(seed=1).batch(4)
+                  .multiprocess(2)):
+        with iter(exact) as it:
+            assert sorted(x for b in it for x in b.tolist()) == list(range(40))
+
+
+def test_autotune_keeps_an_unseeded_global_shuffle_in_one_process():
+    forced = fl.Options(autotune=fl.AutotuneOptions(processes=True, cpu_budget=2))
+    ds = fl.Dataset.range(40).global_shuffle().map(lambda x: x * 2).batch(4) \
+        .prefetch(fl.AUTOTUNE).with_options(forced)
+    with iter(ds) as it:
+        got = sorted(x for b in it for x in b.tolist())
+        decision = it.process_decision
+    assert got == [2 * x for x in range(40)]
+    assert decision.workers <= 1, decision
