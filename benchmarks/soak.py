@@ -49,6 +49,21 @@ def _rss_mib(pids: list[int]) -> list[float | None]:
     return out
 
 
+def _rss_parts_mib() -> dict[str, float]:
+    """This process's resident memory by kind (Linux): anonymous (heaps), file-backed
+    (libraries, mapped files) and shared memory (batches mapped from the workers)."""
+    parts: dict[str, float] = {}
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(("RssAnon", "RssFile", "RssShmem")):
+                    name, value = line.split(":")
+                    parts[name] = int(value.split()[0]) / 1024
+    except FileNotFoundError:
+        pass
+    return parts
+
+
 def soak(setup: str, seconds: float, warmup: float, interval: float) -> dict:
     """Run one setup and return its samples and verdict per process."""
     workers = {"feeder": 1, "workers2": 2}[setup]
@@ -68,6 +83,7 @@ def soak(setup: str, seconds: float, warmup: float, interval: float) -> dict:
                     worker_pids = _worker_pids()
                 samples.append({"t": round(now - started, 1), "batches": batches,
                                 "consumer": _rss_mib([psutil.Process().pid])[0],
+                                "consumer_parts": _rss_parts_mib(),
                                 "workers": _rss_mib(worker_pids)})
                 next_sample += interval
                 if now - started >= seconds:
