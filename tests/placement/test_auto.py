@@ -253,6 +253,19 @@ def test_a_state_saved_in_processes_restores_exactly_wherever_it_may_run(restori
         assert fresh.process_decision.mode == "threads"
 
 
+def _outcomes(it, limit=None):
+    """Batches as lists and errors as their class names, in order, up to ``limit``."""
+    out = []
+    while limit is None or len(out) < limit:
+        try:
+            out.append(next(it).tolist())
+        except StopIteration:
+            break
+        except Exception as error:  # noqa: BLE001 - an outcome like any other
+            out.append(type(error).__name__)
+    return out
+
+
 def _double_but_9_and_10(x):
     if int(x) in (9, 10):
         raise KeyError(f"element {int(x)}")
@@ -263,30 +276,20 @@ def test_a_state_saved_in_processes_keeps_its_errors_in_this_process():
     # Errors pending in a worker's position are raised in place after the restore here.
     ds = fl.Dataset.range(30).map(_double_but_9_and_10).batch(3).prefetch(fl.AUTOTUNE)
 
-    def outcomes(it, limit=None):
-        out = []
-        while limit is None or len(out) < limit:
-            try:
-                out.append(next(it).tolist())
-            except StopIteration:
-                break
-            except Exception as error:  # noqa: BLE001 - an outcome like any other
-                out.append(type(error).__name__)
-        return out
 
     in_processes = fl.Options(autotune=fl.AutotuneOptions(processes=True, cpu_budget=2))
     for taken in (2, 3, 4, 6):
         with iter(ds.with_options(in_processes)) as it:
-            reference = outcomes(it)
+            reference = _outcomes(it)
             assert it.process_decision.mode == "processes"
         assert "KeyError" in reference
         with iter(ds.with_options(in_processes)) as it:
-            head = outcomes(it, taken)
+            head = _outcomes(it, taken)
             state = it.state_dict()
         with iter(ds.with_options(ONE_CPU)) as again:
             again.load_state_dict(state)
             assert not isinstance(_root(again)._inner, MultiprocessIterator)
-            assert head + outcomes(again) == reference
+            assert head + _outcomes(again) == reference
 
 
 # ---------------------------------------------------------------- the feeder placement
@@ -394,26 +397,16 @@ def test_a_feeder_state_restores_on_threads_exactly(tmp_path, restoring):
 def test_a_feeder_state_restores_its_pending_errors_on_threads(tmp_path):
     ds = fail_at(fl.Dataset.range(20), [6, 7]).batch(2).prefetch(fl.AUTOTUNE)
 
-    def outcomes(it, limit=None):
-        out = []
-        while limit is None or len(out) < limit:
-            try:
-                out.append(next(it).tolist())
-            except StopIteration:
-                break
-            except Exception as error:  # noqa: BLE001 - an outcome like any other
-                out.append(type(error).__name__)
-        return out
     with iter(ds.with_options(NEVER)) as it:
-        reference = outcomes(it)
+        reference = _outcomes(it)
     assert "InjectedError" in reference or any(isinstance(o, str) for o in reference)
     with iter(ds.with_options(fl.Options(autotune=fl.AutotuneOptions(
             cpu_budget=2, processes=True)))) as it:
-        head = outcomes(it, 3)
+        head = _outcomes(it, 3)
         state = it.state_dict()
     with iter(ds.with_options(NEVER)) as again:
         again.load_state_dict(state)
-        assert head + outcomes(again) == reference
+        assert head + _outcomes(again) == reference
 
 
 def _double(x):
