@@ -118,11 +118,12 @@ class OptimizationOptions:
     Attributes:
         map_fusion: Run consecutive inline ``map`` and ``filter`` stages as one stage.
         inject_prefetch: Add a ``prefetch(AUTOTUNE)`` at the end of a pipeline that has none.
-        map_vectorization: Run ``range`` followed by inline maps and filters whose functions
+        map_vectorization: Run ``range`` followed by maps and filters whose functions
             are provably elementwise (one arithmetic or comparison expression of the element,
-            such as ``lambda x: x % 2 == 0``), and the inline ``batch`` after them, on chunks
-            of elements with NumPy (:mod:`feedline.optimize.map_vectorization`); elements,
-            errors and checkpoints are those of the element-by-element run.
+            such as ``lambda x: x % 2 == 0``), with any ``num_parallel_calls`` (not
+            ``executor="process"``), and the ``batch`` after them, on chunks of elements with
+            NumPy (:mod:`feedline.optimize.map_vectorization`); elements, errors and
+            checkpoints are those of the element-by-element run.
         map_and_batch_fusion: Run ``map(f).batch(n)`` as one stage that calls ``f``'s batch
             form once per batch, when ``f`` offers one (feedline's record decoders, such as
             ``fl.datasets.load``'s; :mod:`feedline.transforms.map_and_batch`); elements and

@@ -724,6 +724,12 @@ def test_checkpoints_do_not_depend_on_the_tuning():
         assert head + [int(x) for x in again] == list(range(1, 201))
 
 
+# A map over a range whose function is elementwise (``lambda x: x + 1``) runs as NumPy
+# chunks (feedline.optimize.map_vectorization), whatever its num_parallel_calls: tests of
+# the map's tuning turn that rewrite off.
+NOT_VECTORIZED = fl.Options(optimization=fl.OptimizationOptions(map_vectorization=False))
+
+
 def _prefetch(it):
     """The pipeline's last prefetch: AUTOTUNE's placement wraps a pipeline ending with
     ``prefetch(AUTOTUNE)``, also where it stays on threads (``processes=False``)."""
@@ -796,7 +802,7 @@ def test_an_autotune_map_chooses_its_executor_once_per_run_not_every_epoch(monke
 
     monkeypatch.setattr(map_module, "ExecutorChoice", Counting)
     ds = fl.Dataset.range(300).map(lambda x: x + 1, num_parallel_calls=fl.AUTOTUNE).repeat(4)
-    options = fl.Options(autotune=fl.AutotuneOptions(processes=False))
+    options = fl.Options(autotune=fl.AutotuneOptions(processes=False)).merge(NOT_VECTORIZED)
     with iter(ds.with_options(options)) as it:
         assert [int(x) for x in it] == list(range(1, 301)) * 4
     assert len(made) == 1  # one choice for the stage, measured over its epochs
@@ -804,8 +810,8 @@ def test_an_autotune_map_chooses_its_executor_once_per_run_not_every_epoch(monke
 
 def _map_stage(options: fl.Options):
     ds = fl.Dataset.range(50).map(lambda x: x + 1, num_parallel_calls=fl.AUTOTUNE)
-    return ds.with_options(fl.Options(
-        optimization=fl.OptimizationOptions(inject_prefetch=False)).merge(options))
+    return ds.with_options(fl.Options(optimization=fl.OptimizationOptions(
+        inject_prefetch=False, map_vectorization=False)).merge(options))
 
 
 @pytest.mark.parametrize("budget", [None, 1])
@@ -859,7 +865,7 @@ def _first_decision(fn, done, budget: int | None = None, choose_executor: bool =
     output, until the tuner makes a decision for which ``done(decision)`` holds; returns it."""
     options = fl.Options(autotune=fl.AutotuneOptions(processes=False, cpu_budget=budget,
                                                      choose_executor=choose_executor),
-                         profiling=fl.ProfilingOptions(statistics=True))
+                         profiling=fl.ProfilingOptions(statistics=True)).merge(NOT_VECTORIZED)
     ds = fl.Dataset.range(200).map(fn, num_parallel_calls=fl.AUTOTUNE)
     deadline = time.monotonic() + 60
     with no_leaked_threads(), iter(ds.repeat().with_options(options)) as it:
