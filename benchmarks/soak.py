@@ -28,13 +28,13 @@ GOAL_MIB = 5.0
 """Largest RSS growth after the warm-up, per process, that counts as flat."""
 
 
-def pipeline(files: list[str], workers: int) -> fl.Dataset:
+def pipeline(files: list[str], workers: int, parallel: int = fl.AUTOTUNE) -> fl.Dataset:
     """The chess pipeline, repeated, in ``workers`` worker processes."""
     return (fl.Dataset.from_tensor_slices(files)
             .interleave(fl.TFRecordDataset, cycle_length=4, block_length=16)
             .shuffle(10_000, seed=0)
             .batch(512)
-            .map(transform, num_parallel_calls=fl.AUTOTUNE)
+            .map(transform, num_parallel_calls=parallel)
             .repeat()
             .multiprocess(workers))
 
@@ -64,12 +64,13 @@ def _rss_parts_mib() -> dict[str, float]:
     return parts
 
 
-def soak(setup: str, seconds: float, warmup: float, interval: float) -> dict:
+def soak(setup: str, seconds: float, warmup: float, interval: float,
+         parallel: int = fl.AUTOTUNE) -> dict:
     """Run one setup and return its samples and verdict per process."""
     workers = {"feeder": 1, "workers2": 2}[setup]
     with tempfile.TemporaryDirectory(prefix="feedline-soak-") as folder:
         files = write_records(folder, 100_000, 8)
-        it = iter(pipeline(files, workers))
+        it = iter(pipeline(files, workers, parallel))
         next(it)
         started = time.monotonic()
         samples: list[dict] = []
@@ -135,9 +136,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1800.0)
     parser.add_argument("--warmup", type=float, default=120.0)
     parser.add_argument("--interval", type=float, default=10.0)
+    parser.add_argument("--parallel", type=int, default=fl.AUTOTUNE,
+                        help="the map's num_parallel_calls (default AUTOTUNE, which follows the "
+                        "machine's load: its memory moves with the parallelism it picks)")
     parser.add_argument("--out", type=Path, help="write the samples as JSON here")
     args = parser.parse_args()
-    result = soak(args.setup, args.seconds, args.warmup, args.interval)
+    result = soak(args.setup, args.seconds, args.warmup, args.interval, args.parallel)
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
     print(json.dumps(result["verdict"], indent=1))
