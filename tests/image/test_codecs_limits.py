@@ -87,7 +87,10 @@ def decode_in_child(call: str, data: bytes, folder: Path) -> dict:
         except BaseException as error:
             result = {{"kind": type(error).__module__ + "." + type(error).__name__,
                        "message": str(error)}}
-        result["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        # VmHWM: this process's own peak (ru_maxrss starts at the parent's when it is larger)
+        with open("/proc/self/status") as status:
+            result["peak_mib"] = next(int(line.split()[1]) for line in status
+                                      if line.startswith("VmHWM")) / 1024
         print(json.dumps(result))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
