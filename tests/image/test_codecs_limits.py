@@ -23,20 +23,6 @@ DATA_LIMIT_MIB = 1024
 """The children's RLIMIT_DATA: an unbounded decode fails there instead of taking the machine."""
 
 
-@pytest.fixture(autouse=True)
-def _default_limits():
-    # The limits live in the environment: each test starts from the defaults and leaves the
-    # environment as it found it (monkeypatch.delenv would not undo a variable set later).
-    names = ("FEEDLINE_IMAGE_MAX_PIXELS", "FEEDLINE_IMAGE_MAX_ANIMATION_BYTES")
-    saved = {name: os.environ.pop(name, None) for name in names}
-    yield
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-
-
 def bmp_bomb(width: int, height: int) -> bytes:
     """A 24-bit BMP declaring ``width x height`` with 64 bytes of pixels."""
     pixels = b"\x00" * 64

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import numpy as np
@@ -16,18 +15,6 @@ from feedline import image as fli
 
 GOLDEN = np.load(Path(__file__).with_name("golden_webp.npz"))
 NAMES = ["lossy_rgb", "lossy_rgba", "lossless_rgb", "lossless_rgba"]
-
-
-@pytest.fixture(autouse=True)
-def _default_limits():
-    names = ("FEEDLINE_IMAGE_MAX_PIXELS", "FEEDLINE_IMAGE_MAX_ANIMATION_BYTES")
-    saved = {name: os.environ.pop(name, None) for name in names}
-    yield
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
 
 
 def encoded(name: str) -> bytes:
