@@ -205,6 +205,26 @@ def _refuse_file_caches(dataset: Dataset) -> None:
                 "processes, or cache in memory (cache() with no file name)")
 
 
+def worker_shard(dataset: Dataset, num_shards: int, index: int,
+                 plan: ShardPlan | None = None
+                 ) -> tuple[Dataset, dict[str, Callable[[int], int]]]:
+    """What worker ``index`` of ``num_shards`` runs: its shard's graph (the policy's warning is
+    the consumer's to give, once, not every worker's) and the map from its stages' counts to
+    the pipeline's element indices (:func:`shard_element_indices`: errors name the pipeline's
+    element), for a worker process or a shard run in the consumer's process.
+
+    Example:
+        >>> import feedline as fl
+        >>> graph, _ = worker_shard(fl.Dataset.range(6), 2, 1)
+        >>> [int(x) for x in graph]
+        [1, 3, 5]
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        graph = shard_pipeline(dataset, num_shards, index, plan)
+    return graph, shard_element_indices(dataset, num_shards, index, plan)
+
+
 def shard_pipeline(dataset: Dataset, num_shards: int, index: int,
                    plan: ShardPlan | None = None) -> Dataset:
     """The graph of shard ``index`` of ``num_shards`` (policy from :func:`plan_sharding`).

@@ -95,6 +95,23 @@ WORKER_START_SECONDS = 30.0
 interpreter imports NumPy and feedline, unpickles the pipeline, restores its position)."""
 
 
+def shard_options(options: Options) -> Options:
+    """The options a shard runs with, in a worker process or in this one: the pipeline's,
+    keeping its order. ``deterministic=False`` lets the merge take the shards in any order;
+    inside a shard, order costs nothing worth having, keeps its checkpoints cheap (an unordered
+    input is snapshotted after every element, see positions.py), and a position counts items
+    in that order (a shard that reordered while re-reading would skip other items).
+
+    Example:
+        >>> import feedline as fl
+        >>> print(shard_options(fl.Options(deterministic=False)).deterministic)
+        None
+    """
+    if options.deterministic is not False:
+        return options
+    return dataclasses.replace(options, deterministic=None)
+
+
 def autotune_workers_allowed(options: Options) -> int:
     """The most worker processes a ``multiprocess(AUTOTUNE)`` stage may start to restore a
     state: those AUTOTUNE would start here, or ``ThreadingOptions.max_parallelism`` if larger.
@@ -283,11 +300,7 @@ class MultiprocessIterator(DatasetIterator):
         options = self._ctx.options
         share = max(1, (options.autotune_parallelism() - 1) // self._num_workers)
         share = options.autotune_parallelism() if self._num_workers == 1 else share
-        # Options(deterministic=False) lets this stage merge workers in any order; inside
-        # a worker, order costs nothing worth having and keeps its checkpoints cheap (an
-        # unordered input must be snapshotted after every element, see positions.py).
-        deterministic = None if options.deterministic is False else options.deterministic
-        return dataclasses.replace(options, deterministic=deterministic,
+        return dataclasses.replace(shard_options(options),
                                    autotune=dataclasses.replace(options.autotune,
                                                                 cpu_budget=share))
 

@@ -12,7 +12,6 @@ workers, so a run that may start them goes back to processes from it.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -95,11 +94,7 @@ class ShardsInProcessIterator(DatasetIterator):
     def _set_state(self, state: State) -> None:
         from feedline.core.fingerprint import declared_types
         from feedline.core.state_codec import declared_types_in_use
-        from feedline.distribute.autoshard import (
-            plan_sharding,
-            shard_element_indices,
-            shard_pipeline,
-        )
+        from feedline.distribute.autoshard import plan_sharding, worker_shard
 
         num_workers = int(state["num_workers"])
         positions = list(state["workers"])
@@ -114,11 +109,14 @@ class ShardsInProcessIterator(DatasetIterator):
         self._inputs, self._readers, self._trackers, self._numbering = [], [], [], []
         plan = plan_sharding(self._input_dataset, num_workers)
         types = declared_types(self._input_dataset)
-        ctx = _as_in_a_worker(self._ctx)
+        from feedline.placement.multiprocess import shard_options
+
+        # Each shard keeps its own order, as in a worker (deterministic=False is the merge's).
+        options = shard_options(self._ctx.options)
+        ctx = self._ctx if options is self._ctx.options \
+            else dataclasses.replace(self._ctx, options=options)
         for index, position in enumerate(positions):
-            with warnings.catch_warnings():  # the pipeline warned about its policy already
-                warnings.simplefilter("ignore", RuntimeWarning)
-                graph = shard_pipeline(self._input_dataset, num_workers, index, plan)
+            graph, numbering = worker_shard(self._input_dataset, num_workers, index, plan)
             shard = graph._make_iterator(ctx)
             self._inputs.append(shard)
             with declared_types_in_use(types):
@@ -127,20 +125,7 @@ class ShardsInProcessIterator(DatasetIterator):
             reader.restore(position)
             self._readers.append(reader)
             self._trackers.append(PositionTracker(position))
-            self._numbering.append(
-                shard_element_indices(self._input_dataset, num_workers, index, plan))
+            self._numbering.append(numbering)
         self._epoch = int(state["epoch"])
         self._ended = ended
         self._next_worker = int(state["next_worker"]) % num_workers
-
-
-def _as_in_a_worker(ctx: IteratorContext) -> IteratorContext:
-    """``ctx`` with the options a worker runs its shard with: ``deterministic=False`` only
-    lets the merge take the shards in any order, each shard keeps its own (see
-    ``MultiprocessIterator._worker_options``). A position counts the items its worker
-    pulled in that order, so a shard that reordered while re-reading would skip other
-    items than those handed out: elements lost and others repeated."""
-    options = ctx.options
-    if options.deterministic is not False:
-        return ctx
-    return dataclasses.replace(ctx, options=dataclasses.replace(options, deterministic=None))

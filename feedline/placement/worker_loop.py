@@ -211,25 +211,16 @@ class _WorkerLoop:
     """The loop of one worker: obey commands, produce while it has credits."""
 
     def __init__(self, channel: Channel, index: int, num_workers: int, payload: bytes) -> None:
-        import warnings
-
         import cloudpickle
 
         from feedline.core.fingerprint import declared_types
-        from feedline.distribute.autoshard import (
-            plan_sharding,
-            shard_element_indices,
-            shard_pipeline,
-        )
+        from feedline.distribute.autoshard import plan_sharding, worker_shard
 
         self._channel = channel
         graph, options = cloudpickle.loads(payload)
         plan = plan_sharding(graph, num_workers) if num_workers > 1 else None
-        with warnings.catch_warnings():  # the consumer warned about the policy already
-            warnings.simplefilter("ignore", RuntimeWarning)
-            self._graph = shard_pipeline(graph, num_workers, index, plan)
         # Errors name the pipeline's element, not this shard's count of it.
-        self._element_indices = shard_element_indices(graph, num_workers, index, plan)
+        self._graph, self._element_indices = worker_shard(graph, num_workers, index, plan)
         self._index = index
         self._types = declared_types(graph)
         # The per-epoch nodes, in the order the consumer lists its own: the epochs
