@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
@@ -687,6 +687,25 @@ class Dataset(abc.ABC):
             [0, 1, 3, 6]
         """
         return _transforms.scan.ScanDataset(self, initial_state, scan_func, name)
+
+    def pack_sequences(self, length: int | Mapping[str, int], method: str = "first_fit",
+                       num_bins: int = 16, overflow: str = "split",
+                       padding_value: int | float = 0) -> Dataset:
+        """Pack dicts of 1-D token sequences into rows of ``length`` tokens, with
+        ``<feature>_segment_ids`` and ``<feature>_positions`` (first fit over ``num_bins``
+        open rows, or ``method="concat_and_split"``). Checkpoints resume exactly.
+
+        See :class:`~feedline.transforms.pack_sequences.PackSequencesDataset`.
+
+        Example:
+            >>> import feedline as fl
+            >>> ds = fl.Dataset.from_list([{"t": [1, 2]}, {"t": [3]}])
+            >>> row = next(iter(ds.pack_sequences(4)))
+            >>> row["t"].tolist(), row["t_segment_ids"].tolist(), row["t_positions"].tolist()
+            ([1, 2, 3, 0], [1, 1, 2, 0], [0, 1, 0, 0])
+        """
+        return _transforms.pack_sequences.PackSequencesDataset(
+            self, length, method, num_bins, overflow, padding_value)  # type: ignore[arg-type]
 
     def unique(self, name: str | None = None) -> Dataset:
         """Drop elements seen before (scalar int or bytes elements, as in tf.data).
