@@ -201,10 +201,9 @@ class PackSequencesIterator(UnaryIterator):
             raise InvalidArgumentError(
                 f"{where} is a {type(example).__name__}; expected a dict of 1-D token arrays "
                 "(wrap a bare sequence: .map(lambda x: {'tokens': x}))", record_index=index)
-        if self._lengths is None:
-            self._lengths = self._resolve_lengths(example, where, index)
+        lengths = self._lengths or self._resolve_lengths(example, where, index)
         features: dict[str, np.ndarray] = {}
-        for k in self._lengths:
+        for k in lengths:
             if k not in example:
                 raise InvalidArgumentError(f"{where} has no feature {k!r} (features: "
                                            f"{sorted(example)})", record_index=index)
@@ -212,11 +211,14 @@ class PackSequencesIterator(UnaryIterator):
             if values.ndim != 1:
                 raise InvalidArgumentError(f"{where}: feature {k!r} has shape {values.shape}; "
                                            "expected a 1-D sequence", record_index=index)
-            expected = self._dtypes.setdefault(k, values.dtype)
+            expected = self._dtypes.get(k, values.dtype)
             if values.dtype != expected:
                 raise InvalidArgumentError(f"{where}: feature {k!r} is {values.dtype}, earlier "
                                            f"elements were {expected}", record_index=index)
             features[k] = values
+        # Fixed by the first valid example (a failing one, skipped by ignore_errors, fixes none).
+        self._lengths = lengths
+        self._dtypes = {k: v.dtype for k, v in features.items()}
         return features
 
     def _resolve_lengths(self, example: Mapping[str, Any], where: str,
@@ -292,8 +294,8 @@ class PackSequencesIterator(UnaryIterator):
     def _get_state(self) -> State:
         return self._with_input_state({
             "index": self._index, "ended": self._ended,
-            "lengths": self._lengths,
-            "dtypes": {k: v.str for k, v in self._dtypes.items()},
+            # [name, row length, dtype] per feature; empty until the first example.
+            "features": [[k, n, self._dtypes[k].str] for k, n in (self._lengths or {}).items()],
             "open": [row.to_state() for row in self._open],
             "ready": [encode(row) for row in self._ready]})
 
@@ -301,9 +303,8 @@ class PackSequencesIterator(UnaryIterator):
         self._load_input_state(state)
         self._index = int(state["index"])
         self._ended = bool(state["ended"])
-        lengths = state["lengths"]
-        self._lengths = None if lengths is None else {k: int(n) for k, n in lengths.items()}
-        self._dtypes = {k: np.dtype(v) for k, v in state["dtypes"].items()}
+        self._lengths = {k: int(n) for k, n, _ in state["features"]} or None
+        self._dtypes = {k: np.dtype(dtype) for k, _, dtype in state["features"]}
         self._open = []
         for saved in state["open"]:
             row = self._new_row()
