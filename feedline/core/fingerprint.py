@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from feedline.core.errors import CheckpointError
+from feedline.core.stage_names import stage_name
 
 if TYPE_CHECKING:
     from feedline.core.dataset import Dataset
@@ -359,11 +360,11 @@ class _Walker:
         return digest, arguments
 
 
+@functools.cache
 def _operation_name(cls: type) -> str:
-    """A node class's name in stage digests: ``module:qualname``, or the ``_FINGERPRINT_NAME``
-    a class that moved to another module declares (its old name), so that the states saved
-    before the move still restore."""
-    return cls.__dict__.get("_FINGERPRINT_NAME") or _qualified_name(cls)
+    """A node class's name in stage digests: its operation's, not its module's, so a class
+    moved to another module keeps its digests (:mod:`feedline.core.stage_names`)."""
+    return stage_name(cls)
 
 
 @functools.cache
