@@ -100,10 +100,8 @@ def stage_name(cls: type) -> str:
         >>> from feedline.transforms.batch import BatchDataset
         >>> stage_name(BatchDataset)
         'feedline.transforms.batch:BatchDataset'
-        >>> class Mine:
-        ...     pass
-        >>> stage_name(Mine).endswith(":Mine")
-        True
+        >>> stage_name(type("MineDataset", (BatchDataset,), {"__module__": "my_project.data"}))
+        'my_project.data:MineDataset'
     """
     module = getattr(cls, "__module__", None) or "?"
     if module != "feedline" and not module.startswith("feedline."):
