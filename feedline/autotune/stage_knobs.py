@@ -20,6 +20,7 @@ from typing import Any
 
 from feedline.autotune.map_knobs import SIZE_EVERY, THREAD_BYTES, StageKnobs, _mean_bytes
 from feedline.autotune.tuner import CallMeasurement, TuningCounters
+from feedline.core.interpreter import gil_disabled
 from feedline.core.options import Options
 from feedline.execution.gate import WorkerGate
 
@@ -48,7 +49,9 @@ def thread_bounds(options: Options, parallelism: int, useful: int | None = None,
 
     thread_limit = options.threading.max_parallelism
     cpu_workers = parallelism
-    if options.autotune.cpu_budget is None and thread_limit is None:
+    if options.autotune.cpu_budget is None and thread_limit is None and not gil_disabled():
+        # Threads past the cores fill those a held GIL leaves idle; with no GIL, one a core
+        # keeps every core busy.
         cpu_workers = OVERSUBSCRIPTION * parallelism
     threads = max(cpu_workers, thread_limit or MAX_THREADS) if waits else cpu_workers
     if useful is not None:

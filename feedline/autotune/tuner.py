@@ -121,6 +121,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Protocol
 
+from feedline.core.interpreter import gil_disabled
 from feedline.placement.policy import INLINE_MAX_CALL_SECONDS
 from feedline.profiling.model import Snapshot, StageWindow, most_loaded
 from feedline.profiling.records import TuningDecision
@@ -367,7 +368,9 @@ def holds_the_gil(measured: CallMeasurement) -> bool:
         ...                               concurrency=2.0, busy_alone=0.1))
         False
     """
-    return measured.gil_share * measured.busy_alone >= SERIAL_GIL_SHARE
+    # Without a GIL (a free-threaded interpreter) calls that looked serialized were slowed
+    # by something threads share (the machine, memory): more threads may still help.
+    return measured.gil_share * measured.busy_alone >= SERIAL_GIL_SHARE and not gil_disabled()
 
 
 class TuningCounters:
@@ -592,6 +595,20 @@ class Tuner:
             controls = sorted([*self._known.values(), *self._known_nodes.values()],
                               key=lambda control: control.registered)
             return {control.name: control.setting for control in controls}
+
+    def call_times(self) -> dict[str, tuple[float, float]]:
+        """Each stage's ``(CPU seconds, wall seconds)`` of its calls so far (its tasks'
+        thread time and wall time), by stage name: what says whether its calls compute or
+        wait (:func:`~feedline.placement.policy.maps_that_wait`).
+
+        Example:
+            >>> Tuner().call_times()
+            {}
+        """
+        with self._lock:
+            controls = [*self._known.values(), *self._known_nodes.values()]
+        return {control.name: (control.counters.cpu, control.counters.busy)
+                for control in controls}
 
     def decisions(self) -> tuple[TuningDecision, ...]:
         """Every change made so far, oldest first."""
@@ -879,7 +896,7 @@ class Tuner:
         # is on a CPU at all. A call that mostly waits (files, a sleep) holds it little,
         # whatever share of its few CPU microseconds the measurement gave the GIL (a 4 ms
         # sleep measured 80-100%, and ran one at a time instead of 64).
-        holding = share * measured.busy_alone
+        holding = 0.0 if gil_disabled() else share * measured.busy_alone
         if holding >= SERIAL_GIL_SHARE and workers > 1 and measured.short:
             # Judged on the rate measured with ``workers``: a machine busy with other work,
             # or the first calls' set-up, can make calls that run in parallel look serial.

@@ -64,8 +64,10 @@ from feedline.core.unary import UnaryDataset
 from feedline.placement.policy import (
     LoopRate,
     ProcessDecision,
+    TrialCosts,
     keep_feeder,
     maps_in_processes,
+    maps_that_wait,
     place_feeder,
     place_pipeline,
     place_shards,
@@ -428,10 +430,14 @@ class AutoProcessesIterator(DatasetIterator):
             busy = self._trial_unless_it_ends(budget)
             if busy is None:
                 return
+        elements, cpu, size = self._trial_figures
         if placed.move == "shards":
-            decision = place_shards(budget, busy)
+            tuner = self._ctx.tuner
+            costs = None if busy is None else TrialCosts(cpu / max(elements, 1),
+                                                         size / max(elements, 1))
+            waiting = maps_that_wait(tuner.call_times()) if tuner is not None else {}
+            decision = place_shards(budget, busy, costs, waiting)
         else:
-            elements, cpu, size = self._trial_figures
             decision = place_feeder(budget, busy, placed.reason, cpu / max(elements, 1),
                                     size / max(elements, 1), self._inner.replay_exact)
         if decision.mode == "threads":
@@ -624,6 +630,10 @@ class AutoProcessesIterator(DatasetIterator):
         inner, held = self._inner, self._held
         wall, cpu = time.perf_counter(), time.process_time()
         ended, held_bytes = False, 0
+        # An element's costs are counted from the first element on: the first pays the
+        # pipeline's start (its threads, its imports), which says nothing of the rest
+        # (a vectorized map's batch: 112 µs of CPU counted from the start, 20 µs after).
+        after_first: tuple[float, int] | None = None
         while len(held) < TRIAL_MAX_ELEMENTS and held_bytes < TRIAL_MAX_BYTES and (
                 len(held) < TRIAL_MIN_ELEMENTS or time.perf_counter() - wall < TRIAL_SECONDS):
             try:
@@ -636,10 +646,16 @@ class AutoProcessesIterator(DatasetIterator):
             else:
                 held_bytes += element_bytes(outcome)
             held.append((outcome, inner.state_dict()))
+            if after_first is None:
+                after_first = (time.process_time(), held_bytes)
         elapsed = max(time.perf_counter() - wall, 1e-9)
-        cpu = time.process_time() - cpu
-        self._trial_figures = (len(held), cpu, held_bytes)
-        return cpu / elapsed, ended
+        now = time.process_time()
+        if after_first is not None and len(held) > 1:
+            self._trial_figures = (len(held) - 1, now - after_first[0],
+                                   held_bytes - after_first[1])
+        else:
+            self._trial_figures = (len(held), now - cpu, held_bytes)
+        return (now - cpu) / elapsed, ended
 
     def _stay(self, budget: int, busy: float | None, reason: str) -> None:
         self._record(ProcessDecision("threads", 0, busy, budget, reason))

@@ -23,9 +23,11 @@ reason in words (:class:`ExecutorDecision`, :class:`ProcessDecision`), logged an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from feedline.core.interpreter import FREE_THREADED_REASON, gil_disabled
 
 # ---------------------------------------------------------------- a map's calls
 MIN_BUSY = 0.4
@@ -77,6 +79,23 @@ from a feeder would cost (:data:`RECEIVE_BYTES_PER_SECOND`) for the move to pay.
 RECEIVE_BYTES_PER_SECOND = 4e9
 """What receiving an element from another process costs here, in its bytes per CPU second
 (its arrays are views of shared memory; the figure is deliberately pessimistic)."""
+RECEIVE_SECONDS_PER_ELEMENT = 100e-6
+"""What receiving an element from another process costs here whatever its bytes: its
+message, its unpickling, the wake-ups (deliberately optimistic: ``multiprocess(2)`` of
+``range(n).map(lambda x: x + 1).batch(256)`` delivered 850 batches a second on 2 loaded
+cores, 1.2 ms each, against 33,000 a second inline)."""
+SHARDS_MIN_RECEIVE_GAIN = 2.0
+"""Least ratio of the CPU an element costs this process on threads to what receiving it
+from a worker process costs (:func:`receive_seconds`) for shards in worker processes to pay:
+the training loop's process receives every element, so processes that make cheap elements
+only move the cost here, and add their hand-offs (a vectorized map ran 0.25M elements/s in
+processes against 43.8M on threads)."""
+WAITING_SHARE = 0.25
+"""Share of their wall time a stage's calls spend on a CPU below which they mostly wait
+(I/O, the network, a sleep): more threads overlap them, worker processes are never needed
+(a map sleeping 2 ms a call ran 0.37x of 16 threads when moved to processes)."""
+WAITING_MIN_SECONDS = 0.02
+"""Least seconds of a stage's calls measured for their CPU share to say they wait."""
 FEEDER_TRY_MAX_WAITED = 0.5
 """Where the budget holds too few spare cores for a feeder process to be chosen from the trial
 alone: the most share of its time the training loop may wait in ``next()`` on threads for
@@ -290,7 +309,9 @@ def place_map_calls(stage: str, figures: MapCallFigures, allow_processes: bool =
         "busy_together": figures.busy_together, "concurrency": figures.concurrency,
         "seconds_per_element": figures.work_per_element,
         "thread_rate": figures.thread_rate, "idle_cpus": figures.idle_cpus}
-    if figures.concurrency < MIN_CONCURRENCY:
+    if gil_disabled():
+        reason = FREE_THREADED_REASON
+    elif figures.concurrency < MIN_CONCURRENCY:
         reason = "the calls rarely ran at once (the map is not the bottleneck)"
     elif figures.busy_alone < MIN_BUSY:
         reason = "the function mostly waits (I/O, sleep), which threads overlap"
@@ -341,8 +362,8 @@ def processes_cannot_pay(seconds_per_element: float, transport_per_element: floa
         >>> processes_cannot_pay(2e-3, 5e-6, workers=2, cpus=2)  # 2 ms calls
         False
     """
-    if transport_per_element is None:
-        return True
+    if transport_per_element is None or gil_disabled():
+        return True  # free-threaded: threads run the calls in parallel already
     per_element = max(seconds_per_element, 1e-9)
     figures = MapCallFigures(
         busy_alone=1.0, running_alone=1.0, cores_together=0.0, concurrency=1.0,
@@ -440,6 +461,12 @@ def place_pipeline(budget: int, processes: bool | None, maps_in_processes: Itera
         return PipelinePlan(None, "AutotuneOptions(processes=False)")
     if budget < 2:
         return PipelinePlan(None, "one CPU to run on")
+    if gil_disabled() and not forced:
+        # What processes buy under the GIL (its work on every core) threads give here,
+        # without a feeder's start-up, transport or second copy of the pipeline.
+        return PipelinePlan(None, f"{FREE_THREADED_REASON} (the pipeline stays in this "
+                            "process; AutotuneOptions(processes=True) or multiprocess(n) "
+                            "move it)")
     in_processes = list(maps_in_processes)
     if in_processes and not forced:
         # Their calls already spread over worker processes; a trial on threads would see
@@ -469,18 +496,83 @@ def maps_in_processes(decisions: Iterable[ExecutorDecision]) -> list[str]:
     return [decision.stage for decision in decisions if decision.kind == "process"]
 
 
-def place_shards(budget: int, busy: float | None) -> ProcessDecision:
+def receive_seconds(bytes_per_element: float) -> float:
+    """CPU seconds receiving one element of ``bytes_per_element`` bytes from another process
+    costs this process (:data:`RECEIVE_SECONDS_PER_ELEMENT` plus its bytes at
+    :data:`RECEIVE_BYTES_PER_SECOND`).
+
+    Example:
+        >>> round(receive_seconds(4e6) * 1e6)  # a 4 MB batch: 100 µs + 1 ms
+        1100
+    """
+    return RECEIVE_SECONDS_PER_ELEMENT + bytes_per_element / RECEIVE_BYTES_PER_SECOND
+
+
+@dataclass(frozen=True)
+class TrialCosts:
+    """What a pipeline's elements cost this process during its trial on threads.
+
+    Attributes:
+        cpu_per_element: CPU seconds of this process per element (every thread's).
+        bytes_per_element: Bytes of an element (its arrays and scalars).
+    """
+
+    cpu_per_element: float
+    bytes_per_element: float
+
+
+def maps_that_wait(cpu_shares: Mapping[str, tuple[float, float]]) -> dict[str, float]:
+    """The stages whose calls mostly wait, with the share of their time on a CPU, from each
+    tuned stage's ``(CPU seconds, wall seconds)`` of its calls (thread time against wall
+    time, per task): below :data:`WAITING_SHARE`, over at least
+    :data:`WAITING_MIN_SECONDS` of calls.
+
+    Example:
+        >>> maps_that_wait({"map(fetch)": (0.004, 0.4), "map(parse)": (0.3, 0.35),
+        ...                 "map(new)": (0.0, 0.001)})
+        {'map(fetch)': 0.01}
+    """
+    return {stage: cpu / wall for stage, (cpu, wall) in cpu_shares.items()
+            if wall >= WAITING_MIN_SECONDS and cpu < WAITING_SHARE * wall}
+
+
+def place_shards(budget: int, busy: float | None, costs: TrialCosts | None = None,
+                 waiting: Mapping[str, float] | None = None) -> ProcessDecision:
     """Shards in worker processes, or threads, for a pipeline that kept ``busy`` cores busy
-    on threads (``None``: forced, no trial). It moves when the budget is at least
-    :data:`PIPELINE_MIN_GAIN` times that, to ``budget / busy`` workers.
+    on threads (``None``: forced, no trial). It stays on threads when
+
+    * a stage's calls mostly wait (``waiting``: :func:`maps_that_wait`): the tuner gives
+      them more threads, which overlap the waits as well as processes would, without
+      their start-up and transport;
+    * the budget is less than :data:`PIPELINE_MIN_GAIN` times ``busy``;
+    * an element costs this process less than :data:`SHARDS_MIN_RECEIVE_GAIN` times what
+      receiving it from a worker would (``costs``; :func:`receive_seconds`).
+
+    Otherwise it moves to ``budget / busy`` workers.
 
     Example:
         >>> place_shards(8, 1.0).workers, place_shards(2, 1.6).mode
         (8, 'threads')
+        >>> place_shards(2, 0.2, waiting={"map(fetch)": 0.02}).reason
+        'map(fetch): calls on a CPU 2% of their time: they wait, and more threads overlap them (processes would not be faster)'
+        >>> print(place_shards(2, 1.0, TrialCosts(6e-6, 2048)).reason)
+        an element costs 6 µs of CPU here on threads; receiving it from a worker process would cost 101 µs
     """
-    if busy is not None and budget < PIPELINE_MIN_GAIN * busy:
-        return ProcessDecision("threads", 0, busy, budget,
-                               f"threads keep {busy:.2f} of {budget} cores busy")
+    if busy is not None:
+        stay = None
+        if waiting:
+            stay = "; ".join(f"{stage}: calls on a CPU {share:.0%} of their time"
+                             for stage, share in waiting.items()) + \
+                ": they wait, and more threads overlap them (processes would not be faster)"
+        elif budget < PIPELINE_MIN_GAIN * busy:
+            stay = f"threads keep {busy:.2f} of {budget} cores busy"
+        elif costs is not None and costs.cpu_per_element < SHARDS_MIN_RECEIVE_GAIN * (
+                receive := receive_seconds(costs.bytes_per_element)):
+            stay = (f"an element costs {costs.cpu_per_element * 1e6:,.0f} µs of CPU here on "
+                    f"threads; receiving it from a worker process would cost "
+                    f"{receive * 1e6:,.0f} µs")
+        if stay is not None:
+            return ProcessDecision("threads", 0, busy, budget, stay)
     workers = max(2, min(budget, round(budget / max(busy or 1.0, 1.0))))
     reason = "forced by AutotuneOptions(processes=True)" if busy is None else \
         f"threads kept {busy:.2f} of {budget} cores busy"

@@ -37,7 +37,11 @@ def _root(it: fl.PipelineIterator) -> AutoProcessesIterator:
 
 @pytest.fixture
 def trial(monkeypatch):
-    """Make the trial report ``busy`` cores, ending the data or not."""
+    """Make the trial report ``busy`` cores, ending the data or not, for elements that cost
+    this process more than receiving them from a worker would (the test pipelines' are
+    cheap: :data:`~feedline.placement.policy.SHARDS_MIN_RECEIVE_GAIN`)."""
+    monkeypatch.setattr(policy, "SHARDS_MIN_RECEIVE_GAIN", 0.0)
+
     def set_trial(busy: float, ended: bool = False) -> None:
         original = AutoProcessesIterator._trial
 
