@@ -66,6 +66,23 @@ class EpochCounter:
         """The epoch the next run started by ``iter(ds)`` begins the node at."""
         return self._next
 
+    def claim(self, earliest: int) -> int:
+        """Take the next epoch, ``earliest`` or later, for a run's first iterator.
+
+        Reading :attr:`next` and then advancing would let two runs started on two threads
+        at once both read the same epoch (one order twice, as a seed generator never
+        gives): the read and the advance are one step here.
+
+        Example:
+            >>> counter = EpochCounter()
+            >>> counter.claim(0), counter.claim(0), counter.claim(5), counter.next
+            (0, 1, 5, 6)
+        """
+        with self._lock:
+            epoch = max(self._next, earliest)
+            self._next = epoch + 1
+            return epoch
+
     def advance_past(self, epoch: int) -> None:
         """Record that ``epoch`` was used (the counter never goes back here)."""
         with self._lock:
@@ -107,9 +124,11 @@ def start_epoch(node: object, counter: EpochCounter, ctx: IteratorContext) -> in
     epoch = ctx.start_iteration(node)
     if not ctx.continue_epochs:
         return epoch
-    if fresh and counter.next > epoch:
-        epoch = counter.next
-        ctx.set_iterations(node, epoch + 1)
+    if fresh:
+        claimed = counter.claim(epoch)
+        if claimed != epoch:
+            ctx.set_iterations(node, claimed + 1)
+        return claimed
     counter.advance_past(epoch)
     return epoch
 
