@@ -5,6 +5,18 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def _gil_rules(monkeypatch):
+    """Placement's rules as under the GIL, on any interpreter: these tests give figures
+    and expect the GIL build's decisions (a free-threaded interpreter keeps work on threads;
+    tests/placement/test_placement_decisions.py tests both)."""
+    from feedline.autotune import stage_knobs, tuner
+    from feedline.placement import policy
+
+    for module in (policy, tuner, stage_knobs):
+        monkeypatch.setattr(module, "gil_disabled", lambda: False)
+
+
 @pytest.fixture
 def gil_bound_trial(gil_bound_trial, monkeypatch):
     """The root fixture's trial (one core busy of two), whose elements also cost this
