@@ -17,7 +17,7 @@ from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
 from feedline.core.structure import Element
-from feedline.core.traits import POSITIONAL, OperationTraits
+from feedline.core.traits import POSITIONAL, OperationTraits, with_legacy_flags
 
 if TYPE_CHECKING:
     from feedline.core.options import AutoShardPolicy
@@ -54,6 +54,11 @@ class Dataset(abc.ABC):
         # built while running (repeat's epochs, interleave's files), is measured. Off, the
         # cost is one attribute test per iterator built, none per element.
         super().__init_subclass__(**kwargs)
+        # Operations that still say a trait by an underscore flag get it in their TRAITS:
+        # the planners ask only the traits.
+        traits = with_legacy_flags(cls, cls.TRAITS)
+        if traits != cls.TRAITS:
+            cls.TRAITS = traits
         make = cls.__dict__.get("_make_iterator")
         if make is not None and not getattr(make, "_routes_statistics", False):
             cls._make_iterator = _routing_statistics(make)  # type: ignore[method-assign]
@@ -184,7 +189,7 @@ class Dataset(abc.ABC):
         Example:
             >>> import feedline as fl
             >>> list(fl.Dataset.from_tensor_slices([1, 2]).as_numpy_iterator())
-            [np.int64(1), np.int64(2)]
+            [np.int32(1), np.int32(2)]
         """
         from feedline.pipeline import PipelineIterator  # the runner sits above core
 
@@ -682,8 +687,9 @@ class Dataset(abc.ABC):
         """Carry a state through the elements: ``scan_func(state, element) -> (state, output)``.
 
         Example:
-            >>> import feedline as fl
-            >>> [int(x) for x in fl.Dataset.range(4).scan(0, lambda s, x: (s + x, s + x))]
+            >>> import numpy as np, feedline as fl
+            >>> ds = fl.Dataset.range(4).scan(np.int64(0), lambda s, x: (s + x, s + x))
+            >>> [int(x) for x in ds]
             [0, 1, 3, 6]
         """
         return _transforms.scan.ScanDataset(self, initial_state, scan_func, name)

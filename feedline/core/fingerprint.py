@@ -398,7 +398,7 @@ def _global_names(code: types.CodeType) -> Iterator[str]:
 
 def _transparent(node: Dataset) -> bool:
     """Stages that only change how the pipeline runs (prefetch, with_options)."""
-    return bool(getattr(type(node), "_FINGERPRINT_TRANSPARENT", False))
+    return node.traits().execution_only
 
 
 def _short(value: Any) -> str:

@@ -215,7 +215,7 @@ def random_access_blocker(dataset: Dataset) -> Dataset | None:
     node = dataset
     while not node._offers_random_access():
         inputs = node._inputs
-        if (len(inputs) == 1 and getattr(node, "_RANDOM_ACCESS_FROM_INPUT", False)
+        if (len(inputs) == 1 and node.traits().random_access_from_input
                 and not inputs[0]._offers_random_access()):
             node = inputs[0]
             continue

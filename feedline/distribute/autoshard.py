@@ -62,7 +62,6 @@ from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.distribute.index_shard import IndexShardDataset
-from feedline.formats._file_reader import FileReaderDataset
 from feedline.transforms.shard import ShardDataset
 
 Policy = Literal["index", "file", "batch", "data", "output"]
@@ -82,6 +81,11 @@ def _one_to_one(stage: Dataset) -> bool:
 
 def _opens_files(stage: Dataset) -> bool:
     return stage.traits().opens_files
+
+
+def _reads_files(stage: Dataset) -> bool:
+    """Whether ``stage`` reads the records of the files it names (its ``filenames``)."""
+    return stage.traits().reader == "files"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +130,7 @@ def plan_sharding(dataset: Dataset, num_shards: int) -> ShardPlan:
     node = dataset
     while True:
         path.append(node)
-        if isinstance(node, FileReaderDataset) and node._inputs:
+        if _reads_files(node) and node._inputs:
             # Its input is the dataset of file names (or, with num_parallel_reads, the
             # interleave over it): shard the names at their source below.
             node = node._inputs[0]
@@ -160,7 +164,7 @@ def _index_plan(dataset: Dataset) -> ShardPlan | None:
 
 def _source_plan(path: list[Dataset], num_shards: int) -> ShardPlan:
     source = path[-1]
-    if isinstance(source, FileReaderDataset):
+    if _reads_files(source):
         files = len(source.filenames or ())
         if files >= num_shards:
             return ShardPlan("file", False, tuple(path), files=files)
@@ -251,7 +255,7 @@ def shard_pipeline(dataset: Dataset, num_shards: int, index: int,
     if plan.policy == "index":
         sharded: Dataset = IndexShardDataset(bottom, num_shards, index, full_rounds=False,
                                              name=f"worker index shard {index}")
-    elif plan.policy == "file" and isinstance(bottom, FileReaderDataset):
+    elif plan.policy == "file" and _reads_files(bottom):
         sharded = _copy_with(bottom, filenames=bottom.filenames[index::num_shards])
     elif plan.policy == "batch":
         sharded = BlockShardDataset(bottom, num_shards, index, plan.block)

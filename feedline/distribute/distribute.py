@@ -53,9 +53,6 @@ from feedline.distribute.autoshard import (
 )
 from feedline.distribute.index_shard import IndexShardDataset
 from feedline.distribute.input_context import InputContext
-from feedline.formats._file_reader import FileReaderDataset
-from feedline.transforms.flat_map import FlatMapDataset
-from feedline.transforms.interleave import InterleaveDataset
 
 
 def distribute(dataset: Dataset, input_context: InputContext,
@@ -116,10 +113,9 @@ def distribute(dataset: Dataset, input_context: InputContext,
 
 def _records(path: tuple[Dataset, ...]) -> tuple[Dataset, ...]:
     """The path down to where records (not file names) are produced: DATA shards records."""
-    if isinstance(path[-1], FileReaderDataset):
+    if path[-1].traits().reader == "files":
         return path
-    readers = [i for i, stage in enumerate(path)
-               if isinstance(stage, FileReaderDataset | InterleaveDataset | FlatMapDataset)]
+    readers = [i for i, stage in enumerate(path) if stage.traits().reader is not None]
     return path[:readers[-1] + 1] if readers and _names(path[-1]) else path
 
 
@@ -137,8 +133,7 @@ def _shard_by_index(dataset: Dataset, n: int, index: int) -> Dataset | None:
     above: list[Dataset] = []
     node = dataset
     while random_access_blocker(node) is not None:
-        if len(node._inputs) != 1 or isinstance(
-                node, FileReaderDataset | InterleaveDataset | FlatMapDataset):
+        if len(node._inputs) != 1 or node.traits().reader is not None:
             # Below a reader are file names: sharding them by index in full rounds would
             # drop whole files; FILE or DATA shard those.
             return None
@@ -189,7 +184,8 @@ def _known_length(share: Dataset) -> int:
 def _no_file_sharding(dataset: Dataset, n: int) -> str:
     node, files = dataset, None
     while True:
-        if isinstance(node, FileReaderDataset):
+        reader = node.traits().reader
+        if reader == "files":
             files = len(node.filenames) if node.filenames is not None else None
             if node._inputs:
                 node = node._inputs[0]
@@ -199,7 +195,7 @@ def _no_file_sharding(dataset: Dataset, n: int) -> str:
             if _names(node) and files is None:
                 files = node.cardinality()
             break
-        if isinstance(node, InterleaveDataset | FlatMapDataset) and files is None:
+        if reader == "function" and files is None:
             files = -2  # a reader of names may sit under it
         node = node._inputs[0]
     if files is None:

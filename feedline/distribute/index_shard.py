@@ -31,6 +31,7 @@ shard's ``num_parallel_calls``.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from collections.abc import Sequence
 from typing import Any
 
@@ -77,14 +78,13 @@ class IndexShardDataset(UnaryDataset):
         ([1, 4, 7], 3)
     """
 
-    TRAITS = POSITIONAL
+    # Its input is read by index: rewrites must leave it as written.
+    TRAITS = replace(POSITIONAL, random_access_from_input=True, keeps_input_as_written=True)
 
     # Which shard a pipeline is changes neither what a checkpoint means nor whether it
     # fits: one replica's checkpoint restores on any replica, with any number of them.
     _NOT_FINGERPRINTED = frozenset({"num_shards", "index", "num_parallel_calls"})
-    # Its input is read by index: rewrites must leave it as written.
-    _REWRITES_STOP_HERE = True
-    _RANDOM_ACCESS_FROM_INPUT = True
+    _REWRITES_STOP_HERE = True  # what placement/worker_loop reads until it asks the traits
 
     def __init__(self, input_dataset: Dataset, num_shards: int, index: int,
                  num_parallel_calls: int | None = AUTOTUNE, name: str | None = None,

@@ -30,7 +30,7 @@ import numpy as np
 from feedline.core.constants import AUTOTUNE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
-from feedline.core.traits import READER_OF_NAMES, SOURCE, OperationTraits
+from feedline.core.traits import FILE_READER_OF_NAMES, FILE_SOURCE, OperationTraits
 from feedline.core.validation import validate_int, validate_parallelism
 from feedline.formats.files import compression_name, open_file, path_name
 
@@ -251,7 +251,7 @@ class FileReaderDataset(Dataset):
     (a cursor at a position) and :attr:`_start` (the position of a file's first record).
     """
 
-    TRAITS = READER_OF_NAMES
+    TRAITS = FILE_READER_OF_NAMES
 
     READER: ClassVar[str] = "reader"
     #: Drop what cannot be read (a bad record, the rest of a damaged file) instead of raising.
@@ -259,7 +259,7 @@ class FileReaderDataset(Dataset):
 
     def traits(self) -> OperationTraits:
         """A source when given file names; a reader of names given a dataset of them."""
-        return READER_OF_NAMES if self._inputs else SOURCE
+        return FILE_READER_OF_NAMES if self._inputs else FILE_SOURCE
 
     def _setup(self, filenames: Any, num_parallel_reads: int | None,
                one_file_kwargs: dict[str, Any]) -> None:

@@ -29,7 +29,7 @@ def rewrite_graph(dataset: Dataset, replace: Replacement) -> Dataset:
             return memo[id(node)]
         # A stage reading its input by index keeps that input as written: a rewritten one
         # (fused, vectorized) could lose its random access.
-        result = node if getattr(node, "_REWRITES_STOP_HERE", False) else replace(node, rewrite)
+        result = node if node.traits().keeps_input_as_written else replace(node, rewrite)
         if result is None:
             inputs = [rewrite(child) for child in node._inputs]
             changed = any(new is not old for new, old in zip(inputs, node._inputs))
