@@ -78,6 +78,9 @@ class PipelineIterator:
         from feedline.execution import allocator
         from feedline.optimize import optimize
 
+        # Held for a whole close(): a second close() (another thread's, the finalizer's)
+        # waits for the first, so that each returns only once every thread has stopped.
+        self._close_lock = threading.RLock()
         allocator.configure()  # once per process: records freed and allocated per batch
         options = dataset.options()
         self._user_dataset = dataset
@@ -239,7 +242,9 @@ class PipelineIterator:
         garbage-collected iterator and interpreter exit never hang on a stuck function.
         """
         root = getattr(self, "_root", None)
-        if root is not None:
+        if root is None:
+            return
+        with self._close_lock:
             self._ctx.closing = True
             if self._collector is not None:
                 self._collector.stop()  # its last sample reads the stages still open

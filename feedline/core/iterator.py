@@ -20,6 +20,9 @@ from feedline.core.options import Options
 
 State = dict[str, Any]
 
+_CLOSE_FLAG_LOCK = threading.Lock()
+"""Guards only the flip of a stage's ``_closed`` flag (held for no other work)."""
+
 
 @dataclass
 class IteratorContext:
@@ -261,9 +264,12 @@ class DatasetIterator(abc.ABC):
 
     def close(self) -> None:
         """Stop this stage's threads, release its resources, then close its inputs. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        # Test and set in one step: two threads closing at once (a user's close() and a
+        # finalizer on a worker) must not both release the stage.
+        with _CLOSE_FLAG_LOCK:
+            if self._closed:
+                return
+            self._closed = True
         try:
             self._release()
         finally:
