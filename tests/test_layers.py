@@ -1,16 +1,164 @@
-"""The runner sits at the top of the layers: no module below it imports it at import time
-(a function that runs a whole pipeline imports it inside, naming why)."""
+"""The layers of feedline, lowest first; no module imports from a layer above its own, at
+import time or inside a function (``if TYPE_CHECKING:`` blocks left out: they run nothing).
+
+    core < execution, profiling < formats, image < sources, transforms, snapshot
+         < distribute < optimize < placement < autotune < pipeline (the runner)
+         < the rest (feedline/__init__, adapters, service, datasets, cli, testing, demo)
+
+A module may import its own layer and any below. The few arrows that still run up are listed
+in ``ALLOWED``, each with why and what removes it; an entry whose import is gone must leave
+the list (the test says so), so the list only shrinks.
+"""
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import feedline
 
 PACKAGE = Path(feedline.__file__).parent
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("feedline.core",),
+    ("feedline.execution", "feedline.profiling"),
+    ("feedline.formats", "feedline.image"),
+    ("feedline.sources", "feedline.transforms", "feedline.snapshot"),
+    ("feedline.distribute",),
+    ("feedline.optimize",),
+    ("feedline.placement",),
+    ("feedline.autotune",),
+    ("feedline.pipeline",),
+)
+"""Lowest first; a module in none of them (the package root, adapters, service, datasets,
+cli, testing, demo) is above them all."""
+
 BELOW_THE_RUNNER = ("core", "sources", "transforms", "formats", "execution", "optimize",
                     "autotune", "placement", "snapshot", "distribute", "profiling")
+
+_FACADE = ("the fluent API in core builds every operation (Dataset.map, .distribute, "
+           ".multiprocess, .save) and starts the runner (__iter__); it reaches them when called. "
+           "Removed when operations attach themselves to Dataset instead")
+_RUNS_A_PIPELINE = ("runs a whole pipeline; goes once feedline.pipeline serves its runner "
+                    "through core (see the report of issue 40)")
+_ONE_PARALLEL_STAGE = "removed by the one-parallel-stage branch"
+_KNOBS = ("a stage's knobs live in autotune, above the stage; goes when the tuner turns "
+          "setters the stage owns (issue 40)")
+
+ALLOWED: dict[tuple[str, str], str] = {
+    ("feedline.core.dataset", "feedline.pipeline"): _FACADE,
+    ("feedline.core.dataset", "feedline.distribute.distribute"): _FACADE,
+    ("feedline.core.dataset", "feedline.placement.multiprocess"): _FACADE,
+    ("feedline.core.dataset", "feedline.snapshot.save_load"): _FACADE,
+    ("feedline.core.dataset", "feedline.sources"): _FACADE,
+    ("feedline.core.dataset", "feedline.transforms"): _FACADE,
+    ("feedline.core.iterator", "feedline.autotune.tuner"):
+        "the pipeline's tuner, made on first use; goes once autotune serves its factory",
+    ("feedline.core.spec_inference", "feedline.pipeline"): _RUNS_A_PIPELINE,
+    ("feedline.formats.array_record", "feedline.pipeline"): _RUNS_A_PIPELINE,
+    ("feedline.formats.tfrecord", "feedline.pipeline"): _RUNS_A_PIPELINE,
+    ("feedline.snapshot.save_load", "feedline.pipeline"): _RUNS_A_PIPELINE,
+    ("feedline.transforms.flat_map", "feedline.pipeline"): _RUNS_A_PIPELINE,
+    ("feedline.transforms.get_single_element", "feedline.pipeline"): _RUNS_A_PIPELINE,
+    ("feedline.transforms.reduce", "feedline.pipeline"): _RUNS_A_PIPELINE,
+    ("feedline.execution.executor", "feedline.placement.process_executor"): _ONE_PARALLEL_STAGE,
+    ("feedline.transforms.map", "feedline.placement.map_executor"): _ONE_PARALLEL_STAGE,
+    ("feedline.transforms.map", "feedline.placement.policy"): _ONE_PARALLEL_STAGE,
+    ("feedline.transforms.map", "feedline.autotune.map_knobs"): _ONE_PARALLEL_STAGE,
+    ("feedline.transforms.map", "feedline.autotune.stage_knobs"): _ONE_PARALLEL_STAGE,
+    ("feedline.transforms.map", "feedline.autotune.tuner"): _ONE_PARALLEL_STAGE,
+    ("feedline.transforms.batch", "feedline.autotune.stage_knobs"): _ONE_PARALLEL_STAGE,
+    ("feedline.transforms.interleave_parallel", "feedline.autotune.stage_knobs"): _KNOBS,
+    ("feedline.transforms.prefetch", "feedline.autotune.buffer"): _KNOBS,
+    ("feedline.optimize", "feedline.placement.auto"):
+        "placement is the last rewrite before running; goes when the runner applies it "
+        "after optimize()",
+    ("feedline.transforms.window", "feedline.testing.elements"):
+        "elements_equal compares elements and imports only core; belongs in core.structure",
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def _imported(module: str, path: Path) -> dict[str, int]:
+    """The feedline modules ``module`` imports anywhere (``if TYPE_CHECKING:`` left out), with
+    the line of the first import of each."""
+    found: dict[str, int] = {}
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+    def add(name: str, line: int) -> None:
+        while name and name not in MODULES:  # ``from m import function`` names m
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            found.setdefault(name, line)
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for statement in child.orelse:
+                    visit_one(statement)
+                continue
+            visit_one(child)
+
+    def visit_one(node: ast.AST) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("feedline"):
+                    add(alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            if source.startswith("feedline"):
+                for alias in node.names:
+                    add(f"{source}.{alias.name}", node.lineno)
+        visit(node)
+
+    visit(ast.parse(path.read_text()))
+    return found
+
+
+def _layer(module: str) -> int:
+    for number, prefixes in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return number
+    return len(LAYERS)
+
+
+@functools.cache
+def _upward_imports() -> dict[tuple[str, str], str]:
+    return {(module, target): f"{MODULES[module].relative_to(PACKAGE.parent)}:{line}"
+            for module, path in MODULES.items()
+            for target, line in _imported(module, path).items()
+            if _layer(target) > _layer(module)}
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    upward = _upward_imports()
+    unlisted = sorted(f"{where}: {module} -> {target}"
+                      for (module, target), where in upward.items()
+                      if (module, target) not in ALLOWED)
+    assert unlisted == []
+
+
+def test_every_allowed_upward_import_still_exists():
+    gone = sorted(f"{module} -> {target}" for module, target in ALLOWED
+                  if (module, target) not in _upward_imports())
+    assert gone == [], "these imports are gone: take them off ALLOWED"
+
+
+def test_the_import_walk_sees_imports_inside_functions_and_not_type_checking_blocks():
+    imported = _imported("feedline.core.dataset", MODULES["feedline.core.dataset"])
+    assert "feedline.pipeline" in imported  # inside Dataset.__iter__
+    assert "feedline.distribute.input_context" not in imported  # under TYPE_CHECKING only
 
 
 def _module_level_imports(path: Path) -> set[str]:
