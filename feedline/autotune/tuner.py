@@ -917,7 +917,15 @@ class Tuner:
         # off a CPU part of the time may be waiting for one (the consumer's thread, other
         # processes), and more threads would only take turns (images on 2 busy cores: 81%
         # on a CPU, 0.15 CPU idle; 4 threads 14% slower than 2).
-        filling = min(_filling(stage, holding), _idle_filling(workers, busy, measured.idle_cpus))
+        if busy < WAITING_BUSY:
+            # Calls that mostly wait: their fill is their CPU workers, whatever CPUs a busy
+            # machine left idle (they take none while they wait) and whatever GIL share a
+            # busy machine's run queue gave them alone (a 2 ms sleep measured with 0.0 CPU
+            # idle, or "holding the GIL 52%", stayed at 2 or 3 threads for a second).
+            filling = stage.cpu_workers
+        else:
+            filling = min(_filling(stage, holding),
+                          _idle_filling(workers, busy, measured.idle_cpus))
         if busy < FILL_BUSY and filling > workers:
             if busy < WAITING_BUSY:
                 # Past the CPU workers such calls grow by measured steps; starting them from
@@ -925,10 +933,12 @@ class Tuner:
                 control.ascending, control.factor = True, 4
                 control.trial = ("grow", workers, measured.rate,
                                  self._ticks + ASCENT_TRIAL_TICKS)
-            self._set(stage, control, filling,
-                      f"its calls, running {workers} at once, were on a CPU {busy:.0%} of "
-                      f"their time, and each alone held the GIL {holding:.0%} of its time: "
-                      f"{filling} threads fill the CPUs they leave idle", figures)
+            why = (f"they wait: {filling} threads, its CPU workers, are an ascent's first "
+                   "step" if busy < WAITING_BUSY else
+                   f"and each alone held the GIL {holding:.0%} of its time: {filling} threads "
+                   "fill the CPUs they leave idle")
+            self._set(stage, control, filling, f"its calls, running {workers} at once, were "
+                      f"on a CPU {busy:.0%} of their time, {why}", figures)
             return True
         return False
 

@@ -31,7 +31,8 @@ from feedline.core.interpreter import FREE_THREADED_REASON, gil_disabled
 
 # ---------------------------------------------------------------- a map's calls
 MIN_BUSY = 0.4
-"""Busy fraction alone below which the function mostly waits (I/O, sleep): threads."""
+"""CPU fraction of a call alone (``running_alone``: CPU time over wall time) below which the
+function mostly waits (I/O, sleep): threads."""
 MIN_CONCURRENCY = 1.5
 """Average calls running at once needed for the measurement to say anything."""
 MIN_SLOWDOWN = 1.7
@@ -284,7 +285,7 @@ def place_map_calls(stage: str, figures: MapCallFigures, allow_processes: bool =
                     function_pickles: Callable[[], bool] = lambda: True) -> ExecutorDecision:
     """Threads or worker processes for a map's calls, from their measurement.
 
-    Processes only when the function is busy (:data:`MIN_BUSY`), its calls overlapped
+    Processes only when the function is on a CPU alone (:data:`MIN_BUSY`), its calls overlapped
     (:data:`MIN_CONCURRENCY`) and serialized (:data:`MIN_SLOWDOWN`, :data:`MIN_GIL_SHARE`),
     the machine left CPUs idle (:data:`MIN_IDLE_CPUS`: otherwise other processes hold them),
     the elements and the function pickle, and the estimated process rate beats the better of
@@ -313,7 +314,9 @@ def place_map_calls(stage: str, figures: MapCallFigures, allow_processes: bool =
         reason = FREE_THREADED_REASON
     elif figures.concurrency < MIN_CONCURRENCY:
         reason = "the calls rarely ran at once (the map is not the bottleneck)"
-    elif figures.busy_alone < MIN_BUSY:
+    elif figures.running_alone < MIN_BUSY:
+        # CPU time alone, not with run-queue waits: on a loaded machine a 2 ms sleep
+        # measured 70% "busy" alone, and would have gone to processes.
         reason = "the function mostly waits (I/O, sleep), which threads overlap"
     elif figures.slowdown < MIN_SLOWDOWN or (gil_share or 0.0) < MIN_GIL_SHARE:
         reason = "the calls run in parallel on threads (the GIL is released)"

@@ -1068,3 +1068,35 @@ def test_the_tuner_forgets_a_stage_whose_dataset_node_is_gone():
         assert list(tuner.settings()) == ["map(a)", "map(c)"]
     finally:
         tuner.stop()
+
+
+def test_calls_that_wait_fill_whatever_cpus_a_busy_machine_left_idle(clock, tuner_with):
+    # A 2 ms sleep measured on a loaded machine: on a CPU 1% of their time, no CPU idle.
+    # Waiting, they take no CPU: the ascent starts from the fill all the same (it stayed at
+    # 2 threads for a second, 0.12x of 16 fixed threads once moved to processes).
+    stage = FakeStage(workers=4, threads=256, cores=2)
+    stage.tuned_workers = 2
+    stage.measured_calls = CallMeasurement(gil_share=1.0, busy_together=0.008,
+                                           concurrency=2.0, busy_alone=0.02, rate=783.0,
+                                           idle_cpus=0.0)
+    tuner = tuner_with(stage)
+    _tick(tuner, clock, stage, 780, 770, 2.0, share=0.008)
+    assert stage.tuned_workers == 4
+    decision = tuner.decisions()[-1]
+    assert (decision.old, decision.new, decision.figures["busy_together"]) == (2, 4, 0.008)
+    control = next(iter(tuner._known.values()))
+    assert control.trial is not None and control.trial[0] == "grow" and control.factor == 4
+
+
+def test_calls_that_wait_fill_their_cpu_workers_whatever_gil_share_they_measured(
+        clock, tuner_with):
+    # The same sleep, measured alone on a loaded machine as holding the GIL 52% of its time
+    # (its run-queue waits): together on a CPU 0.9% of their time, they wait.
+    stage = FakeStage(workers=4, threads=256, cores=2)
+    stage.tuned_workers = 2
+    stage.measured_calls = CallMeasurement(gil_share=0.74, busy_together=0.009,
+                                           concurrency=2.0, busy_alone=0.7, rate=486.0,
+                                           idle_cpus=0.0)
+    tuner = tuner_with(stage)
+    _tick(tuner, clock, stage, 480, 470, 2.0, share=0.009)
+    assert stage.tuned_workers == 4

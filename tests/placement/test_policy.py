@@ -46,7 +46,12 @@ def test_the_process_rate_charges_transport_and_the_task_cost():
 
 @pytest.mark.parametrize(("change", "reason"), [
     ({"concurrency": 1.2}, "the calls rarely ran at once (the map is not the bottleneck)"),
-    ({"busy_alone": 0.1}, "the function mostly waits (I/O, sleep), which threads overlap"),
+    ({"busy_alone": 0.1, "running_alone": 0.1},
+     "the function mostly waits (I/O, sleep), which threads overlap"),
+    # A 2 ms sleep alone on a loaded machine: 70% "busy" counting its run-queue waits, on a
+    # CPU 2% of its time: it waits.
+    ({"busy_alone": 0.7, "running_alone": 0.02},
+     "the function mostly waits (I/O, sleep), which threads overlap"),
     ({"cores_together": 2.0}, "the calls run in parallel on threads (the GIL is released)"),
     ({"idle_cpus": 0.2}, ("held back by the GIL, but the machine had 0.2 CPU idle (other "
                           "processes use them): processes would not run faster")),
