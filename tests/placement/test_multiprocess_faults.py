@@ -948,21 +948,38 @@ def test_element_timeout_on_a_stuck_worker_names_the_stage():
     assert not _wait_gone(pids)
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt in this test, as in an interactive session, whatever
+    this process inherited: a shell starts a background job (``pytest &``, CI's runners)
+    with SIGINT ignored, where a Ctrl-C test would wait for its whole timeout instead."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.timeout(60)
-def test_ctrl_c_during_close_still_ends_a_stuck_worker():
+def test_ctrl_c_during_close_still_ends_a_stuck_worker(ctrl_c_raises, monkeypatch):
     # In a REPL or a notebook the process lives on after Ctrl-C: close() interrupted while
     # it waits for a stuck worker must not leave that worker running.
+    from feedline.placement import worker_loop
+
     options = fl.Options(threading=fl.ThreadingOptions(close_timeout=30.0))
     it = iter(fl.Dataset.range(10).map(_stuck_at(3)).multiprocess(2).with_options(options))
     assert [int(next(it)) for _ in range(3)] == [0, 1, 2]
     pids = _pids(it)
-    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            it.close()  # waits up to close_timeout for worker 1, interrupted after 0.5 s
-    finally:
-        timer.cancel()
+    real_end, interrupted = worker_loop.end_process, []
+
+    def end_process(process, wait, *args):
+        if not interrupted:  # Ctrl-C as close() starts waiting up to 30 s for a worker
+            interrupted.append(process.pid)
+            os.kill(os.getpid(), signal.SIGINT)
+        real_end(process, wait, *args)
+
+    monkeypatch.setattr(worker_loop, "end_process", end_process)
+    with pytest.raises(KeyboardInterrupt):
+        it.close()
+    assert len(interrupted) == 1
     it.close()
     del it
     assert not _wait_gone(pids, deadline=2.0)
@@ -1030,23 +1047,33 @@ def test_close_racing_a_consumer_thread_and_a_death_always_ends_cleanly():
 
 
 @pytest.mark.timeout(60)
-def test_ctrl_c_while_next_waits_then_iterating_on_loses_nothing():
+def test_ctrl_c_while_next_waits_then_iterating_on_loses_nothing(ctrl_c_raises, tmp_path):
     # A notebook: the user interrupts a next() waiting for a slow worker, then goes on.
+    gate = str(tmp_path / "gate")
+    os.mkfifo(gate)
+
     def late(x):
         if int(x) == 3:
-            time.sleep(1.5)
+            with open(gate) as fifo:  # blocks until the test opens the other end
+                fifo.read()
         return x
 
     it = iter(fl.Dataset.range(10).map(late).multiprocess(2))
     got = [int(next(it)) for _ in range(3)]
     pids = _pids(it)
-    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            next(it)
-    finally:
-        timer.cancel()
+    pool = _stage(it)._pool
+    real_receive = pool.receive
+
+    def receive(indices, timeout):  # Ctrl-C as next() waits for element 3
+        pool.receive = real_receive
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_receive(indices, timeout)
+
+    pool.receive = receive
+    with pytest.raises(KeyboardInterrupt):
+        next(it)
+    with open(gate, "w"):  # element 3 is made now
+        pass
     assert got + [int(x) for x in it] == list(range(10))
     it.close()
     assert not _wait_gone(pids)

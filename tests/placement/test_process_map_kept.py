@@ -3,6 +3,7 @@ pipeline (``ParallelMapIterator._release``, ``IteratorContext.keep``)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import time
 
@@ -12,7 +13,7 @@ import feedline as fl
 from feedline.core.iterator import IteratorContext
 from feedline.core.validation import schedulable_cpus
 from feedline.testing.threads import no_leaked_threads
-from feedline.transforms.map import _kept_pool
+from feedline.transforms.map import ParallelMapIterator, _kept_pool
 from tests.placement.process_helpers import wait_gone, worker_processes
 
 pytestmark = pytest.mark.timeout(120)
@@ -75,24 +76,41 @@ def test_a_kept_pool_is_taken_only_if_usable_and_of_the_stages_size(workers, reu
 
 
 def _slow_pid_and_value(x):
-    time.sleep(0.01)  # the first epoch's workers start while the consumer maps inline
+    time.sleep(0.01)  # calls worth moving to processes
     return os.getpid(), int(x) * 3
+
+
+def _workers_started_within_the_first_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The consumer maps elements inline while the stage's workers start (seconds on a
+    loaded machine); an epoch that ends before they have started ends them with it. Here the
+    first call waits for their start, so what is checked is the keeping, not a race between
+    the workers' start and the epoch's end."""
+    real = ParallelMapIterator._workers_starting
+
+    def started_first(self) -> bool:
+        real(self)  # starts them on its first call
+        if self._warming:
+            done, _ = concurrent.futures.wait(self._warming, timeout=60)
+            assert len(done) == len(self._warming), "the workers did not start in 60 s"
+        return real(self)
+
+    monkeypatch.setattr(ParallelMapIterator, "_workers_starting", started_first)
 
 
 def test_an_autotune_map_moved_to_processes_keeps_them_for_the_next_epoch(monkeypatch):
     from tests.gil_measurements import measure_as, serialized_by_the_gil
 
     measure_as(monkeypatch, serialized_by_the_gil)  # moved to processes after its first calls
+    _workers_started_within_the_first_epoch(monkeypatch)
     ds = fl.Dataset.range(200).map(_slow_pid_and_value, num_parallel_calls=fl.AUTOTUNE)
     with no_leaked_threads():
         epochs = _epochs(ds, 3, 200)
         assert [[value for _, value in epoch] for epoch in epochs] == \
             [[3 * i for i in range(200)]] * 3
-        # However long the first epoch's workers took to start (its elements are mapped
-        # inline meanwhile), the later epochs ran on one pool of the stage's size.
-        later = [{pid for pid, _ in epoch} - {os.getpid()} for epoch in epochs[1:]]
-        workers = {pid for epoch in epochs for pid, _ in epoch} - {os.getpid()}
-        assert later[0] and later[1]
-        assert len(workers) <= schedulable_cpus()
-        assert wait_gone(sorted(workers), 10) == []
+        workers = [{pid for pid, _ in epoch} - {os.getpid()} for epoch in epochs]
+        # The later epochs ran on worker processes, one pool of the stage's size at most
+        # over the three epochs (a pool started per epoch would have run on more).
+        assert workers[1] and workers[2]
+        assert len(workers[0] | workers[1] | workers[2]) <= schedulable_cpus()
+        assert wait_gone(sorted(workers[0] | workers[1] | workers[2]), 10) == []
     assert worker_processes() == []
