@@ -37,24 +37,24 @@ BELOW_THE_RUNNER = ("core", "sources", "transforms", "formats", "execution", "op
                     "autotune", "placement", "snapshot", "distribute", "profiling")
 
 _FACADE = ("the fluent API in core builds every operation (Dataset.map, .distribute, "
-           ".multiprocess, .save) and starts the runner (__iter__); it reaches them when called. "
-           "Removed when operations attach themselves to Dataset instead")
-_RUNS_A_PIPELINE = ("runs a whole pipeline; goes once feedline.pipeline serves its runner "
-                    "through core (see the report of issue 40)")
+           ".multiprocess, .save); it reaches them when called. Goes when operations attach "
+           "themselves to Dataset instead")
+_RUNS_A_PIPELINE = "runs a whole pipeline: to go through feedline.core.runner.run"
 _ONE_PARALLEL_STAGE = "removed by the one-parallel-stage branch"
 _KNOBS = ("a stage's knobs live in autotune, above the stage; goes when the tuner turns "
           "setters the stage owns (issue 40)")
 
 ALLOWED: dict[tuple[str, str], str] = {
-    ("feedline.core.dataset", "feedline.pipeline"): _FACADE,
     ("feedline.core.dataset", "feedline.distribute.distribute"): _FACADE,
     ("feedline.core.dataset", "feedline.placement.multiprocess"): _FACADE,
     ("feedline.core.dataset", "feedline.snapshot.save_load"): _FACADE,
     ("feedline.core.dataset", "feedline.sources"): _FACADE,
     ("feedline.core.dataset", "feedline.transforms"): _FACADE,
     ("feedline.core.iterator", "feedline.autotune.tuner"):
-        "the pipeline's tuner, made on first use; goes once autotune serves its factory",
-    ("feedline.core.spec_inference", "feedline.pipeline"): _RUNS_A_PIPELINE,
+        "until feedline.autotune.tuner serves its Tuner (core.iterator.serve_tuners) when "
+        "imported",
+    ("feedline.core.runner", "feedline.pipeline"):
+        "until feedline.pipeline serves its runner (core.runner.serve_runner) when imported",
     ("feedline.formats.array_record", "feedline.pipeline"): _RUNS_A_PIPELINE,
     ("feedline.formats.tfrecord", "feedline.pipeline"): _RUNS_A_PIPELINE,
     ("feedline.snapshot.save_load", "feedline.pipeline"): _RUNS_A_PIPELINE,
@@ -157,7 +157,7 @@ def test_every_allowed_upward_import_still_exists():
 
 def test_the_import_walk_sees_imports_inside_functions_and_not_type_checking_blocks():
     imported = _imported("feedline.core.dataset", MODULES["feedline.core.dataset"])
-    assert "feedline.pipeline" in imported  # inside Dataset.__iter__
+    assert "feedline.distribute.distribute" in imported  # inside Dataset.distribute
     assert "feedline.distribute.input_context" not in imported  # under TYPE_CHECKING only
 
 

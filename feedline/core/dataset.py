@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
+from feedline.core.runner import run
 from feedline.core.structure import Element
 from feedline.core.traits import POSITIONAL, OperationTraits, with_legacy_flags
 
@@ -143,9 +144,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in ds] != [int(x) for x in ds]
             True
         """
-        from feedline.pipeline import PipelineIterator  # the runner sits above core
-
-        return PipelineIterator(self, continue_epochs=True)
+        return run(self, continue_epochs=True)
 
     def __len__(self) -> int:
         n = self.cardinality()
@@ -191,9 +190,7 @@ class Dataset(abc.ABC):
             >>> list(fl.Dataset.from_tensor_slices([1, 2]).as_numpy_iterator())
             [np.int32(1), np.int32(2)]
         """
-        from feedline.pipeline import PipelineIterator  # the runner sits above core
-
-        return PipelineIterator(self, continue_epochs=True)
+        return run(self, continue_epochs=True)
 
     # ----------------------------------------------------------------- sources
     @staticmethod

@@ -12,13 +12,88 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from feedline.core import pipeline_state
 from feedline.core.errors import CheckpointError
 from feedline.core.options import Options
 
 State = dict[str, Any]
+
+
+class Autotuner(Protocol):
+    """What stages and the runner ask of a pipeline's tuner
+    (:class:`feedline.autotune.tuner.Tuner`)."""
+
+    def register(self, stage: Any, key: object = None) -> Any:
+        """Tune ``stage`` from now on; the counters it reports its calls to."""
+
+    def record(self, stage: str, setting: str, old: int, new: int, reason: str,
+               figures: dict[str, float] | None = None) -> None:
+        """Log a change a stage made itself."""
+
+    def wake(self) -> None:
+        """Look at the stages now."""
+
+    def stop(self) -> None:
+        """End the tuner's thread."""
+
+    def decisions(self) -> tuple[Any, ...]:
+        """Every change made so far."""
+
+
+class StatisticsCollector(Protocol):
+    """What stages and the runner ask of a pipeline's statistics collector
+    (:class:`feedline.profiling.collect.Collector`)."""
+
+    def build(self, node: Any, ctx: IteratorContext,
+              make: Callable[[Any, IteratorContext], DatasetIterator]) -> DatasetIterator:
+        """``make(node, ctx)``, measured."""
+
+    def build_inner(self, dataset: Any, ctx: IteratorContext, owner: str) -> DatasetIterator:
+        """The iterator of a dataset ``owner`` made while running, measured."""
+
+    def drive(self, root: Any) -> None:
+        """Sample from ``root``'s reads (a worker process's pipeline)."""
+
+    def statistics(self) -> Any:
+        """What was measured so far (:class:`feedline.profiling.records.PipelineStatistics`)."""
+
+    @property
+    def started_ns(self) -> int:
+        """When measuring began, on the probes' clock."""
+
+
+class Kept(Protocol):
+    """What a stage keeps for its next iterator (a pool of workers)."""
+
+    def shutdown(self) -> None:
+        """Release it: the pipeline closes, or another node's is kept."""
+
+
+_make_tuner: Callable[[], Autotuner] | None = None
+
+
+def serve_tuners(make: Callable[[], Autotuner] | None) -> Callable[[], Autotuner] | None:
+    """Make ``make`` what builds each pipeline's tuner; return what did before.
+
+    The tuner's module serves its class when imported, so that this layer, below it, never
+    imports it.
+
+    Example:
+        >>> class Quiet:
+        ...     def stop(self): print("stopped")
+        >>> before = serve_tuners(Quiet)
+        >>> ctx = IteratorContext()
+        >>> type(ctx.autotuner()).__name__
+        'Quiet'
+        >>> ctx.close_kept()
+        stopped
+        >>> _ = serve_tuners(before)
+    """
+    global _make_tuner
+    before, _make_tuner = _make_tuner, make
+    return before
 
 _CLOSE_FLAG_LOCK = threading.Lock()
 """Guards only the flip of a stage's ``_closed`` flag (held for no other work)."""
@@ -61,15 +136,16 @@ class IteratorContext:
     iterations: weakref.WeakKeyDictionary[Any, int] = field(
         default_factory=weakref.WeakKeyDictionary, repr=False)
     _iterations_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Values are Kept; typed Any so that the stage taking its own back gets its own type.
     kept: dict[Any, Any] = field(default_factory=dict, repr=False)
     closing: bool = False
     first_epoch: int = 0
     continue_epochs: bool = False
-    statistics: Any = field(default=None, repr=False)
-    tuner: Any = field(default=None, repr=False)
+    statistics: StatisticsCollector | None = field(default=None, repr=False)
+    tuner: Autotuner | None = field(default=None, repr=False)
     remembered: dict[Any, Any] = field(default_factory=dict, repr=False)
 
-    def keep(self, node: object, resource: Any) -> None:
+    def keep(self, node: object, resource: Kept) -> None:
         """Keep ``resource`` for ``node``'s next iterator, shutting down what was kept for
         other nodes: only the latest is likely to be reused (the next epoch of a
         ``repeat``), while nodes made inside ``interleave``/``flat_map`` functions are new
@@ -81,13 +157,18 @@ class IteratorContext:
             previous.shutdown()
         self.kept[node] = resource
 
-    def autotuner(self) -> Any:
-        """The pipeline's tuner (made on first use; stopped by :meth:`close_kept`)."""
+    def autotuner(self) -> Autotuner:
+        """The pipeline's tuner (made on first use by what :func:`serve_tuners` was given;
+        stopped by :meth:`close_kept`)."""
         with self._iterations_lock:
             if self.tuner is None:
-                from feedline.autotune.tuner import Tuner
+                make = _make_tuner
+                if make is None:
+                    # Until feedline.autotune.tuner serves itself (tests/test_layers.py).
+                    from feedline.autotune.tuner import Tuner
 
-                self.tuner = Tuner()
+                    make = Tuner
+                self.tuner = make()
             return self.tuner
 
     def close_kept(self) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext
+from feedline.core.runner import run
 from feedline.core.structure import Element, spec_of
 from feedline.core.traits import ONE_TO_ONE
 
@@ -58,9 +59,7 @@ def first_element_spec(dataset: Dataset) -> Element | None:
         >>> first_element_spec(fl.Dataset.range(3).batch(2))
         TensorSpec(shape=(2,), dtype=int64)
     """
-    from feedline.pipeline import PipelineIterator  # the runner sits above this layer
-
-    with PipelineIterator(dataset) as iterator:
+    with run(dataset) as iterator:
         first = next(iterator, None)
     return None if first is None else spec_of(first)
 

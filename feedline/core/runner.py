@@ -1,0 +1,52 @@
+"""How the layers below the runner run a whole pipeline (iterate a dataset, infer a spec,
+write records): through :func:`run`, which starts the runner served here
+(:class:`feedline.pipeline.PipelineIterator` serves itself when imported, and ``import
+feedline`` imports it), so that no module below the runner imports it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from feedline.core.dataset import Dataset
+    from feedline.pipeline import PipelineIterator
+
+Runner = Callable[..., "PipelineIterator"]
+"""Called as ``runner(dataset, epoch=..., continue_epochs=...)``."""
+
+_runner: Runner | None = None
+
+
+def serve_runner(runner: Runner | None) -> Runner | None:
+    """Make ``runner`` what :func:`run` starts; return what it started before.
+
+    Example:
+        >>> import feedline as fl
+        >>> before = serve_runner(lambda dataset, **how: iter(["ran", how["epoch"]]))
+        >>> list(run(fl.Dataset.range(3), epoch=2))
+        ['ran', 2]
+        >>> _ = serve_runner(before)
+    """
+    global _runner
+    before, _runner = _runner, runner
+    return before
+
+
+def run(dataset: Dataset, *, epoch: int = 0, continue_epochs: bool = False) -> PipelineIterator:
+    """Start running ``dataset``: the pipeline's iterator (see ``PipelineIterator`` for the
+    arguments).
+
+    Example:
+        >>> import feedline as fl
+        >>> with run(fl.Dataset.range(3)) as iterator:
+        ...     [int(x) for x in iterator]
+        [0, 1, 2]
+    """
+    runner = _runner
+    if runner is None:
+        # Until feedline.pipeline serves itself (tests/test_layers.py lists this import).
+        from feedline.pipeline import PipelineIterator
+
+        runner = PipelineIterator
+    return runner(dataset, epoch=epoch, continue_epochs=continue_epochs)
