@@ -1100,3 +1100,21 @@ def test_calls_that_wait_fill_their_cpu_workers_whatever_gil_share_they_measured
     tuner = tuner_with(stage)
     _tick(tuner, clock, stage, 480, 470, 2.0, share=0.009)
     assert stage.tuned_workers == 4
+
+
+@pytest.mark.parametrize(("rate_inline", "kept"), [(140_000, True), (50_000, False)])
+def test_inline_calls_are_judged_on_the_rate_their_consumer_took_on_threads(
+        clock, tuner_with, rate_inline, kept):
+    # A cheap map: its measurement counted 300k elements/s over its tasks' span, its
+    # consumer took 60k a second meanwhile. Inline at 140k is faster than that (it was
+    # judged slower than 300k, sent back to threads, and ran 0.67x inline); 50k is slower.
+    stage = FakeStage(workers=2)
+    stage.measured_calls = CallMeasurement(gil_share=1.0, busy_together=0.5,
+                                           concurrency=2.0, rate=300_000.0,
+                                           seconds_per_call=4e-6)
+    tuner = tuner_with(stage)
+    _tick(tuner, clock, stage, 60_000, 30_000, 1.0)
+    assert stage.tuned_workers == 1
+    assert tuner.decisions()[-1].figures["rate"] == 60_000
+    _trial(tuner, clock, stage, rate_inline, 0, 1.0)
+    assert stage.tuned_workers == (1 if kept else 2)
