@@ -1,0 +1,46 @@
+"""A test whose optional package is missing skips with the reason, never fails
+(tests/conftest.py); any other ImportError still fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+pytest_plugins = ["pytester"]
+
+_CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
+
+
+def test_missing_optional_packages_skip_and_other_import_errors_fail(pytester):
+    conftest = _CONFTEST.read_text()
+    # A package that is in the table and installed nowhere stands in for torch on 3.13t.
+    conftest += '\nOPTIONAL_PACKAGES["feedline_absent_extra"] = "absent-extra"\n'
+    pytester.makeconftest(conftest)
+    pytester.makepyfile(
+        test_needs_at_top="import feedline_absent_extra\n\ndef test_x():\n    pass\n",
+        test_needs_inside='''
+import pytest
+
+def test_direct():
+    import feedline_absent_extra
+
+def test_through_feedline_error():
+    try:
+        import feedline_absent_extra.sub
+    except ImportError as error:
+        raise ImportError("feedline.x needs absent-extra: pip install ...") from error
+
+@pytest.fixture
+def needs_it():
+    import feedline_absent_extra
+
+def test_fixture(needs_it):
+    pass
+
+def test_other_import_error_fails():
+    import feedline_not_an_optional_extra
+''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs",
+                                           "--doctest-modules")
+    result.assert_outcomes(skipped=5, failed=1)  # 2: the module (tests, doctests)
+    result.stdout.fnmatch_lines(["*needs absent-extra, not installed for this*"])
+    result.stdout.fnmatch_lines(["FAILED *test_other_import_error_fails*"])
