@@ -39,7 +39,7 @@ def test_fixture(needs_it):
 def test_other_import_error_fails():
     import feedline_not_an_optional_extra
 ''')
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs",
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfs",
                                            "--doctest-modules")
     result.assert_outcomes(skipped=5, failed=1)  # 2: the module (tests, doctests)
     result.stdout.fnmatch_lines(["*needs absent-extra, not installed for this*"])
