@@ -35,6 +35,7 @@ from feedline.core.options import (
 )
 from feedline.core.state_file import load_state, save_state
 from feedline.core.structure import DatasetSpec, NoneTensorSpec, TensorSpec
+from feedline.core.structure import RaggedTensorSpec, SparseTensorSpec
 from feedline.distribute.distribute import StepSchedule, steps_per_epoch
 from feedline.distribute.input_context import InputContext
 from feedline.formats.array_record import ArrayRecordDataset, write_array_record
@@ -97,12 +98,14 @@ __all__ = [
     "PipelineIterator",
     "ProfilingOptions",
     "RaggedFeature",
+    "RaggedTensorSpec",
     "RaggedValues",
     "Reducer",
     "RestoredError",
     "ServiceError",
     "SnapshotInfo",
     "SparseFeature",
+    "SparseTensorSpec",
     "SparseValues",
     "SqlDataset",
     "StepSchedule",

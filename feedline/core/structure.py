@@ -175,7 +175,8 @@ def describe(element: Element) -> str:
         return f"{name}({inner}{',' if len(element) == 1 and not name else ''})"
     if isinstance(element, dict):
         return "{" + ", ".join(f"{k!r}: {describe(v)}" for k, v in element.items()) + "}"
-    if isinstance(element, TensorSpec | NoneTensorSpec | DatasetSpec):
+    if isinstance(element, TensorSpec | NoneTensorSpec | DatasetSpec | RaggedTensorSpec
+                  | SparseTensorSpec):
         return repr(element)
     return "leaf"
 
@@ -183,7 +184,13 @@ def describe(element: Element) -> str:
 _NUMERIC_SCALARS = frozenset(
     t for t in set(np.sctypeDict.values()) if issubclass(t, np.number | np.bool_))
 _PLAIN_LEAVES = frozenset({bool, int, float, complex, bytes}) | _NUMERIC_SCALARS
-"""Leaf types that are elements as they are: the fast path of :func:`normalize_output`."""
+"""Leaf types that need no structure conversion (Python numbers still take tf.data's dtypes)."""
+_KEPT_LEAVES = frozenset({complex, bytes}) | _NUMERIC_SCALARS
+"""Leaf types that are elements as they are: the fast path of :func:`normalize_output`
+(Python ``complex`` is complex128 in tf.data, as in NumPy)."""
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 _NUMERIC_KINDS = frozenset("biufcmM")
 _EXPECTED = ("NumPy arrays, numbers, bytes or str, nested in tuples, dicts, namedtuples or "
              "lists")
@@ -226,7 +233,10 @@ def normalize_output(value: Element) -> Element:
 
     * ``str`` (and NumPy string scalars and arrays) become UTF-8 ``bytes`` (object arrays of
       ``bytes``): tf.data's tf.string, so a batch never mixes ``str`` and ``bytes``.
-    * A list nested in the result becomes one NumPy array (tf.data converts it to a tensor);
+    * Python numbers take tf.data's dtypes (:func:`python_number`): ``int`` is int32 (int64
+      when it does not fit), ``float`` float32, ``bool`` bool; NumPy values keep theirs.
+    * A list nested in the result becomes one NumPy array (tf.data converts it to a tensor,
+      with the dtype :func:`sequence_array` gives it);
       a list returned as the whole result is a tuple of components (tf.data's
       ``_should_pack``), whose own lists become arrays.
     * Tuples, namedtuples and dicts keep their structure; ``None`` inside them is a component
@@ -234,14 +244,16 @@ def normalize_output(value: Element) -> Element:
     * Anything else (``None`` as the whole result, a class, an arbitrary object) is a
       ``TypeError`` naming its type and its position in the result.
 
-    Numbers, ``bytes`` and numeric arrays are returned at the cost of one type check: this
-    runs for every element a function produces.
+    NumPy numbers, ``bytes`` and numeric arrays are returned at the cost of one type check:
+    this runs for every element a function produces.
 
     Example:
         >>> normalize_output(([np.int64(1), np.int64(5)], "id"))
-        (array([1, 5]), b'id')
-        >>> normalize_output([1, {"k": [2, 3]}])
-        (1, {'k': array([2, 3])})
+        (array([1, 5], dtype=int32), b'id')
+        >>> normalize_output([1, {"k": [2.0, 3]}])
+        (np.int32(1), {'k': array([2., 3.], dtype=float32)})
+        >>> normalize_output(np.float64(0.5))
+        np.float64(0.5)
         >>> normalize_output({"x": None})
         {'x': None}
         >>> normalize_output(None)
@@ -250,8 +262,10 @@ def normalize_output(value: Element) -> Element:
         TypeError: a function returned None (NoneType), which cannot be part of an element: expected NumPy arrays, numbers, bytes or str, nested in tuples, dicts, namedtuples or lists
     """
     kind = type(value)
-    if kind in _PLAIN_LEAVES:
+    if kind in _KEPT_LEAVES:
         return value
+    if kind is float or kind is int or kind is bool:
+        return python_number(value)
     if kind is np.ndarray and value.dtype.kind in _NUMERIC_KINDS:
         return value
     if kind is list:
@@ -261,8 +275,10 @@ def normalize_output(value: Element) -> Element:
 
 def _normalize(value: Any, path: str) -> Any:
     kind = type(value)
-    if kind in _PLAIN_LEAVES:
+    if kind in _KEPT_LEAVES:
         return value
+    if kind is float or kind is int or kind is bool:
+        return python_number(value)
     if isinstance(value, np.ndarray):
         return text_as_bytes(value) if value.dtype.kind in "USO" else value
     if isinstance(value, str):  # np.str_ too
@@ -276,8 +292,10 @@ def _normalize(value: Any, path: str) -> Any:
         return {key: _normalize(item, f"{path}[{key!r}]") for key, item in value.items()}
     if isinstance(value, list):
         return _list_as_array(value, path)
-    if isinstance(value, np.generic | int | float | complex):  # other NumPy scalars, int enums
+    if isinstance(value, np.generic | complex):  # other NumPy scalars
         return value
+    if isinstance(value, int | float):  # int enums, float subclasses: as tf.data converts them
+        return python_number(_plain_number(value))
     if value is None and path:
         # A None component of a tuple or dict is kept, as tf.data keeps it; a function
         # returning None as a whole most likely forgot its return statement.
@@ -294,6 +312,167 @@ def _normalize(value: Any, path: str) -> Any:
                     f"which cannot be part of an element: expected {_EXPECTED}")
 
 
+def python_number(value: bool | int | float) -> np.generic:
+    """A Python ``bool``, ``int`` or ``float`` as the NumPy scalar of tf.data's tensor of it.
+
+    As ``tf.convert_to_tensor`` converts them: ``int`` is int32, or int64 when it does not
+    fit in int32; ``float`` is float32; ``bool`` is bool.
+
+    Raises:
+        ValueError: An ``int`` beyond int64, or a finite ``float`` beyond float32's range
+            (TensorFlow refuses both).
+
+    Example:
+        >>> python_number(3), python_number(2**40), python_number(0.5), python_number(True)
+        (np.int32(3), np.int64(1099511627776), np.float32(0.5), np.True_)
+    """
+    kind = type(value)
+    if kind is float:
+        if -_FLOAT32_MAX <= value <= _FLOAT32_MAX or value != value or value in _INFINITIES:
+            return np.float32(value)
+        raise ValueError(f"cannot convert the Python float {value!r} to float32 (tf.data's "
+                         "dtype for Python floats): it is beyond float32's range; pass a "
+                         "NumPy float64 value to keep it")
+    if kind is bool:
+        return np.bool_(value)
+    if _INT32_MIN <= value <= _INT32_MAX:
+        return np.int32(value)
+    if _INT64_MIN <= value <= _INT64_MAX:
+        return np.int64(value)
+    raise ValueError(f"cannot convert the Python int {value} to a tensor: it is beyond "
+                     "int64's range (as tf.data refuses it)")
+
+
+_INFINITIES = (float("inf"), float("-inf"))
+
+
+def _plain_number(value: int | float) -> bool | int | float:
+    """A subclass of ``bool``/``int``/``float`` (an ``IntEnum``) as the plain value."""
+    if isinstance(value, bool):
+        return bool(value)
+    return int(value) if isinstance(value, int) else float(value)
+
+
+def _first_scalar(value: Any) -> Any:
+    """The first number of a (nested) list, depth first, or ``_END`` when it has none."""
+    while True:
+        if isinstance(value, list | tuple):
+            if not value:
+                return _END
+            value = value[0]
+        elif isinstance(value, np.ndarray):
+            if value.ndim == 0:
+                return value[()]
+            if value.size == 0:
+                return _END
+            value = value.flat[0]
+        else:
+            return value
+
+
+def sequence_array(value: list[Any] | tuple[Any, ...]) -> np.ndarray:
+    """A (nested) list of numbers as the array tf.data makes of it.
+
+    TensorFlow takes a list's dtype from its first number, depth first: a Python or NumPy
+    integer makes int32 (int64 when a value does not fit, float32 when a float follows), a
+    NumPy float64 makes float64 (float16 float16), any other float float32, a bool bool, a
+    complex complex128; a list without numbers is float32. The other items are converted
+    to that dtype, so ``[np.float64(1), 2.0]`` is float64 and ``[2.0, np.float64(1)]``
+    float32. Lists of text or datasets are not numbers: see :func:`to_leaf_array`.
+
+    Raises:
+        ValueError: The nesting is ragged, a value is beyond the dtype's range, or bools
+            are mixed with other numbers (as TensorFlow raises).
+
+    Example:
+        >>> sequence_array([1, 2]), sequence_array([1, 2.5]), sequence_array([[], []])
+        (array([1, 2], dtype=int32), array([1. , 2.5], dtype=float32), array([], shape=(2, 0), dtype=float32))
+        >>> sequence_array([np.float64(1), 2.0]).dtype, sequence_array([2**40]).dtype
+        (dtype('float64'), dtype('int64'))
+    """
+    try:
+        array = np.asarray(value)
+    except ValueError as error:
+        raise ValueError(f"cannot convert a non-rectangular (ragged) list to one array: "
+                         f"{error}") from None
+    kind = array.dtype.kind
+    if kind == "O" and any(type(x) is int and not _INT64_MIN <= x <= _INT64_MAX
+                           for x in array.ravel().tolist()):
+        # NumPy holds integers beyond 64 bits as Python objects.
+        raise ValueError("cannot convert a list holding an integer beyond int64's range to "
+                         "one array (as TensorFlow refuses it)")
+    if kind not in "biuf":
+        return array  # complex, text and objects: handled (or refused) by the callers
+    first = _first_scalar(value)
+    if first is _END:
+        return array.astype(np.float32)
+    if isinstance(first, bool | np.bool_):
+        if kind != "b":
+            raise ValueError("cannot convert a list that mixes bools with other numbers "
+                             "to one array (as TensorFlow refuses it)")
+        return array
+    if isinstance(first, int | np.integer):
+        if kind == "f":
+            return _as_float32(array)
+        if array.size and not (_INT32_MIN <= array.min() and array.max() <= _INT32_MAX):
+            if kind == "u" and array.max() > _INT64_MAX:
+                raise ValueError("cannot convert a list holding an integer beyond int64's "
+                                 "range to one array (as TensorFlow refuses it)")
+            return array.astype(np.int64)
+        return array.astype(np.int32)
+    if isinstance(first, np.float64 | np.float16):
+        return array.astype(first.dtype)
+    return _as_float32(array)
+
+
+def _as_float32(array: np.ndarray) -> np.ndarray:
+    if array.dtype.itemsize > 4 and array.size:
+        finite = array[np.isfinite(array)]
+        if finite.size and np.abs(finite).max() > _FLOAT32_MAX:
+            raise ValueError("cannot convert a list holding a float beyond float32's range "
+                             "to float32 (tf.data's dtype for lists of Python floats); "
+                             "give a NumPy float64 array to keep float64")
+    return array.astype(np.float32)
+
+
+def _numpy_dtypes(value: Any, found: set[np.dtype]) -> None:
+    """Collect the dtypes of the NumPy values in a (nested) list."""
+    for item in value:
+        if isinstance(item, list | tuple):
+            _numpy_dtypes(item, found)
+        elif isinstance(item, np.ndarray | np.generic) and item.dtype.kind in "biufc":
+            found.add(item.dtype)
+
+
+def _packed(value: list[Any], dtypes: set[np.dtype], path: str) -> np.ndarray:
+    """A list holding NumPy values, packed as tf.data packs a list of tensors in a function's
+    result: the NumPy values (a function's tensors) share one dtype, which the Python numbers
+    among them take (``[x, 2]`` with an int64 ``x`` is int64)."""
+    array = np.asarray(value)
+    (dtype,) = dtypes if len(dtypes) == 1 else (None,)
+    if dtype is None or array.dtype.kind not in "biufc" or not np.can_cast(
+            array.dtype, dtype, "same_kind"):
+        kinds = ", ".join(sorted(d.name for d in dtypes))
+        raise TypeError(f"a function returned a list at {path} that mixes NumPy values of "
+                        f"dtype {kinds} with {'each other' if dtype is None else 'Python '}"
+                        f"{'' if dtype is None else _python_kind(value)}: tf.data packs a "
+                        "list of tensors only when they share one dtype (which Python numbers "
+                        "among them take); convert them first")
+    return array if array.dtype == dtype else array.astype(dtype)
+
+
+def _python_kind(value: Any) -> str:
+    kinds = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list | tuple):
+            stack.extend(item)
+        elif type(item) in (bool, int, float, complex):
+            kinds.add(f"{type(item).__name__}s")
+    return " and ".join(sorted(kinds)) or "other values"
+
+
 def _shown(value: Any) -> str:
     if value is None:
         return "None (NoneType)"
@@ -307,7 +486,10 @@ def _list_as_array(value: list[Any], path: str) -> np.ndarray:
     if _contains_dataset(value):
         return datasets_array(value, f"a function's result at {path}")
     try:
-        array = np.asarray(value)
+        tensor_dtypes: set[np.dtype] = set()
+        _numpy_dtypes(value, tensor_dtypes)
+        array = (sequence_array(value) if not tensor_dtypes
+                 else _packed(value, tensor_dtypes, path))
     except ValueError as error:
         raise StructureError(f"a function returned a list at {path} that cannot become one "
                              f"array (a list in an element is converted to a tensor, as in "
@@ -358,6 +540,8 @@ def text_as_bytes(array: np.ndarray) -> np.ndarray:
 def to_leaf_array(value: Any) -> np.ndarray:
     """Convert one leaf given to a source to a NumPy array, as tf.data makes a tensor of it.
 
+    Python numbers and lists of them take tf.data's dtypes (:func:`python_number`,
+    :func:`sequence_array`: ``1.5`` is float32, ``[1, 2]`` int32); NumPy values keep theirs.
     ``bytes``/``str`` leaves (and lists of them) become object arrays of ``bytes``, ``str``
     encoded as UTF-8; NumPy ``str``/``bytes`` arrays likewise, and object arrays holding
     ``str`` (a pandas text column, ``dict(df)``'s values) have those items encoded. A
@@ -381,10 +565,14 @@ def to_leaf_array(value: Any) -> np.ndarray:
             return text_as_bytes(np.array(value, dtype=object))
         if _contains_dataset(value):
             return datasets_array(value, "a list of datasets")
-    elif isinstance(value, _dataset_class()):
+        array = sequence_array(value)
+        return text_as_bytes(array) if array.dtype.kind in "USO" else array
+    if isinstance(value, _dataset_class()):
         out = np.empty((), dtype=object)
         out[()] = value
         return out
+    if isinstance(value, int | float) and not isinstance(value, np.generic):
+        return np.asarray(python_number(_plain_number(value)))
     array = np.asarray(value)
     return text_as_bytes(array) if array.dtype.kind in "USO" else array
 
@@ -511,7 +699,7 @@ class NoneTensorSpec:
 
     Example:
         >>> spec_of((1, None))
-        (TensorSpec(shape=(), dtype=int64), NoneTensorSpec())
+        (TensorSpec(shape=(), dtype=int32), NoneTensorSpec())
     """
 
     shape: ClassVar[tuple[int | None, ...]] = ()
@@ -572,7 +760,97 @@ class DatasetSpec:
                            shape)
 
 
-LeafSpec = TensorSpec | NoneTensorSpec | DatasetSpec
+@dataclass(frozen=True)
+class RaggedTensorSpec:
+    """The spec of a ragged leaf (tf.data's ``RaggedTensorSpec``): a
+    :class:`~feedline.RaggedValues`, as ``parse_example`` gives for a ``VarLenFeature`` or a
+    ``RaggedFeature`` and ``ragged_batch`` for rows of different shapes.
+
+    Attributes:
+        shape: ``(rows, None, ..., *uniform inner dims)``: each ragged level is ``None``.
+        dtype: NumPy dtype of the values.
+        ragged_rank: Number of ragged levels.
+
+    Example:
+        >>> import feedline as fl
+        >>> spec_of({"tokens": fl.RaggedValues(np.array([4, 5, 6]), [0, 2, 2, 3])})
+        {'tokens': RaggedTensorSpec(shape=(3, None), dtype=int64, ragged_rank=1)}
+    """
+
+    shape: tuple[int | None, ...]
+    dtype: np.dtype
+    ragged_rank: int = 1
+
+    def __repr__(self) -> str:
+        return (f"RaggedTensorSpec(shape={self.shape}, dtype={np.dtype(self.dtype).name}, "
+                f"ragged_rank={self.ragged_rank})")
+
+    def is_compatible_with(self, value: Any) -> bool:
+        """Whether ``value`` is ragged values of this dtype, ragged rank and known dims."""
+        return _composite_fits(self, value)
+
+    def most_specific_common(self, other: Any) -> RaggedTensorSpec:
+        """The spec admitting both: dims that differ become ``None``."""
+        if not isinstance(other, RaggedTensorSpec) or other.ragged_rank != self.ragged_rank:
+            raise StructureError(f"cannot combine {self} and {other}")
+        return RaggedTensorSpec(_common_shape(self, other), self.dtype, self.ragged_rank)
+
+
+@dataclass(frozen=True)
+class SparseTensorSpec:
+    """The spec of a sparse leaf (tf.data's ``SparseTensorSpec``): a
+    :class:`~feedline.SparseValues`, as ``parse_example`` gives for a ``SparseFeature`` (or
+    a ``VarLenFeature`` with ``var_len_as_sparse=True``) and ``sparse_batch`` gives.
+
+    Attributes:
+        shape: The dense shape; ``None`` where it varies.
+        dtype: NumPy dtype of the values.
+
+    Example:
+        >>> import feedline as fl
+        >>> spec_of(fl.SparseValues([[0, 1]], np.array([5.0], np.float32), [2, 3]))
+        SparseTensorSpec(shape=(2, 3), dtype=float32)
+    """
+
+    shape: tuple[int | None, ...]
+    dtype: np.dtype
+
+    def __repr__(self) -> str:
+        return f"SparseTensorSpec(shape={self.shape}, dtype={np.dtype(self.dtype).name})"
+
+    def is_compatible_with(self, value: Any) -> bool:
+        """Whether ``value`` is sparse values of this dtype, rank and known dims."""
+        return _composite_fits(self, value)
+
+    def most_specific_common(self, other: Any) -> SparseTensorSpec:
+        """The spec admitting both: dims that differ become ``None``."""
+        if not isinstance(other, SparseTensorSpec):
+            raise StructureError(f"cannot combine {self} and {other}")
+        return SparseTensorSpec(_common_shape(self, other), self.dtype)
+
+
+def _common_shape(a: Any, b: Any) -> tuple[int | None, ...]:
+    if len(a.shape) != len(b.shape):
+        raise StructureError(f"leaves of different rank: {a} and {b}")
+    if np.dtype(a.dtype) != np.dtype(b.dtype):
+        raise StructureError(f"leaves of different dtypes: {a} and {b}")
+    return tuple(x if x == y else None for x, y in zip(a.shape, b.shape))
+
+
+def _composite_fits(spec: RaggedTensorSpec | SparseTensorSpec, value: Any) -> bool:
+    own = getattr(value, "_leaf_spec", None)
+    if type(value) not in _LEAF_TYPES or own is None:
+        return False
+    found = own()
+    if type(found) is not type(spec) or len(found.shape) != len(spec.shape):
+        return False
+    if np.dtype(found.dtype) != np.dtype(spec.dtype) or \
+            getattr(found, "ragged_rank", 0) != getattr(spec, "ragged_rank", 0):
+        return False
+    return all(d is None or d == f for d, f in zip(spec.shape, found.shape))
+
+
+LeafSpec = TensorSpec | NoneTensorSpec | DatasetSpec | RaggedTensorSpec | SparseTensorSpec
 
 
 def most_specific_common_spec(first: Element, second: Element) -> Element:
@@ -608,7 +886,8 @@ def most_specific_common_spec(first: Element, second: Element) -> Element:
 
 def leaf_spec(value: Any) -> LeafSpec:
     """The spec of one leaf value: a :class:`TensorSpec`, or for ``None`` and datasets (one,
-    or an array of them) a :class:`NoneTensorSpec` or :class:`DatasetSpec`.
+    or an array of them) a :class:`NoneTensorSpec` or :class:`DatasetSpec`; ragged and
+    sparse values give their own (:class:`RaggedTensorSpec`, :class:`SparseTensorSpec`).
 
     Example:
         >>> import feedline as fl
@@ -633,6 +912,8 @@ def leaf_spec(value: Any) -> LeafSpec:
                                      f"elements; dataset {i}'s differ from those before it: "
                                      f"{error}") from None
         return DatasetSpec(inner, tuple(value.shape))
+    if type(value) in _LEAF_TYPES and hasattr(value, "_leaf_spec"):
+        return value._leaf_spec()  # RaggedValues, SparseValues: their composite specs
     array = to_leaf_array(value)
     return TensorSpec(tuple(array.shape), array.dtype)
 
@@ -664,6 +945,10 @@ def _batched_leaf(spec: LeafSpec, batch_dim: int | None) -> LeafSpec:
         return spec
     if isinstance(spec, DatasetSpec):
         return DatasetSpec(spec.element_spec, (batch_dim, *spec.shape))
+    if isinstance(spec, RaggedTensorSpec):  # the rows gain a ragged level (tf.data)
+        return RaggedTensorSpec((batch_dim, *spec.shape), spec.dtype, spec.ragged_rank + 1)
+    if isinstance(spec, SparseTensorSpec):
+        return SparseTensorSpec((batch_dim, *spec.shape), spec.dtype)
     return TensorSpec((batch_dim, *spec.shape), spec.dtype)
 
 
@@ -689,7 +974,11 @@ def unbatched_spec(spec: Element) -> Element:
             raise StructureError(f"cannot unbatch a scalar leaf ({leaf})")
         if isinstance(leaf, DatasetSpec):
             out.append(DatasetSpec(leaf.element_spec, leaf.shape[1:]))
-        else:
+        elif isinstance(leaf, RaggedTensorSpec) and leaf.ragged_rank > 1:
+            out.append(RaggedTensorSpec(leaf.shape[1:], leaf.dtype, leaf.ragged_rank - 1))
+        elif isinstance(leaf, SparseTensorSpec):
+            out.append(SparseTensorSpec(leaf.shape[1:], leaf.dtype))
+        else:  # a ragged level of one: its rows are arrays
             out.append(TensorSpec(leaf.shape[1:], leaf.dtype))
     return pack_as(spec, out)
 

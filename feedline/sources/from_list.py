@@ -33,7 +33,7 @@ def list_elements(elements: list[Any]) -> tuple[list[Element], Element]:
     Example:
         >>> items, spec = list_elements([[[1]], [[2, 3]]])
         >>> spec
-        TensorSpec(shape=(1, None), dtype=int64)
+        TensorSpec(shape=(1, None), dtype=int32)
     """
     if not isinstance(elements, list):
         raise ValueError("from_list: Invalid `elements`. `elements` must be a list, got "

@@ -133,7 +133,7 @@ def check_dataset_leaves(structure: Element, what: str) -> None:
         >>> check_dataset_leaves([fl.Dataset.range(2), fl.Dataset.from_tensors(1.0)], "f()")
         Traceback (most recent call last):
         ...
-        feedline.core.errors.StructureError: f(): the datasets of leaf <element> have incompatible elements: dataset 1: leaf <element> has dtype int64 in one spec and float64 in the other
+        feedline.core.errors.StructureError: f(): the datasets of leaf <element> have incompatible elements: dataset 1: leaf <element> has dtype int64 in one spec and float32 in the other
     """
     for path, leaf in flatten_with_paths(structure):
         if isinstance(leaf, list):  # a list given as the whole structure

@@ -18,7 +18,7 @@ def as_element(structure: Element) -> Element:
 
     Example:
         >>> as_element((1, [2.5, 3.5], "a", None))
-        (np.int64(1), array([2.5, 3.5]), b'a', None)
+        (np.int32(1), array([2.5, 3.5], dtype=float32), b'a', None)
     """
     structure, leaves = as_leaf_arrays(structure)
     return pack_as(structure, [leaf[()] if leaf is not None and leaf.ndim == 0 else leaf

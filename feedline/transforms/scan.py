@@ -31,7 +31,7 @@ def as_initial_state(initial_state: Element) -> Element:
 
     Example:
         >>> as_initial_state((0, [1.5, 2.5]))
-        (np.int64(0), array([1.5, 2.5]))
+        (np.int32(0), array([1.5, 2.5], dtype=float32))
     """
     return as_element(initial_state)
 
@@ -99,7 +99,7 @@ class ScanDataset(UnaryDataset):
 
     Example:
         >>> import feedline as fl
-        >>> ds = ScanDataset(fl.Dataset.range(1, 5), 1, lambda s, x: (s * x, s * x))
+        >>> ds = ScanDataset(fl.Dataset.range(1, 5), np.int64(1), lambda s, x: (s * x, s * x))
         >>> [int(x) for x in ds]
         [1, 2, 6, 24]
     """

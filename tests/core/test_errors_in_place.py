@@ -322,7 +322,9 @@ def test_lists_from_user_functions_and_scan_states_become_arrays():
                     .map(lambda a: ([a[1], a[0] + a[2]], a[1]))))
     assert type(out) is tuple and isinstance(out[0], np.ndarray)
     assert out[0].tolist() == [2, 4] and int(out[1]) == 2
-    states = fl.Dataset.range(3).scan([0, 0], lambda s, x: ([s[0] + x, s[1] - x], s))
+    # [0, 0] is an int32 state (tf.data), so the elements are int32 too.
+    states = fl.Dataset.from_tensor_slices([0, 1, 2]).scan(
+        [0, 0], lambda s, x: ([s[0] + x, s[1] - x], s))
     out = list(states)
     assert all(isinstance(s, np.ndarray) for s in out)
     assert [s.tolist() for s in out] == [[0, 0], [0, 0], [1, -1]]

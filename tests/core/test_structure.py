@@ -109,14 +109,14 @@ INT64 = np.dtype("int64")
 
 def test_none_is_a_component_with_its_own_spec():
     # tf.data: NoneTensorSpec, kept as it is by batch and unbatch
-    assert spec_of((1, None)) == (fl.TensorSpec((), INT64), fl.NoneTensorSpec())
+    assert spec_of((np.int64(1), None)) == (fl.TensorSpec((), INT64), fl.NoneTensorSpec())
     assert repr(fl.NoneTensorSpec()) == "NoneTensorSpec()"
     spec = (fl.TensorSpec((2,), INT64), fl.NoneTensorSpec())
     assert batched_spec(spec, None) == (fl.TensorSpec((None, 2), INT64), fl.NoneTensorSpec())
     assert unbatched_spec(batched_spec(spec, 3)) == spec
     assert fl.NoneTensorSpec().is_compatible_with(None)
     assert not fl.NoneTensorSpec().is_compatible_with(0)
-    assert normalize_output((1, None)) == (1, None)
+    assert normalize_output((1, None)) == (np.int32(1), None)
     assert normalize_output({"x": None, "y": [None, 1][1]}) == {"x": None, "y": 1}
 
 
@@ -156,7 +156,7 @@ def test_most_specific_common_spec():
     assert most_specific_common_spec(None, a) == a and most_specific_common_spec(a, None) == a
     with pytest.raises(fl.StructureError, match=r"leaf \[1\] is NoneTensorSpec\(\) in one spec"):
         most_specific_common_spec(spec_of((1, None)), spec_of((1, 2)))
-    with pytest.raises(fl.StructureError, match="dtype int64 in one spec and float64"):
+    with pytest.raises(fl.StructureError, match="dtype int32 in one spec and float32"):
         most_specific_common_spec(spec_of(1), spec_of(1.0))
 
 

@@ -38,7 +38,7 @@ def golden_pipelines() -> dict[str, fl.Dataset]:
     return {
         "chain": (fl.Dataset.range(40).filter(_odd).skip(1).take(30).enumerate(3).shard(2, 1)
                   .shuffle(4, seed=7).repeat(2).ignore_errors()),
-        "rows": (rows.rebatch(5).unbatch().scan(0, _running_sum).take_while(_below)
+        "rows": (rows.rebatch(5).unbatch().scan(np.int64(0), _running_sum).take_while(_below)
                  .unique().window(3, 2).flat_map(_same_window).padded_batch(2).cache()),
     }
 

@@ -44,10 +44,11 @@ def test_python_values_become_numpy():
         yield [1, 2]
         yield np.float32(3)
 
+    # Python values as tf.data converts them everywhere (from_tensors, map results).
     out = list(fl.Dataset.from_generator(gen))
-    assert [type(x) for x in out] == [np.int64, np.float64, np.bool_, bytes, np.ndarray,
+    assert [type(x) for x in out] == [np.int32, np.float32, np.bool_, bytes, np.ndarray,
                                       np.float32]
-    assert out[4].tolist() == [1, 2] and out[4].dtype == np.int64
+    assert out[4].tolist() == [1, 2] and out[4].dtype == np.int32
 
 
 def test_nests_are_kept_and_spec_comes_from_first_element():
@@ -57,11 +58,11 @@ def test_nests_are_kept_and_spec_comes_from_first_element():
 
     ds = fl.Dataset.from_generator(gen)
     out = list(ds)
-    assert_elements_equal(out[2:], [{"id": np.int64(2), "pair": (np.float64(2.0),
-                                                                  np.array([2, 2]))}])
-    assert ds.element_spec == {"id": fl.TensorSpec((), np.dtype(np.int64)),
-                               "pair": (fl.TensorSpec((), np.dtype(np.float64)),
-                                        fl.TensorSpec((2,), np.dtype(np.int64)))}
+    assert_elements_equal(out[2:], [{"id": np.int32(2), "pair": (
+        np.float32(2.0), np.array([2, 2], np.int32))}])
+    assert ds.element_spec == {"id": fl.TensorSpec((), np.dtype(np.int32)),
+                               "pair": (fl.TensorSpec((), np.dtype(np.float32)),
+                                        fl.TensorSpec((2,), np.dtype(np.int32)))}
     assert ds.cardinality() == fl.UNKNOWN
     check_checkpointing(ds)
 

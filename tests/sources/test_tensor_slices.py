@@ -12,12 +12,13 @@ Point = collections.namedtuple("Point", ["x", "y"])
 
 
 # ----------------------------------------------------------------- from_tensor_slices
-def test_list_slices_into_int64_scalars():
+def test_list_slices_into_int32_scalars():
+    # tf.data converts a list of Python ints to an int32 tensor (TensorFlow 2.21).
     ds = fl.Dataset.from_tensor_slices([1, 2, 3])
     out = list(ds)
-    assert_elements_equal(out, [np.int64(1), np.int64(2), np.int64(3)])
+    assert_elements_equal(out, [np.int32(1), np.int32(2), np.int32(3)])
     assert ds.cardinality() == 3
-    assert ds.element_spec == fl.TensorSpec((), np.dtype(np.int64))
+    assert ds.element_spec == fl.TensorSpec((), np.dtype(np.int32))
     check_checkpointing(ds)
 
 
@@ -38,10 +39,10 @@ def test_nested_list_becomes_one_array():
 def test_tuple_components():
     ds = fl.Dataset.from_tensor_slices(([1, 2], [b"a", b"b"], np.array([[1.0], [2.0]])))
     out = list(ds)
-    assert_elements_equal(out, [(np.int64(1), b"a", np.array([1.0])),
-                                (np.int64(2), b"b", np.array([2.0]))])
+    assert_elements_equal(out, [(np.int32(1), b"a", np.array([1.0])),
+                                (np.int32(2), b"b", np.array([2.0]))])
     assert isinstance(out[0][1], bytes)
-    assert ds.element_spec == (fl.TensorSpec((), np.dtype(np.int64)),
+    assert ds.element_spec == (fl.TensorSpec((), np.dtype(np.int32)),
                                fl.TensorSpec((), np.dtype(object)),
                                fl.TensorSpec((1,), np.dtype(np.float64)))
     check_checkpointing(ds)
@@ -112,8 +113,8 @@ def test_from_tensors_gives_one_element():
     ds = fl.Dataset.from_tensors([1, 2, 3])
     out = list(ds)
     assert len(out) == 1 and ds.cardinality() == 1
-    assert_elements_equal(out, [np.array([1, 2, 3])])
-    assert ds.element_spec == fl.TensorSpec((3,), np.dtype(np.int64))
+    assert_elements_equal(out, [np.array([1, 2, 3], np.int32)])
+    assert ds.element_spec == fl.TensorSpec((3,), np.dtype(np.int32))
     check_checkpointing(ds)
 
 
@@ -121,9 +122,10 @@ def test_from_tensors_scalars_and_nests():
     element = {"id": 7, "name": b"seven", "pair": (1.5, np.float32(2))}
     ds = fl.Dataset.from_tensors(element)
     (out,) = list(ds)
-    assert isinstance(out["id"], np.int64) and int(out["id"]) == 7
+    # tf.data: a Python int is int32, a Python float float32; NumPy values keep theirs.
+    assert isinstance(out["id"], np.int32) and int(out["id"]) == 7
     assert out["name"] == b"seven"
-    assert isinstance(out["pair"][0], np.float64) and out["pair"][1].dtype == np.float32
+    assert isinstance(out["pair"][0], np.float32) and out["pair"][1].dtype == np.float32
     assert ds.element_spec["pair"][1] == fl.TensorSpec((), np.dtype(np.float32))
     check_checkpointing(ds, epochs=3)
 

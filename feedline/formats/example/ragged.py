@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from feedline.core.state_codec import decode, encode, register_state_type
-from feedline.core.structure import register_leaf_type
+from feedline.core.structure import RaggedTensorSpec, register_leaf_type
 
 if TYPE_CHECKING:
     from feedline.formats.example.sparse import SparseValues
@@ -92,6 +92,16 @@ class RaggedValues:
     @property
     def dtype(self) -> np.dtype:
         return self.values.dtype
+
+    def _leaf_spec(self) -> RaggedTensorSpec:
+        """Its spec as an element's leaf: ``(rows, None per ragged level, *inner dims)``.
+
+        Example:
+            >>> RaggedValues(np.array([1, 2, 3]), np.array([0, 0, 2, 3]))._leaf_spec()
+            RaggedTensorSpec(shape=(3, None), dtype=int64, ragged_rank=1)
+        """
+        shape = (len(self.row_splits) - 1, *[None] * self.ragged_rank, *self.values.shape[1:])
+        return RaggedTensorSpec(shape, self.values.dtype, self.ragged_rank)
 
     def row_lengths(self) -> np.ndarray:
         """Length of each outer row."""

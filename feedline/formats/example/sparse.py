@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from feedline.core.state_codec import decode, encode, register_state_type
-from feedline.core.structure import register_leaf_type
+from feedline.core.structure import SparseTensorSpec, register_leaf_type
 
 
 class SparseValues:
@@ -67,6 +67,15 @@ class SparseValues:
     @property
     def ndim(self) -> int:
         return len(self.dense_shape)
+
+    def _leaf_spec(self) -> SparseTensorSpec:
+        """Its spec as an element's leaf: the dense shape and the values' dtype.
+
+        Example:
+            >>> SparseValues([[0, 1]], np.array([5.0]), [3, 2])._leaf_spec()
+            SparseTensorSpec(shape=(3, 2), dtype=float64)
+        """
+        return SparseTensorSpec(self.shape, self.values.dtype)
 
     def rows(self, key: int | slice) -> SparseValues:
         """Row ``key`` (one dimension less) or rows ``key`` (a slice) of the leading dimension,
