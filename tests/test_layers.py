@@ -141,6 +141,48 @@ def _upward_imports() -> dict[tuple[str, str], str]:
             if _layer(target) > _layer(module)}
 
 
+def import_circles() -> list[list[str]]:
+    """The modules that import one another in a circle, directly or through others (the
+    strongly connected components of the import graph, largest first; imports inside
+    functions count, ``if TYPE_CHECKING:`` ones do not)."""
+    graph = {module: set(_imported(module, path)) for module, path in MODULES.items()}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+    for start in graph:
+        if start in order:
+            continue
+        # Tarjan's algorithm, with an explicit stack of (module, its remaining imports).
+        work = [(start, iter(graph[start]))]
+        order[start] = low[start] = len(order)
+        stack.append(start)
+        while work:
+            module, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in order:
+                    order[target] = low[target] = len(order)
+                    stack.append(target)
+                    work.append((target, iter(graph.get(target, ()))))
+                elif target in stack:
+                    low[module] = min(low[module], order[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[module])
+            if low[module] == order[module]:
+                circle = []
+                while True:
+                    member = stack.pop()
+                    circle.append(member)
+                    if member == module:
+                        break
+                if len(circle) > 1:
+                    circles.append(sorted(circle))
+    return sorted(circles, key=len, reverse=True)
+
+
 def test_no_module_imports_from_a_layer_above_its_own():
     upward = _upward_imports()
     unlisted = sorted(f"{where}: {module} -> {target}"
@@ -187,3 +229,9 @@ def test_the_runner_is_not_in_the_iterator_protocols_module():
 
     assert not hasattr(protocol, "PipelineIterator")
     assert feedline.PipelineIterator.__module__ == "feedline.pipeline"
+
+
+if __name__ == "__main__":
+    # python tests/test_layers.py: the import circles, largest first.
+    for circle in import_circles():
+        print(len(circle), " ".join(circle))
