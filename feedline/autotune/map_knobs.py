@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from feedline.autotune.tuner import CallMeasurement, TuningCounters
+from feedline.autotune.stage import CallMeasurement, TuningCounters
 from feedline.core.structure import element_bytes
 from feedline.execution.gate import WorkerGate
 from feedline.placement.map_executor import ExecutorChoice

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from feedline.autotune.map_knobs import SIZE_EVERY, THREAD_BYTES, StageKnobs, _mean_bytes
-from feedline.autotune.tuner import CallMeasurement, TuningCounters
+from feedline.autotune.stage import CallMeasurement, TuningCounters
 from feedline.core.interpreter import gil_disabled
 from feedline.core.options import Options
 from feedline.execution.gate import WorkerGate

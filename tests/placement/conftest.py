@@ -10,10 +10,10 @@ def _gil_rules(monkeypatch):
     """Placement's rules as under the GIL, on any interpreter: these tests give figures
     and expect the GIL build's decisions (a free-threaded interpreter keeps work on threads;
     tests/placement/test_placement_decisions.py tests both)."""
-    from feedline.autotune import stage_knobs, tuner
+    from feedline.autotune import stage, stage_knobs, start
     from feedline.placement import policy
 
-    for module in (policy, tuner, stage_knobs):
+    for module in (policy, stage, start, stage_knobs):
         monkeypatch.setattr(module, "gil_disabled", lambda: False)
 
 

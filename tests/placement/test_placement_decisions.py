@@ -10,7 +10,7 @@ import time
 import pytest
 
 import feedline as fl
-from feedline.autotune import stage_knobs, tuner
+from feedline.autotune import stage, stage_knobs, start
 from feedline.autotune.tuner import CallMeasurement, Tuner, holds_the_gil
 from feedline.core import interpreter
 from feedline.core.interpreter import FREE_THREADED_REASON
@@ -37,7 +37,7 @@ SERIAL = CallMeasurement(gil_share=0.95, busy_together=0.5, concurrency=2.0, bus
 @pytest.fixture(params=[False, True], ids=["gil", "free-threaded"])
 def free_threaded(request, monkeypatch) -> bool:
     """Run the test as on an interpreter whose GIL is on, then off."""
-    for module in (policy, tuner, stage_knobs):
+    for module in (policy, stage, start, stage_knobs):
         monkeypatch.setattr(module, "gil_disabled", lambda: request.param)
     return request.param
 
@@ -115,8 +115,8 @@ def test_a_pipeline_whose_map_waits_gets_threads_never_processes():
     assert place_shards(2, 0.18).mode == "processes"
     decision = place_shards(2, 0.18, TrialCosts(2e-3, 256), {"map(fetch)": 0.004})
     assert (decision.mode, decision.workers, decision.cores_busy, decision.reason) == (
-        "threads", 0, 0.18, "map(fetch): calls on a CPU 0% of their time: they wait, and "
-        "more threads overlap them (processes would not be faster)")
+        "threads", 0, 0.18, ("map(fetch): calls on a CPU 0% of their time: they wait, and "
+                             "more threads overlap them (processes would not be faster)"))
     # Forced: processes all the same.
     assert place_shards(2, None, None, {"map(fetch)": 0.004}).mode == "processes"
 
@@ -125,8 +125,8 @@ def test_elements_cheaper_than_receiving_them_stay_on_threads():
     # A vectorized map's batch of 256: 97 µs of CPU here, 100 µs + 2 KiB to receive.
     decision = place_shards(2, 0.14, TrialCosts(97e-6, 2048))
     assert (decision.mode, decision.reason) == (
-        "threads", "an element costs 97 µs of CPU here on threads; receiving it from a "
-        "worker process would cost 101 µs")
+        "threads", ("an element costs 97 µs of CPU here on threads; receiving it from a "
+                    "worker process would cost 101 µs"))
     # A parse of 2 ms a batch pays: 2 ms > 2 x 101 µs.
     assert place_shards(2, 1.0, TrialCosts(2e-3, 2048)).mode == "processes"
     # Large elements cost their bytes too: 1 ms of CPU, 4 MB (1.1 ms to receive).
