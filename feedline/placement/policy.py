@@ -97,6 +97,10 @@ WAITING_SHARE = 0.25
 (a map sleeping 2 ms a call ran 0.37x of 16 threads when moved to processes)."""
 WAITING_MIN_SECONDS = 0.02
 """Least seconds of a stage's calls measured for their CPU share to say they wait."""
+WAITING_MAX_BUSY = 1.0
+"""Cores a pipeline with a stage whose calls wait may keep busy on threads and still be held
+back by the waits (more threads for them) rather than by the GIL (processes may pay for its
+other stages: a slow read feeding a GIL-bound parse keeps a core busy)."""
 FEEDER_TRY_MAX_WAITED = 0.5
 """Where the budget holds too few spare cores for a feeder process to be chosen from the trial
 alone: the most share of its time the training loop may wait in ``next()`` on threads for
@@ -544,9 +548,10 @@ def place_shards(budget: int, busy: float | None, costs: TrialCosts | None = Non
     """Shards in worker processes, or threads, for a pipeline that kept ``busy`` cores busy
     on threads (``None``: forced, no trial). It stays on threads when
 
-    * a stage's calls mostly wait (``waiting``: :func:`maps_that_wait`): the tuner gives
-      them more threads, which overlap the waits as well as processes would, without
-      their start-up and transport;
+    * a stage's calls mostly wait (``waiting``: :func:`maps_that_wait`) and the pipeline
+      keeps less than :data:`WAITING_MAX_BUSY` cores busy: the tuner gives them more
+      threads, which overlap the waits as well as processes would, without their start-up
+      and transport;
     * the budget is less than :data:`PIPELINE_MIN_GAIN` times ``busy``;
     * an element costs this process less than :data:`SHARDS_MIN_RECEIVE_GAIN` times what
       receiving it from a worker would (``costs``; :func:`receive_seconds`).
@@ -563,7 +568,7 @@ def place_shards(budget: int, busy: float | None, costs: TrialCosts | None = Non
     """
     if busy is not None:
         stay = None
-        if waiting:
+        if waiting and busy < WAITING_MAX_BUSY:
             stay = "; ".join(f"{stage}: calls on a CPU {share:.0%} of their time"
                              for stage, share in waiting.items()) + \
                 ": they wait, and more threads overlap them (processes would not be faster)"

@@ -119,6 +119,10 @@ def test_a_pipeline_whose_map_waits_gets_threads_never_processes():
                              "more threads overlap them (processes would not be faster)"))
     # Forced: processes all the same.
     assert place_shards(2, None, None, {"map(fetch)": 0.004}).mode == "processes"
+    # A core busy all the same (a slow read feeding a GIL-bound parse): the GIL, not the
+    # waits, holds it back, and the other rules decide.
+    decision = place_shards(2, 1.0, TrialCosts(2e-3, 256), {"interleave": 0.05})
+    assert (decision.mode, decision.reason) == ("processes", "threads kept 1.00 of 2 cores busy")
 
 
 def test_elements_cheaper_than_receiving_them_stay_on_threads():
