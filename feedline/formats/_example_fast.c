@@ -42,6 +42,9 @@
  *
  * Every read is bounds-checked, so random bytes never crash it (tests fuzz it). The GIL is
  * released while walking records and filling numeric buffers, so parallel map calls scale.
+ * The records list is copied into a tuple first (PyList_AsTuple locks the list on a
+ * free-threaded build), so another thread changing the caller's list cannot free a record
+ * whose bytes are being read.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -724,16 +727,25 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyModuleDef_Slot slots[] = {
+#if PY_VERSION_HEX >= 0x030D0000
+    /* No state of its own: it reads a tuple snapshot of the records (immutable bytes) and the
+     * plan (a tuple), and writes only objects it made, so it is safe without the GIL. */
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL},
+};
+
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     "feedline.formats._example_fast",
     "Native fast path of feedline.formats.example.parse_example (optional; see example.py).",
-    -1,
+    0,
     methods,
-    NULL,
+    slots,
     NULL,
     NULL,
     NULL,
 };
 
-PyMODINIT_FUNC PyInit__example_fast(void) { return PyModule_Create(&module_def); }
+PyMODINIT_FUNC PyInit__example_fast(void) { return PyModuleDef_Init(&module_def); }

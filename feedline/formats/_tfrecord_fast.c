@@ -20,11 +20,16 @@
  *
  * CRC32C uses the SSE4.2 instruction where the CPU has it (three independent streams, as in
  * Mark Adler's crc32c.c, since one crc32 instruction waits three cycles for the one before),
- * else a slicing-by-8 table.
+ * else a slicing-by-8 table. *
+ * Without the GIL (free-threaded CPython): the module's only state is the CRC tables, filled
+ * once before the module exists and read-only after. Each call reads its own arguments; a
+ * store is one reader's (read_frames holds its buffer for the call, so it cannot be resized
+ * or freed meanwhile, and every offset into it is checked against the lengths it read first).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
@@ -507,9 +512,10 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tfrecord_fast", NULL, -1, methods};
-
-PyMODINIT_FUNC PyInit__tfrecord_fast(void) {
+/* The tables and the choice of CRC code are filled once per process, before any module
+ * object exists (pthread_once: a second interpreter importing it neither waits on a half-filled
+ * table nor rewrites one that other threads read); afterwards they are only read. */
+static void init_crc(void) {
     init_table();
 #ifdef HAVE_HARDWARE_CRC
     __builtin_cpu_init();
@@ -519,5 +525,21 @@ PyMODINIT_FUNC PyInit__tfrecord_fast(void) {
         crc32c = crc_hardware;
     }
 #endif
-    return PyModule_Create(&module);
+}
+
+static PyModuleDef_Slot slots[] = {
+#if PY_VERSION_HEX >= 0x030D0000
+    /* Read-only tables, and every call works on its own arguments: safe without the GIL. */
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tfrecord_fast", NULL, 0, methods,
+                                    slots};
+
+PyMODINIT_FUNC PyInit__tfrecord_fast(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_crc);
+    return PyModuleDef_Init(&module);
 }

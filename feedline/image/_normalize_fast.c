@@ -106,13 +106,21 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyModuleDef_Slot slots[] = {
+#if PY_VERSION_HEX >= 0x030D0000
+    /* No state of its own; it works on the caller's buffers (held for the call). */
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL},
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_normalize_fast",
-    "normalize's uint8 -> float32 loop in C (see feedline/image/dtype.py)", -1, methods,
+    "normalize's uint8 -> float32 loop in C (see feedline/image/dtype.py)", 0, methods, slots,
 };
 
 PyMODINIT_FUNC
 PyInit__normalize_fast(void)
 {
-    return PyModule_Create(&module);
+    return PyModuleDef_Init(&module);
 }

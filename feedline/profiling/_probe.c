@@ -12,6 +12,12 @@
  * Everything else is the iterator's: attribute reads and writes go to it, and
  * ``__class__`` is its class, so ``isinstance`` checks and stage code that reaches into
  * its input see the iterator itself.
+ *
+ * Several threads may call one probe at once (a parallel map's threads pulling its input).
+ * Without the GIL (free-threaded CPython) the per-call counters are atomic increments, and the
+ * timed calls' bookkeeping (sums, the thread list, the sizer and tick references) is updated
+ * under the probe's own mutex, never held while Python code runs. With the GIL both are plain:
+ * the GIL already orders them, and the untimed path stays one increment.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,6 +33,20 @@
 #define MAX_THREADS 16
 #define SIZED_FIRST 8   /* the first timed calls whose elements are sized, then ... */
 #define SIZE_MASK 63    /* ... one timed call in 64 */
+
+#ifdef Py_GIL_DISABLED
+#define ATOMIC_ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
+#define ATOMIC_LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+#define ATOMIC_STORE(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELAXED)
+#define LOCK(p) PyMutex_Lock(&(p)->mutex)
+#define UNLOCK(p) PyMutex_Unlock(&(p)->mutex)
+#else
+#define ATOMIC_ADD(field, n) ((field) += (n))
+#define ATOMIC_LOAD(field) (field)
+#define ATOMIC_STORE(field, value) ((field) = (value))
+#define LOCK(p) ((void)0)
+#define UNLOCK(p) ((void)0)
+#endif
 
 typedef struct {
     PyObject_HEAD
@@ -54,6 +74,9 @@ typedef struct {
     uint64_t next_tick;
     unsigned long threads[MAX_THREADS];
     int nthreads;
+#ifdef Py_GIL_DISABLED
+    PyMutex mutex;         /* the timed calls' fields: everything below calls/untimed/stops/errors */
+#endif
 } Probe;
 
 static inline uint64_t clock_ns(clockid_t clock) {
@@ -64,6 +87,7 @@ static inline uint64_t clock_ns(clockid_t clock) {
 
 static inline uint64_t now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 
+/* Under the probe's lock. */
 static void note_thread(Probe *p) {
     unsigned long ident = PyThread_get_thread_ident();
     for (int i = 0; i < p->nthreads; i++) {
@@ -74,8 +98,8 @@ static void note_thread(Probe *p) {
 
 /* A NULL from the inner next: the end (no exception, or StopIteration) or an error. */
 static void note_end(Probe *p) {
-    if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_StopIteration)) p->stops++;
-    else p->errors++;
+    if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_StopIteration)) ATOMIC_ADD(p->stops, 1);
+    else ATOMIC_ADD(p->errors, 1);
 }
 
 static int record_span(Probe *p, uint64_t start, uint64_t duration) {
@@ -108,29 +132,36 @@ static void warn_failed(const char *what, PyObject *culprit) {
     Py_XDECREF(traceback);
 }
 
-static void size_element(Probe *p, PyObject *element) {
-    /* Our own reference: the call may let another thread in, whose failing call clears
-     * p->sizer meanwhile. */
-    PyObject *sizer = Py_NewRef(p->sizer);
+/* Calls ``sizer`` (the caller's reference, taken under the lock) on the element. */
+static void size_element(Probe *p, PyObject *sizer, PyObject *element) {
     PyObject *size = PyObject_CallOneArg(sizer, element);
     unsigned long long bytes = size == NULL ? (unsigned long long)-1
                                             : PyLong_AsUnsignedLongLong(size);
     Py_XDECREF(size);
     if (bytes == (unsigned long long)-1 && PyErr_Occurred()) {
         warn_failed("measuring an element's size", sizer);
-        Py_CLEAR(p->sizer); /* once: it would fail again on every sample */
-        Py_DECREF(sizer);
+        /* Dropped once: it would fail again on every sample. Another thread's failing call
+         * may have dropped it meanwhile. */
+        PyObject *dropped = NULL;
+        LOCK(p);
+        if (p->sizer == sizer) {
+            dropped = p->sizer;
+            p->sizer = NULL;
+        }
+        UNLOCK(p);
+        Py_XDECREF(dropped);
         return;
     }
-    Py_DECREF(sizer);
+    LOCK(p);
     p->sized++;
     p->sized_bytes += bytes;
+    UNLOCK(p);
 }
 
 static PyObject *probe_iternext(Probe *p) {
-    p->calls++;
-    if (p->calls & p->mask) {
-        p->untimed++;
+    uint64_t call = ATOMIC_ADD(p->calls, 1);
+    if (call & ATOMIC_LOAD(p->mask)) {
+        ATOMIC_ADD(p->untimed, 1);
         PyObject *result = p->inner_next(p->inner);
         if (result == NULL) note_end(p);
         return result;
@@ -139,17 +170,19 @@ static PyObject *probe_iternext(Probe *p) {
      * GIL while other threads run (up to the 5 ms switch interval), its CPU time not. The
      * thread CPU clock is a system call (~0.5 us in a VM, the monotonic clock ~20 ns), so
      * only one timed call in CPU_EVERY reads it. */
-    int read_cpu = p->calls == 1 || (p->sampled % CPU_EVERY) == 0;
+    int read_cpu = call == 1 || (ATOMIC_LOAD(p->sampled) % CPU_EVERY) == 0;
     uint64_t cpu_start = read_cpu ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
     uint64_t start = now_ns();
     PyObject *result = p->inner_next(p->inner);
     uint64_t duration = now_ns() - start;
     uint64_t cpu = read_cpu ? clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu_start : 0;
-    if (p->calls == 1) {
+    PyObject *sizer = NULL, *tick = NULL;
+    LOCK(p);
+    if (call == 1) {
         p->first_ns = duration;
         p->first_cpu_ns = cpu;
     } else {
-        p->sampled++;
+        ATOMIC_STORE(p->sampled, p->sampled + 1);
         p->sampled_ns += duration;
         if (read_cpu) {
             p->cpu_sampled++;
@@ -157,26 +190,39 @@ static PyObject *probe_iternext(Probe *p) {
         }
     }
     /* Until a call besides the first was timed, time the next one too. */
-    p->mask = (!p->sampled || p->sampled_ns / p->sampled > SLOW_NS) ? 0 : SAMPLE_MASK;
+    ATOMIC_STORE(p->mask,
+                 (!p->sampled || p->sampled_ns / p->sampled > SLOW_NS) ? 0 : SAMPLE_MASK);
     note_thread(p);
-    if (result == NULL) {
-        note_end(p);
-    } else if (p->sizer != NULL && (p->sampled <= SIZED_FIRST || (p->sampled & SIZE_MASK) == 1)) {
+    if (result != NULL && p->sizer != NULL &&
+        (p->sampled <= SIZED_FIRST || (p->sampled & SIZE_MASK) == 1)) {
         /* Measured now, the number kept, never the element: holding one a while (a 38 MB
          * batch of images) changes how the allocator reuses memory, and every later batch
          * then faulted in fresh pages (12% slower). */
-        size_element(p, result);
+        sizer = Py_NewRef(p->sizer);
     }
     if (result != NULL && p->tick != NULL && start >= p->next_tick) {
+        p->next_tick = start + duration + p->tick_ns;
+        tick = Py_NewRef(p->tick);
+    }
+    UNLOCK(p);
+    /* Python calls only with the lock released: they may run other threads' calls. */
+    if (result == NULL) note_end(p);
+    if (sizer != NULL) {
+        size_element(p, sizer, result);
+        Py_DECREF(sizer);
+    }
+    if (tick != NULL) {
         /* The statistics' periodic sample, on the thread that reads the pipeline: a thread
          * of its own would wait for the GIL, which numpy calls release and take back at once,
          * nearly all the time, and a waiting thread costs the others. A failing sample is
          * a warning, never an error of the pipeline. */
-        p->next_tick = start + duration + p->tick_ns;
-        PyObject *done = PyObject_CallNoArgs(p->tick);
-        if (done == NULL) warn_failed("a statistics sample", p->tick);
+        PyObject *done = PyObject_CallNoArgs(tick);
+        if (done == NULL) warn_failed("a statistics sample", tick);
         Py_XDECREF(done);
+        Py_DECREF(tick);
     }
+    /* Threads racing past the check can add a span or two over max_spans: it bounds memory,
+     * not an exact count. */
     if (p->spans != Py_None && PyList_GET_SIZE(p->spans) < p->max_spans &&
         record_span(p, start, duration) < 0) {
         Py_XDECREF(result);
@@ -243,9 +289,14 @@ static PyObject *probe_drive(Probe *p, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "_probe_drive(tick, seconds): seconds must be > 0");
         return NULL;
     }
-    Py_XSETREF(p->tick, tick == Py_None ? NULL : Py_NewRef(tick));
+    PyObject *replaced;
+    LOCK(p);
+    replaced = p->tick;
+    p->tick = tick == Py_None ? NULL : Py_NewRef(tick);
     p->tick_ns = (uint64_t)(seconds * 1e9);
     p->next_tick = now_ns() + p->tick_ns;
+    UNLOCK(p);
+    Py_XDECREF(replaced); /* outside the lock: its last reference may run Python code */
     Py_RETURN_NONE;
 }
 
@@ -263,29 +314,36 @@ static PyObject *probe_next_method(Probe *p, PyObject *Py_UNUSED(ignored)) {
 }
 
 static PyObject *probe_counts(Probe *p, PyObject *Py_UNUSED(ignored)) {
-    PyObject *threads = PyTuple_New(p->nthreads);
+    /* A consistent copy of the timed calls' fields, taken under the lock; the objects are
+     * made after it. */
+    unsigned long idents[MAX_THREADS];
+    LOCK(p);
+    int nthreads = p->nthreads;
+    memcpy(idents, p->threads, sizeof idents);
+    unsigned long long sampled = p->sampled, sampled_ns = p->sampled_ns,
+                       first_ns = p->first_ns, cpu_sampled = p->cpu_sampled,
+                       sampled_cpu_ns = p->sampled_cpu_ns, first_cpu_ns = p->first_cpu_ns,
+                       sized = p->sized, sized_bytes = p->sized_bytes;
+    UNLOCK(p);
+    PyObject *threads = PyTuple_New(nthreads);
     if (threads == NULL) return NULL;
-    for (int i = 0; i < p->nthreads; i++) {
-        PyObject *ident = PyLong_FromUnsignedLong(p->threads[i]);
+    for (int i = 0; i < nthreads; i++) {
+        PyObject *ident = PyLong_FromUnsignedLong(idents[i]);
         if (ident == NULL) {
             Py_DECREF(threads);
             return NULL;
         }
         PyTuple_SET_ITEM(threads, i, ident);
     }
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsKsN}", "calls", (unsigned long long)p->calls,
-                         "untimed", (unsigned long long)p->untimed,
-                         "stops", (unsigned long long)p->stops,
-                         "errors", (unsigned long long)p->errors,
-                         "sampled", (unsigned long long)p->sampled,
-                         "sampled_ns", (unsigned long long)p->sampled_ns,
-                         "first_ns", (unsigned long long)p->first_ns,
-                         "cpu_sampled", (unsigned long long)p->cpu_sampled,
-                         "sampled_cpu_ns", (unsigned long long)p->sampled_cpu_ns,
-                         "first_cpu_ns", (unsigned long long)p->first_cpu_ns,
-                         "sized", (unsigned long long)p->sized,
-                         "sized_bytes", (unsigned long long)p->sized_bytes,
-                         "threads", threads);
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsKsN}",
+                         "calls", (unsigned long long)ATOMIC_LOAD(p->calls),
+                         "untimed", (unsigned long long)ATOMIC_LOAD(p->untimed),
+                         "stops", (unsigned long long)ATOMIC_LOAD(p->stops),
+                         "errors", (unsigned long long)ATOMIC_LOAD(p->errors),
+                         "sampled", sampled, "sampled_ns", sampled_ns, "first_ns", first_ns,
+                         "cpu_sampled", cpu_sampled, "sampled_cpu_ns", sampled_cpu_ns,
+                         "first_cpu_ns", first_cpu_ns, "sized", sized,
+                         "sized_bytes", sized_bytes, "threads", threads);
 }
 
 static PyObject *probe_get_inner(Probe *p, void *closure) { return Py_NewRef(p->inner); }
@@ -356,23 +414,31 @@ static PyTypeObject ProbeType = {
     .tp_getset = probe_getset,
 };
 
-static struct PyModuleDef probe_module = {
-    PyModuleDef_HEAD_INIT, "feedline.profiling._probe",
-    "Per-stage call counting and sampled timing for pipeline statistics.", -1, NULL,
-};
-
-PyMODINIT_FUNC PyInit__probe(void) {
-    if (PyType_Ready(&ProbeType) < 0) return NULL;
-    PyObject *module = PyModule_Create(&probe_module);
-    if (module == NULL) return NULL;
+static int probe_exec(PyObject *module) {
+    if (PyType_Ready(&ProbeType) < 0) return -1;
     if (PyModule_AddObjectRef(module, "Probe", (PyObject *)&ProbeType) < 0 ||
         PyModule_AddIntConstant(module, "SAMPLE_EVERY", SAMPLE_MASK + 1) < 0 ||
         PyModule_AddIntConstant(module, "SLOW_NS", SLOW_NS) < 0 ||
         PyModule_AddIntConstant(module, "CPU_EVERY", CPU_EVERY) < 0 ||
         PyModule_AddIntConstant(module, "SIZED_FIRST", SIZED_FIRST) < 0 ||
-        PyModule_AddIntConstant(module, "SIZE_EVERY", SIZE_MASK + 1) < 0) {
-        Py_DECREF(module);
-        return NULL;
-    }
-    return module;
+        PyModule_AddIntConstant(module, "SIZE_EVERY", SIZE_MASK + 1) < 0)
+        return -1;
+    return 0;
 }
+
+static PyModuleDef_Slot probe_slots[] = {
+    {Py_mod_exec, probe_exec},
+#if PY_VERSION_HEX >= 0x030D0000
+    /* A probe's fields are atomic or under its own mutex (see the top): safe without the GIL. */
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef probe_module = {
+    PyModuleDef_HEAD_INIT, "feedline.profiling._probe",
+    "Per-stage call counting and sampled timing for pipeline statistics.", 0, NULL,
+    probe_slots,
+};
+
+PyMODINIT_FUNC PyInit__probe(void) { return PyModuleDef_Init(&probe_module); }

@@ -3,10 +3,31 @@
    Both take uniform draws in [0, 1) from a float64 buffer (the iterator's block of NumPy
    draws) and place them exactly as the Python loops do: place = min((long)(u * n), n - 1),
    the same double arithmetic, so the order is the same element for element. They only move
-   references between Python lists; the GIL is held throughout. */
+   references between Python lists and never release the GIL.
+
+   Without the GIL (free-threaded CPython) each call holds the buffer's (and fresh's) critical
+   section while it reads and moves their items, so a thread that touches the same lists
+   meanwhile waits instead of seeing a half-moved reference; out is only appended to
+   (PyList_Append locks it). The module keeps no state of its own. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#ifndef Py_BEGIN_CRITICAL_SECTION /* before 3.13: the GIL is the only lock there is */
+#define Py_BEGIN_CRITICAL_SECTION(op) {
+#define Py_END_CRITICAL_SECTION() }
+#define Py_BEGIN_CRITICAL_SECTION2(a, b) {
+#define Py_END_CRITICAL_SECTION2() }
+#endif
+
+/* A list slot written while its list's critical section is held: a release store where
+   lock-free readers (PyList_GetItemRef) may load it concurrently, as CPython's own list does. */
+#ifdef Py_GIL_DISABLED
+#define SET_SLOT(list, i, value) \
+    __atomic_store_n(&((PyListObject *)(list))->ob_item[i], (value), __ATOMIC_RELEASE)
+#else
+#define SET_SLOT(list, i, value) PyList_SET_ITEM((list), (i), (value))
+#endif
 
 static int
 get_uniforms(PyObject *object, Py_buffer *view)
@@ -48,30 +69,32 @@ swap_draws(PyObject *module, PyObject *args)
         return NULL;
     const double *u = (const double *)view.buf;
     Py_ssize_t count = view.len / (Py_ssize_t)sizeof(double);
+    int status = 0;
+    Py_BEGIN_CRITICAL_SECTION2(buffer, fresh);
     if (start < 0 || start + count > PyList_GET_SIZE(fresh)) {
-        PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "more uniforms than fresh elements");
-        return NULL;
+        status = -1;
     }
     Py_ssize_t top = PyList_GET_SIZE(buffer);
-    for (Py_ssize_t k = 0; k < count; k++) {
+    for (Py_ssize_t k = 0; k < count && status == 0; k++) {
         PyObject *element = PyList_GET_ITEM(fresh, start + k);
         Py_ssize_t i = place(u[k], top + 1);
         if (i < top) {
             PyObject *drawn = PyList_GET_ITEM(buffer, i);
             if (PyList_Append(out, drawn) < 0) {
-                PyBuffer_Release(&view);
-                return NULL;
+                status = -1;
+                break;
             }
-            Py_INCREF(element);
-            PyList_SET_ITEM(buffer, i, element);
+            SET_SLOT(buffer, i, Py_NewRef(element));
             Py_DECREF(drawn);
         } else if (PyList_Append(out, element) < 0) {
-            PyBuffer_Release(&view);
-            return NULL;
+            status = -1;
         }
     }
+    Py_END_CRITICAL_SECTION2();
     PyBuffer_Release(&view);
+    if (status < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -92,32 +115,34 @@ drain(PyObject *module, PyObject *args)
         return NULL;
     const double *u = (const double *)view.buf;
     Py_ssize_t count = view.len / (Py_ssize_t)sizeof(double);
-    if (count > PyList_GET_SIZE(buffer)) {
-        PyBuffer_Release(&view);
+    int status = 0;
+    Py_BEGIN_CRITICAL_SECTION(buffer);
+    Py_ssize_t n = PyList_GET_SIZE(buffer), full = n;
+    if (count > n) {
         PyErr_SetString(PyExc_ValueError, "more uniforms than buffered elements");
-        return NULL;
+        status = -1;
     }
-    for (Py_ssize_t k = 0; k < count; k++) {
-        Py_ssize_t n = PyList_GET_SIZE(buffer);
+    /* Each draw swaps the drawn element with the last live one and shortens the live part
+       [0, n) by one; the drawn ones, gathered behind it, are dropped in one slice at the
+       end (their references in out keep them). */
+    for (Py_ssize_t k = 0; k < count && status == 0; k++, n--) {
         Py_ssize_t i = place(u[k], n);
         PyObject *drawn = PyList_GET_ITEM(buffer, i);
         if (PyList_Append(out, drawn) < 0) {
-            PyBuffer_Release(&view);
-            return NULL;
+            status = -1;
+            break;
         }
-        PyObject *last = PyList_GET_ITEM(buffer, n - 1);
         if (i < n - 1) {
-            Py_INCREF(last);
-            PyList_SET_ITEM(buffer, i, last);
-            Py_DECREF(drawn);
-        }
-        /* Drop the last place (its reference now lives at i, or in out when i is last). */
-        if (PyList_SetSlice(buffer, n - 1, n, NULL) < 0) {
-            PyBuffer_Release(&view);
-            return NULL;
+            SET_SLOT(buffer, i, PyList_GET_ITEM(buffer, n - 1));
+            SET_SLOT(buffer, n - 1, drawn);
         }
     }
+    if (n < full && PyList_SetSlice(buffer, n, full, NULL) < 0)
+        status = -1;
+    Py_END_CRITICAL_SECTION();
     PyBuffer_Release(&view);
+    if (status < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -127,13 +152,21 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyModuleDef_Slot slots[] = {
+#if PY_VERSION_HEX >= 0x030D0000
+    /* No state of its own and its lists locked per call: safe without the GIL. */
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
+    {0, NULL},
+};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_shuffle_fast",
-    "shuffle's inner loops in C (see feedline/transforms/shuffle.py)", -1, methods,
+    "shuffle's inner loops in C (see feedline/transforms/shuffle.py)", 0, methods, slots,
 };
 
 PyMODINIT_FUNC
 PyInit__shuffle_fast(void)
 {
-    return PyModule_Create(&module);
+    return PyModuleDef_Init(&module);
 }
