@@ -224,13 +224,13 @@ def test_shuffle_iterators_started_at_once_get_distinct_epochs():
 
 def test_shuffle_after_parallel_map_shared_by_consumer_threads():
     """One pipeline iterator shared by consumer threads: each element to exactly one."""
-    ds = fl.Dataset.range(3000).map(work, num_parallel_calls=4, executor="thread") \
+    ds = fl.Dataset.range(1500).map(work, num_parallel_calls=4, executor="thread") \
         .shuffle(100, seed=3).prefetch(8)
     with threads_end():
         with iter(ds) as it:
             parts = run_threads(THREADS, lambda _: [int(x) for x in it])
     taken = [x for part in parts for x in part]
-    assert collections.Counter(taken) == collections.Counter(3 * x for x in range(3000))
+    assert collections.Counter(taken) == collections.Counter(3 * x for x in range(1500))
 
 
 # ----------------------------------------------------------------------------- cache
@@ -257,7 +257,7 @@ def test_memory_cache_filled_and_read_by_many_threads():
 
 def test_file_cache_one_writer_then_many_readers(tmp_path):
     path = str(tmp_path / "cache")
-    ds = fl.Dataset.range(700).map(pair).map(lambda a, b: (a, b * 2), num_parallel_calls=4) \
+    ds = fl.Dataset.range(300).map(pair).map(lambda a, b: (a, b * 2), num_parallel_calls=4) \
         .cache(path)
 
     def read(_: int) -> list[tuple[int, list[int]]] | str:
@@ -266,7 +266,7 @@ def test_file_cache_one_writer_then_many_readers(tmp_path):
         except FileExistsError:  # another thread is filling it (tf.data's rule)
             return "busy"
 
-    expected = [(x, [2 * x] * 3) for x in range(700)]
+    expected = [(x, [2 * x] * 3) for x in range(300)]
     with threads_end():
         first = run_threads(THREADS, read)
         assert all(out == expected or out == "busy" for out in first)
@@ -276,13 +276,13 @@ def test_file_cache_one_writer_then_many_readers(tmp_path):
 
 # ----------------------------------------------------------------------------- prefetch
 def test_prefetch_chain_shared_by_consumer_threads():
-    ds = fl.Dataset.range(5000).prefetch(3).map(work).prefetch(fl.AUTOTUNE).prefetch(1)
+    ds = fl.Dataset.range(1500).prefetch(3).map(work).prefetch(fl.AUTOTUNE).prefetch(1)
     with threads_end():
         with iter(ds) as it:
             parts = run_threads(THREADS, lambda _: [int(x) for x in it])
     for part in parts:  # each thread sees its share in pipeline order
         assert part == sorted(part)
-    assert sorted(x for part in parts for x in part) == [3 * x for x in range(5000)]
+    assert sorted(x for part in parts for x in part) == [3 * x for x in range(1500)]
 
 
 def test_many_pipelines_at_once():
@@ -299,7 +299,7 @@ def test_many_pipelines_at_once():
 
 # ----------------------------------------------------------------------------- checkpoints
 def _pipeline() -> fl.Dataset:
-    return fl.Dataset.range(30).interleave(
+    return fl.Dataset.range(12).interleave(
         lambda x: fl.Dataset.range(int(x) * 100, int(x) * 100 + 25), cycle_length=3,
         num_parallel_calls=3).map(work, num_parallel_calls=4, executor="thread") \
         .shuffle(16, seed=5, reshuffle_each_iteration=False).batch(4, num_parallel_calls=2) \
@@ -315,7 +315,7 @@ def test_checkpoints_taken_while_other_threads_iterate():
         with iter(ds) as it:
             def consume(index: int) -> list[list[int]]:
                 if index == 0:  # the checkpointer
-                    for _ in range(12):
+                    for _ in range(4):
                         states.append(it.state_dict())
                     return []
                 return [b.tolist() for b in it]
