@@ -63,6 +63,19 @@ from feedline.image.flips import (
     transpose,
 )
 from feedline.image.resize import METHODS, resize, resize_with_pad
+from feedline.image.color_spaces import rgb_to_yiq, rgb_to_yuv, yiq_to_rgb, yuv_to_rgb
+from feedline.image.crop_and_resize import crop_and_resize
+from feedline.image.extract_patches import extract_patches
+from feedline.image.stateless import (
+    stateless_random_brightness,
+    stateless_random_contrast,
+    stateless_random_crop,
+    stateless_random_flip_left_right,
+    stateless_random_flip_up_down,
+    stateless_random_hue,
+    stateless_random_saturation,
+)
+from feedline.image.total_variation import total_variation
 
 __all__ = [
     "DEFAULT_MAX_ANIMATION_BYTES",
@@ -76,6 +89,7 @@ __all__ = [
     "adjust_saturation",
     "central_crop",
     "convert_image_dtype",
+    "crop_and_resize",
     "crop_to_bounding_box",
     "decode_and_crop_jpeg",
     "decode_gif",
@@ -89,6 +103,7 @@ __all__ = [
     "encode_jpeg",
     "encode_png",
     "extract_jpeg_shape",
+    "extract_patches",
     "flip_left_right",
     "flip_up_down",
     "grayscale_to_rgb",
@@ -111,7 +126,19 @@ __all__ = [
     "resize_with_pad",
     "rgb_to_grayscale",
     "rgb_to_hsv",
+    "rgb_to_yiq",
+    "rgb_to_yuv",
     "rot90",
     "set_decode_limits",
+    "stateless_random_brightness",
+    "stateless_random_contrast",
+    "stateless_random_crop",
+    "stateless_random_flip_left_right",
+    "stateless_random_flip_up_down",
+    "stateless_random_hue",
+    "stateless_random_saturation",
+    "total_variation",
     "transpose",
+    "yiq_to_rgb",
+    "yuv_to_rgb",
 ]
