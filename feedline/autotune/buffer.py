@@ -31,9 +31,9 @@ CALL_SECONDS_WEIGHT = 1 / 8
 """Weight of the newest interval in the consumer's moving time between calls."""
 
 HANDOFF_SECONDS = 200e-6
-"""Time per element of an input below which depth pays even where the input is the slower
-side: each element a consumer waits for costs a wake-up of both threads and a hand-off of
-the GIL, which a deeper buffer spares (the reader runs ahead in bursts, the consumer takes
+"""Time per element of an input, and wait of its consumer, below which depth pays even where
+the input is the slower side: such a wait is a wake-up of both threads and a hand-off of
+the GIL, which a deeper buffer spares (the reader runs ahead in groups, the consumer takes
 what is ready without waiting). A vectorized map's 256-element batch, 20 µs each: 1.2M
 elements/s at one element deep, 5.9M at 16."""
 
@@ -87,6 +87,8 @@ class BufferTuning:
         self._returned_at: float | None = None  # when the last call returned
         self.call_seconds: float | None = None
         """The consumer's moving time between calls (its own work)."""
+        self.wait_seconds: float | None = None
+        """The consumer's moving time in the calls that found the buffer empty."""
 
     @property
     def start_capacity(self) -> int:
@@ -106,10 +108,17 @@ class BufferTuning:
         drained, self._found_empty = not self._found_empty, waited
         element = reader.next()
         self._returned_at = time.perf_counter()
-        # Cheap elements: each wait is a hand-off depth spares, drained or not (at one
-        # element deep, a consumer faster than its input finds it empty at every call).
+        # Short waits for cheap elements are hand-offs, which depth spares, drained or not
+        # (at one element deep, a consumer faster than its input finds it empty at every
+        # call); long ones are the input's pace (a parallel map's bursts).
+        if waited:
+            wait, previous = self._returned_at - called, self.wait_seconds
+            self.wait_seconds = wait if previous is None else \
+                previous + (wait - previous) * CALL_SECONDS_WEIGHT
+        handoff = (self.wait_seconds is not None and self.wait_seconds < HANDOFF_SECONDS
+                   and self._cheap(reader))
         may_grow = (waited and reader.capacity < AUTOTUNE_MAX_BUFFER
-                    and (drained and self._input_keeps_up(reader) or self._cheap(reader)))
+                    and (drained and self._input_keeps_up(reader) or handoff))
         if self._sized and not may_grow:
             return element  # the common case: no element's size to estimate
         size = element_bytes(element)

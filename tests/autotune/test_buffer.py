@@ -121,3 +121,14 @@ def test_cheap_elements_a_consumer_waits_for_get_depth_even_from_a_slower_input(
         for _ in range(10):
             tuning.next(reader)
         assert reader.capacity == 1
+
+
+def test_a_long_wait_for_cheap_elements_is_the_inputs_pace_not_a_hand_off(monkeypatch):
+    # A parallel map's bursts: elements read at once from its finished results (cheap to
+    # the reader), then a wait of milliseconds for the next burst: no depth.
+    _slow_consumer(monkeypatch, seconds=0.01)  # each call waits 5 ms
+    tuning = BufferTuning("prefetch", [1], 1 << 20)
+    reader = _Reader([False] * 10, seconds_per_item=20e-6)
+    for _ in range(10):
+        tuning.next(reader)
+    assert reader.capacity == 1
