@@ -735,6 +735,11 @@ def _unpack_npz(npz: Any) -> list[list[Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("freethreaded", "free-threaded"):
+        # Its own options (the free-threaded interpreter, settings, parts): issue 39.
+        from benchmarks import freethreaded
+
+        return freethreaded.main(argv[1:])
     args = parse_args(argv)
     return Bench(args, argv).main()
 
