@@ -443,6 +443,8 @@ class CacheIterator(DatasetIterator):
             raise StopIteration
         if self._fills and self._writer is None:
             self._writer = self._store.open_writer()  # FileExistsError: another one writes
+            if self._position == 0 and self._read_completed_cache():
+                return self.__next__()
         try:
             element = next(self._upstream)
         except StopIteration:
@@ -459,6 +461,22 @@ class CacheIterator(DatasetIterator):
                 writer, self._writer = self._writer, None
                 writer.commit()
         return element
+
+    def _read_completed_cache(self) -> bool:
+        """Read the cache instead of filling it, if another pass (an iterator on another
+        thread, made before it was complete) completed it since this one looked: looked for
+        again now that this pass holds the writer's lock, so no pass replaces a complete
+        cache that others may be reading."""
+        reader = self._store.open_reader(self._ctx, 0)
+        if reader is None:
+            return False
+        writer, self._writer = self._writer, None
+        assert writer is not None
+        writer.abort()
+        self._fills = False
+        self._set_upstream(None)
+        self._reader = reader
+        return True
 
     def _get_state(self) -> State:
         if self._reader is not None:
