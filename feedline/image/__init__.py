@@ -64,6 +64,10 @@ from feedline.image.flips import (
 )
 from feedline.image.resize import METHODS, resize, resize_with_pad
 from feedline.image.color_spaces import rgb_to_yiq, rgb_to_yuv, yiq_to_rgb, yuv_to_rgb
+from feedline.image.bounding_box import (
+    sample_distorted_bounding_box,
+    stateless_sample_distorted_bounding_box,
+)
 from feedline.image.crop_and_resize import crop_and_resize
 from feedline.image.extract_patches import extract_patches
 from feedline.image.stateless import (
@@ -129,6 +133,7 @@ __all__ = [
     "rgb_to_yiq",
     "rgb_to_yuv",
     "rot90",
+    "sample_distorted_bounding_box",
     "set_decode_limits",
     "stateless_random_brightness",
     "stateless_random_contrast",
@@ -137,6 +142,7 @@ __all__ = [
     "stateless_random_flip_up_down",
     "stateless_random_hue",
     "stateless_random_saturation",
+    "stateless_sample_distorted_bounding_box",
     "total_variation",
     "transpose",
     "yiq_to_rgb",

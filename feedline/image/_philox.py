@@ -39,6 +39,18 @@ def _blocks(key: tuple[int, int], counter: tuple[int, int, int, int],
     return np.stack(c, axis=1).astype(np.uint32)
 
 
+def philox_words(key: tuple[int, int], counter: int, count: int) -> list[int]:
+    """``count`` 32-bit words (a multiple of 4) of the stream at the 128-bit ``counter``.
+
+    Example:
+        >>> len(philox_words((1, 2), 0, 8))
+        8
+    """
+    words = (counter & _MASK32, counter >> 32 & _MASK32, counter >> 64 & _MASK32,
+             counter >> 96 & _MASK32)
+    return _blocks(key, words, count // 4).reshape(-1).tolist()
+
+
 def seed_pair(seed: object, op: str) -> tuple[int, int]:
     """A stateless seed as TensorFlow reads it: two ints (shape ``[2]``).
 

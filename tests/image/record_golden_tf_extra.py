@@ -6,17 +6,21 @@ Run with TensorFlow's interpreter (tests never need TensorFlow):
 
 It writes ``tests/image/golden_tf_extra.npz``: the source images (``src/<name>``) and one key
 per ``<op>/<source>/<parameters>``: YUV and YIQ conversions, ``crop_and_resize``,
-``extract_patches``, ``total_variation`` and the ``stateless_random_*`` family.
+``extract_patches``, ``total_variation`` and the ``stateless_random_*`` family; and
+``tests/image/golden_tf_bounding_box.json``: 40 random cases of
+``stateless_sample_distorted_bounding_box`` (the box's float32 values as their bits).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
 OUT = Path(__file__).with_name("golden_tf_extra.npz")
+BOXES = Path(__file__).with_name("golden_tf_bounding_box.json")
 SEEDS = [(1, 2), (0, 0), (7, -3), (123456789, 42)]
 
 
@@ -95,6 +99,33 @@ def main() -> None:
         out[f"stateless_random_flip_left_right/coins16/{s}"] = flips.numpy()
     np.savez_compressed(OUT, **out)
     print(f"wrote {len(out)} arrays to {OUT}")
+    record_boxes()
+
+
+def record_boxes() -> None:
+    cases = []
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        height, width = int(rng.integers(1, 300)), int(rng.integers(1, 300))
+        count = int(rng.integers(0, 4))
+        a, b = rng.random((1, count, 2)), rng.random((1, count, 2))
+        boxes = np.concatenate([np.minimum(a, b), np.maximum(a, b)], -1).astype(np.float32)
+        seed = [int(rng.integers(-2**40, 2**40)), int(rng.integers(-2**40, 2**40))]
+        kwargs = {
+            "min_object_covered": float(rng.choice([0.0, 0.1, 0.5, 0.9])),
+            "aspect_ratio_range": [float(rng.choice([0.5, 0.75])),
+                                   float(rng.choice([1.0, 1.33, 2.0]))],
+            "area_range": [float(rng.choice([0.05, 0.3])), float(rng.choice([0.6, 1.0]))],
+            "max_attempts": int(rng.choice([1, 10, 100])),
+            "use_image_if_no_bounding_boxes": True}
+        begin, size, box = tf.image.stateless_sample_distorted_bounding_box(
+            [height, width, 3], boxes, seed=seed, **kwargs)
+        cases.append({"image_size": [height, width, 3], "boxes": boxes.tolist(), "seed": seed,
+                      "kwargs": kwargs, "begin": begin.numpy().tolist(),
+                      "size": size.numpy().tolist(),
+                      "box_bits": box.numpy().view(np.uint32).tolist()})
+    BOXES.write_text(json.dumps(cases, indent=0) + "\n")
+    print(f"wrote {len(cases)} cases to {BOXES}")
 
 
 if __name__ == "__main__":

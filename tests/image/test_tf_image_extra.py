@@ -6,6 +6,7 @@ Integer and stateless results are bit for bit; float32 colour conversions and cr
 float64 conversions and float sums may differ in the last bit (summation order).
 """
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -139,3 +140,44 @@ def test_extract_patches_valid_larger_than_the_image_is_empty():
     out = fli.extract_patches(np.zeros((2, 3, 3, 1)), [1, 4, 4, 1], [1, 1, 1, 1],
                               [1, 1, 1, 1], "VALID")
     assert out.shape == (2, 0, 0, 16)
+
+
+BOX_CASES = json.loads(Path(__file__).with_name("golden_tf_bounding_box.json").read_text())
+
+
+@pytest.mark.parametrize("case", BOX_CASES, ids=[str(i) for i in range(len(BOX_CASES))])
+def test_stateless_sample_distorted_bounding_box_as_tensorflow(case):
+    boxes = np.array(case["boxes"], np.float32).reshape(1, -1, 4)
+    begin, size, box = fli.stateless_sample_distorted_bounding_box(
+        np.array(case["image_size"], np.int32), boxes, case["seed"], **case["kwargs"])
+    assert begin.tolist() == case["begin"] and size.tolist() == case["size"]
+    assert begin.dtype == np.int32 and box.dtype == np.float32
+    assert box.view(np.uint32).tolist() == case["box_bits"]
+
+
+def test_sample_distorted_bounding_box_is_seeded_and_covers_the_objects():
+    boxes = [[[0.2, 0.3, 0.6, 0.7]]]
+    windows = [fli.sample_distorted_bounding_box([80, 120, 3], boxes, seed=s,
+                                                 min_object_covered=0.5) for s in range(50)]
+    again = fli.sample_distorted_bounding_box([80, 120, 3], boxes, seed=7,
+                                              min_object_covered=0.5)
+    assert all((a == b).all() for a, b in zip(again, windows[7]))
+    for begin, size, box in windows:
+        y, x, _ = begin.tolist()
+        h, w, _ = size.tolist()
+        assert 0 <= y and y + h <= 80 and 0 <= x and x + w <= 120
+        # The object spans rows 16..48 and columns 36..84 (pixels); the window covers half.
+        overlap = max(0, min(y + h, 48) - max(y, 16)) * max(0, min(x + w, 84) - max(x, 36))
+        assert overlap / (32 * 48) >= 0.5
+    assert len({tuple(b.tolist()) for b, _, _ in windows}) > 10
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"bounding_boxes": np.zeros((1, 0, 4))}, "No bounding boxes provided"),
+    ({"bounding_boxes": [[[0, 0, 1.5, 1]]]}, r"must be in \[0.0, 1.0\]"),
+    ({"bounding_boxes": [[[0, 0, 1, 1]]], "area_range": (0.5,)}, "must have 2 elements"),
+    ({"bounding_boxes": [[[0, 0, 1, 1]]], "max_attempts": 0}, "max_attempts must be positive"),
+])
+def test_sample_distorted_bounding_box_refuses_bad_arguments(kwargs, match):
+    with pytest.raises(InvalidArgumentError, match=match):
+        fli.stateless_sample_distorted_bounding_box(np.array([10, 10, 3]), seed=(1, 2), **kwargs)
