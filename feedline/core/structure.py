@@ -249,7 +249,7 @@ def normalize_output(value: Element) -> Element:
 
     Example:
         >>> normalize_output(([np.int64(1), np.int64(5)], "id"))
-        (array([1, 5], dtype=int32), b'id')
+        (array([1, 5]), b'id')
         >>> normalize_output([1, {"k": [2.0, 3]}])
         (np.int32(1), {'k': array([2., 3.], dtype=float32)})
         >>> normalize_output(np.float64(0.5))
@@ -353,6 +353,30 @@ def _plain_number(value: int | float) -> bool | int | float:
     return int(value) if isinstance(value, int) else float(value)
 
 
+class RaggedListError(StructureError):
+    """A list whose rows differ in length was given where tf.data makes one tensor of it."""
+
+
+def _ragged_where(value: Any, path: str = "") -> str:
+    """Where a nested list first changes length: ``"[1] has 1 item, [0] has 2"``."""
+    if not isinstance(value, list | tuple) or not value:
+        return "its rows differ in length"
+    lengths = [len(item) if isinstance(item, list | tuple | np.ndarray) else None
+               for item in value]
+    first = lengths[0]
+    for i, length in enumerate(lengths):
+        if length != first:
+            def items(n: int | None) -> str:
+                return "a scalar" if n is None else f"{n} item{'s' if n != 1 else ''} long"
+            return f"{path}[{i}] is {items(length)}, {path}[0] {items(first)}"
+    for i, item in enumerate(value):
+        if isinstance(item, list | tuple):
+            found = _ragged_where(item, f"{path}[{i}]")
+            if found != "its rows differ in length":
+                return found
+    return "its rows differ in length"
+
+
 def _first_scalar(value: Any) -> Any:
     """The first number of a (nested) list, depth first, or ``_END`` when it has none."""
     while True:
@@ -381,8 +405,9 @@ def sequence_array(value: list[Any] | tuple[Any, ...]) -> np.ndarray:
     float32. Lists of text or datasets are not numbers: see :func:`to_leaf_array`.
 
     Raises:
-        ValueError: The nesting is ragged, a value is beyond the dtype's range, or bools
-            are mixed with other numbers (as TensorFlow raises).
+        RaggedListError: The nesting is ragged (a ``ValueError``, as TensorFlow raises).
+        ValueError: A value is beyond the dtype's range, or bools are mixed with other
+            numbers (as TensorFlow raises).
 
     Example:
         >>> sequence_array([1, 2]), sequence_array([1, 2.5]), sequence_array([[], []])
@@ -392,9 +417,12 @@ def sequence_array(value: list[Any] | tuple[Any, ...]) -> np.ndarray:
     """
     try:
         array = np.asarray(value)
-    except ValueError as error:
-        raise ValueError(f"cannot convert a non-rectangular (ragged) list to one array: "
-                         f"{error}") from None
+    except ValueError:
+        raise RaggedListError(
+            f"a ragged (non-rectangular) list cannot become one array ({_ragged_where(value)};"
+            " TensorFlow: \"Can't convert non-rectangular Python sequence to Tensor\"): make "
+            "one element per row with Dataset.from_list(rows), or pad the rows "
+            "(RaggedValues.from_row_lengths(values, lengths).to_padded(0))") from None
     kind = array.dtype.kind
     if kind == "O" and any(type(x) is int and not _INT64_MIN <= x <= _INT64_MAX
                            for x in array.ravel().tolist()):

@@ -13,6 +13,7 @@ from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import RandomAccessReader
 from feedline.core.structure import (
     Element,
+    RaggedListError,
     flatten,
     flatten_with_paths,
     is_datasets_array,
@@ -62,7 +63,10 @@ class TensorSlicesDataset(Dataset):
     def __init__(self, structure: Element, name: str | None = None) -> None:
         super().__init__()
         self.name = name  # shown in errors and profiles; not part of the fingerprint
-        structure, leaves = as_leaf_arrays(structure)
+        try:
+            structure, leaves = as_leaf_arrays(structure)
+        except RaggedListError as error:
+            raise RaggedListError(f"from_tensor_slices(): {error}") from None
         if all(leaf is None for leaf in leaves):
             raise StructureError("from_tensor_slices() needs at least one leaf that is not None")
         paths = [path for path, _ in flatten_with_paths(structure)]
