@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import google_crc32c
-
+from feedline.core import checksum
 from feedline.core.errors import CheckpointError
 from feedline.core.fingerprint import PipelineFingerprint, canonical_json
 
@@ -41,9 +40,9 @@ def _checksum(fingerprint: Any, root: Any, fingerprint_text: str | None = None) 
         root_text = canonical_json(root)
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"the iterator state is not JSON-safe: {error}") from None
-    crc = google_crc32c.value(f"[{FORMAT},{fingerprint_text},".encode("utf-8", "surrogatepass"))
-    crc = google_crc32c.extend(crc, root_text.encode("utf-8", "surrogatepass"))
-    return f"crc32c:{google_crc32c.extend(crc, b']'):08x}"
+    crc = checksum.value(f"[{FORMAT},{fingerprint_text},".encode("utf-8", "surrogatepass"))
+    crc = checksum.extend(crc, root_text.encode("utf-8", "surrogatepass"))
+    return f"crc32c:{checksum.extend(crc, b']'):08x}"
 
 
 def seal(root: Any, fingerprint: PipelineFingerprint) -> dict[str, Any]:

@@ -9,8 +9,8 @@ A TFRecord file is a sequence of records, each framed as::
     uint32 masked_crc32c(data)
 
 where ``masked_crc32c(x) = ((crc >> 15 | crc << 17) + 0xa282ead8) mod 2**32`` of the CRC32C of
-``x``. Both checksums are verified with ``google_crc32c`` (C code); framing is parsed from large
-buffered reads, never from one small read per record.
+``x``. Both checksums are verified in C (:mod:`feedline.core.checksum`); framing is parsed from
+large buffered reads, never from one small read per record.
 
 Damaged files raise :class:`~feedline.core.errors.DataLossError` with TensorFlow's messages
 (``"corrupted record at 28"``, ``"truncated record at 332"``) plus the file and the index of the
@@ -31,6 +31,7 @@ from typing import IO, Any, Self
 
 import numpy as np
 
+from feedline.core import checksum
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.errors import DataLossError
@@ -60,18 +61,12 @@ deque): a call on 50 kB images returns ~20 of them, not 256 (12 MB) ahead."""
 
 def _load_crc32c() -> Any:
     # A C implementation is required: a pure-Python CRC would be ~1000x slower than reading.
-    import google_crc32c
-
-    if getattr(google_crc32c, "implementation", "c") == "c":
-        return google_crc32c.value
-    try:
-        import crc32c  # type: ignore[import-not-found]
-    except ImportError:
+    if not checksum.IN_C:
         raise ImportError(
             "feedline needs a C implementation of CRC32C to read TFRecord files, but "
             "google-crc32c was installed without its C extension and the 'crc32c' package "
-            "is missing; reinstall google-crc32c from a wheel or `pip install crc32c`") from None
-    return crc32c.crc32c
+            "is missing; reinstall google-crc32c from a wheel or `pip install crc32c`")
+    return checksum.value
 
 
 _crc32c = _load_crc32c()

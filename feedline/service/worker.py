@@ -407,16 +407,16 @@ def _remember(memory: collections.OrderedDict[str, Any], key: str, value: Any) -
 
 
 def _compress(items: list[tuple[Any, ...]]) -> bytes:
-    import zstandard
+    from feedline.core import zstd
 
-    return zstandard.ZstdCompressor(level=1).compress(pickle.dumps(items, protocol=5))
+    return zstd.compress(pickle.dumps(items, protocol=5))
 
 
 def decompress(payload: bytes) -> list[tuple[Any, ...]]:
     """The items a worker compressed (``compress=True``)."""
-    import zstandard
+    from feedline.core import zstd
 
-    return pickle.loads(zstandard.ZstdDecompressor().decompress(payload))
+    return pickle.loads(zstd.decompress(payload))
 
 
 def pickle_pipeline(dataset: Dataset, where: str) -> bytes:

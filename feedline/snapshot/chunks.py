@@ -45,15 +45,14 @@ import mmap
 import os
 import struct
 import tempfile
-import threading
 import zlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import fsspec
-import google_crc32c
 import numpy as np
 
+from feedline.core import checksum, zstd
 from feedline.core.errors import CheckpointError, DataLossError
 from feedline.core.fingerprint import DeclaredTypes
 from feedline.core.structure import flatten, pack_as
@@ -77,7 +76,6 @@ _U32 = struct.Struct("<I")
 _PREFIX = struct.Struct("<8sII")  # magic, header length, header CRC32C
 _ALIGN = 64  # frames start at multiples of this in the file
 _ZSTD_THREADS_BYTES = 8 << 20  # a frame this large compresses on zstd's own threads too
-_local = threading.local()  # zstd contexts are not thread-safe: one per thread
 
 
 def compression_of(value: str | None) -> str:
@@ -110,7 +108,7 @@ def _lz4() -> Any:
 def crc32c(data: Any, crc: int = 0) -> int:
     """CRC32C of any buffer (``bytes``, ``bytearray``, memoryview, array), extending ``crc``.
 
-    google-crc32c takes only read-only buffers; a NumPy array over the same memory is one
+    The CRC32C libraries take only read-only buffers; a NumPy array over the same memory is one
     it accepts, so writable buffers are checked in place, never copied.
 
     Example:
@@ -119,28 +117,7 @@ def crc32c(data: Any, crc: int = 0) -> int:
     """
     if not isinstance(data, bytes):
         data = np.frombuffer(data, dtype=np.uint8)
-    return google_crc32c.extend(crc, data)
-
-
-def _zstd_compressor(threads: int) -> Any:
-    import zstandard
-
-    key = f"zstd-compress-{threads}"
-    compressor = getattr(_local, key, None)
-    if compressor is None:
-        compressor = zstandard.ZstdCompressor(level=1, threads=threads)
-        setattr(_local, key, compressor)
-    return compressor
-
-
-def _zstd_decompressor() -> Any:
-    decompressor = getattr(_local, "zstd-decompress", None)
-    if decompressor is None:
-        import zstandard
-
-        decompressor = zstandard.ZstdDecompressor()
-        setattr(_local, "zstd-decompress", decompressor)
-    return decompressor
+    return checksum.extend(crc, data)
 
 
 @dataclasses.dataclass
@@ -173,7 +150,7 @@ def pack_frame(parts: Sequence[Any], raw: int, elements: int, compression: str) 
         out = parts
     elif compression == "ZSTD":
         threads = min(4, os.cpu_count() or 1) if raw >= _ZSTD_THREADS_BYTES else 0
-        stream = _zstd_compressor(threads).compressobj(size=raw)
+        stream = zstd.stream(raw, threads)
         out = [stream.compress(part) for part in parts]
         out.append(stream.flush())
     elif compression == "LZ4":
@@ -200,14 +177,11 @@ def _unpack_frame(packed: Any, raw: int, compression: str) -> Any:
     """Decompress one frame into a writable buffer of exactly ``raw`` bytes."""
     if compression == "ZSTD":
         out: Any = np.empty(raw, np.uint8)  # not zero-filled: decompression writes it all
-        reader = _zstd_decompressor().stream_reader(packed)
-        view, done = memoryview(out), 0
-        while done < raw:  # straight into the buffer: no intermediate bytes object
-            got = reader.readinto(view[done:])
-            if not got:
-                break
-            done += got
-        if done != raw or reader.read(1):
+        try:
+            done = zstd.decompress_into(packed, out)
+        except ValueError:
+            done = raw + 1
+        if done != raw:
             raise ValueError(f"the frame decompresses to {done}+ bytes, not {raw}")
         return out
     if compression == "LZ4":
