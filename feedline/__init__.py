@@ -39,6 +39,7 @@ from feedline.core.structure import RaggedTensorSpec, SparseTensorSpec
 from feedline.distribute.distribute import StepSchedule, steps_per_epoch
 from feedline.distribute.input_context import InputContext
 from feedline.formats.array_record import ArrayRecordDataset, write_array_record
+from feedline.formats.batched_features import make_batched_features_dataset
 from feedline.formats.csv import CsvDataset, make_csv_dataset
 from feedline.formats.example import (
     FixedLenFeature,
@@ -128,6 +129,7 @@ __all__ = [
     "image",
     "late_bound",
     "load_state",
+    "make_batched_features_dataset",
     "make_csv_dataset",
     "parse_example",
     "parse_sequence_example",
