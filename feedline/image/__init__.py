@@ -6,11 +6,15 @@ encoded image (``bytes``) or a batch of them, and refuse one that would decode l
 int, a pair, a NumPy generator or None) and draw per image. Native libraries (``pip install
 'feedline[image]'``) are imported on first use.
 
+:func:`backend` names the library each codec uses: simplejpeg and OpenCV where installed, else
+Pillow (free-threaded CPython has wheels of Pillow only).
+
 On a GPU: :func:`decode_jpeg_to_device` decodes a batch with nvJPEG, and
 :mod:`feedline.image.device` has the same crops, flips, resizes and conversions on torch
 tensors (same names, seeds and pixels; ``pip install 'feedline[gpu-image]'``).
 """
 
+from feedline.image._backend import backend
 from feedline.image.codecs import (
     DEFAULT_MAX_ANIMATION_BYTES,
     DEFAULT_MAX_PIXELS,
@@ -91,6 +95,7 @@ __all__ = [
     "adjust_gamma",
     "adjust_hue",
     "adjust_saturation",
+    "backend",
     "central_crop",
     "convert_image_dtype",
     "crop_and_resize",

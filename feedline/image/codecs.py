@@ -9,7 +9,9 @@ stacked array ``[N, H, W, C]`` when the images agree in shape, and is an
 
 The work runs in native code that releases the GIL (libjpeg-turbo through simplejpeg for JPEG,
 OpenCV for PNG and BMP, Pillow for GIF and WebP), so a threaded ``Dataset.map`` decodes on
-every core.
+every core. Where simplejpeg or OpenCV is missing (free-threaded CPython has no wheels of
+either) JPEG, PNG and BMP decode through Pillow; :func:`~feedline.image.backend` says which
+library each format uses, and what that changes.
 
 Pixels are TensorFlow's: ``decode_jpeg`` uses libjpeg-turbo with tf.io's defaults (the fast
 integer IDCT, fancy upsampling) and gives the same bytes as ``tf.io.decode_jpeg`` for the
@@ -31,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 
 from feedline.core.errors import InvalidArgumentError
-from feedline.image import _native
+from feedline.image import _backend, _native
 
 Contents = bytes | bytearray | memoryview | np.ndarray | Sequence[bytes]
 """One encoded image, or a batch of them (a sequence or 1-D array of ``bytes``)."""
@@ -260,6 +262,8 @@ def _jpeg_header(data: bytes, op: str, **scaling: int) -> tuple[int, int, str, s
     if not data.startswith(_JPEG_MAGIC):
         raise InvalidArgumentError(f"{op}: expected JPEG data (starting with FF D8 FF); got "
                                    f"{_preview(data)}")
+    if _backend.jpeg_library() == "pillow":
+        return _frame_header(data, op)
     try:
         return _native.simplejpeg().decode_jpeg_header(data, **scaling)
     except (ValueError, RuntimeError) as error:
@@ -303,8 +307,8 @@ def _frame_header(data: bytes, op: str) -> tuple[int, int, str, str]:
             colorspace = {1: "Gray", 3: "YCbCr"}.get(
                 components, "YCCK" if components == 4 and adobe == 2 else "CMYK")
             return height, width, colorspace, "unknown"
-    raise InvalidArgumentError(f"{op}: invalid JPEG header (no frame header before the first "
-                               f"scan); got {_preview(data)}")
+    raise InvalidArgumentError(f"{op}: invalid or truncated JPEG header (no frame header "
+                               f"before the first scan); got {_preview(data)}")
 
 
 def _adobe_transform(data: bytes) -> int | None:
@@ -351,17 +355,81 @@ def _decode_jpeg_one(data: bytes, channels: int, fast: bool, fancy_upscaling: bo
     elif min_size is not None:
         scaling = {"min_height": int(min_size[0]), "min_width": int(min_size[1])}
     target = "CMYK" if cmyk else "GRAY" if channels == 1 else "RGB"
-    try:
-        image = _native.simplejpeg().decode_jpeg(
-            data, colorspace=target, fastdct=fast, fastupsample=not fancy_upscaling,
-            strict=True, **scaling)
-    except (ValueError, RuntimeError) as error:
-        raise InvalidArgumentError(f"{op}: invalid or truncated JPEG data ({error}); got "
-                                   f"{_preview(data)}") from None
+    if _backend.jpeg_library() == "pillow":
+        image = _decode_jpeg_pillow(data, op, target, fast, fancy_upscaling,
+                                    _pillow_scale(height, width, ratio, min_size))
+    else:
+        try:
+            image = _native.simplejpeg().decode_jpeg(
+                data, colorspace=target, fastdct=fast, fastupsample=not fancy_upscaling,
+                strict=True, **scaling)
+        except (ValueError, RuntimeError) as error:
+            raise InvalidArgumentError(f"{op}: invalid or truncated JPEG data ({error}); got "
+                                       f"{_preview(data)}") from None
     if cmyk:
         # libjpeg gives CMYK (YCCK converted to it); TensorFlow turns that into RGB itself.
         return _cmyk_to_rgb(image, _adobe_transform(data) is not None)
     return image.reshape(image.shape[0], image.shape[1], channels)
+
+
+def _pillow_scale(height: int, width: int, ratio: int, min_size: tuple[int, int] | None) -> int:
+    """The denominator of the 1/N libjpeg scale Pillow decodes at: ``ratio``, or for
+    ``min_size`` the smallest of 1/8, 1/4, 1/2 and 1 that keeps both sides at least that
+    (Pillow asks libjpeg for no M/8 scale, as simplejpeg does)."""
+    if min_size is None:
+        return ratio
+    for scale in (8, 4, 2):
+        if -(-height // scale) >= int(min_size[0]) and -(-width // scale) >= int(min_size[1]):
+            return scale
+    return 1
+
+
+def _decode_jpeg_pillow(data: bytes, op: str, target: str, fast: bool, fancy_upscaling: bool,
+                        scale: int) -> np.ndarray:
+    """libjpeg-turbo through Pillow, with simplejpeg's settings where Pillow can ask for them.
+
+    Pillow's decoder takes ``(scale, draft)``: libjpeg's 1/scale output, and draft's fast
+    integer IDCT *with* fancy upsampling off. So the accurate IDCT with fancy upsampling
+    (Pillow's default) and the fast IDCT without it (draft) are simplejpeg's pixels exactly;
+    tf.io's default (fast IDCT, fancy upsampling) has no Pillow setting and decodes with the
+    accurate IDCT, and the accurate IDCT without fancy upsampling with the fast one: the IDCT
+    moves pixels by a few levels, fancy upsampling by tens (:func:`~feedline.image.backend`).
+    """
+    import io
+
+    pil = _native.pil_image()
+    try:
+        with pil.open(io.BytesIO(data), formats=["JPEG"]) as image:
+            width, height = image.size
+            codec, _, offset, args = image.tile[0]
+            if target == "GRAY" and args[0] != "L":
+                # libjpeg's YCbCr -> grayscale output (the luma plane), as Pillow's draft("L").
+                args = ("L", "")
+                image._mode = "L"
+            extents = (0, 0, -(-width // scale), -(-height // scale))
+            tile = (codec, extents, offset, args)
+            image.tile = [type(image.tile[0])(*tile) if hasattr(image.tile[0], "_fields")
+                          else tile]
+            image._size = extents[2:]
+            image.decoderconfig = (scale, 0 if fancy_upscaling else 1)
+            image.load()
+            mode = image.mode
+            pixels = np.array(image)
+    except (InvalidArgumentError, MemoryError):
+        raise
+    except Exception as error:  # noqa: BLE001 - Pillow's errors on crafted bytes vary by type
+        raise InvalidArgumentError(f"{op}: invalid or truncated JPEG data "
+                                   f"({type(error).__name__}: {error}); got "
+                                   f"{_preview(data)}") from None
+    if mode == "CMYK":
+        # Pillow inverts every CMYK file's samples on reading ("CMYK;I", Adobe's convention
+        # assumed); the conversion below takes them as libjpeg gives them.
+        pixels = np.uint8(255) - pixels
+    if pixels.ndim == 2:
+        pixels = pixels[..., None]
+    if target == "RGB" and pixels.shape[-1] == 1:  # libjpeg's gray -> RGB repeats the sample
+        pixels = np.repeat(pixels, 3, axis=-1)
+    return pixels
 
 
 def decode_jpeg(contents: Contents, channels: int = 0, ratio: int = 1,
@@ -370,7 +438,10 @@ def decode_jpeg(contents: Contents, channels: int = 0, ratio: int = 1,
     """Decode JPEG images to ``uint8`` arrays ``[H, W, channels]``, as ``tf.io.decode_jpeg``.
 
     The exact path (the default) gives ``tf.io.decode_jpeg``'s pixels (libjpeg-turbo's fast
-    integer IDCT, which is TensorFlow's ``dct_method=""``, and fancy upsampling).
+    integer IDCT, which is TensorFlow's ``dct_method=""``, and fancy upsampling). Through
+    Pillow (where simplejpeg is missing: free-threaded CPython; :func:`~feedline.image.backend`)
+    ``dct_method="INTEGER_ACCURATE"`` gives the same pixels and the default differs by a few
+    levels.
 
     Args:
         contents: One JPEG-encoded image, or a batch of them (a sequence or 1-D array of bytes).
@@ -534,10 +605,48 @@ def _header_size(data: bytes, kind: str) -> tuple[int, int] | None:
     return abs(height), abs(width)
 
 
+def _decode_pillow(data: bytes, op: str, kind: str) -> np.ndarray:
+    """A PNG or BMP through Pillow, laid out as :func:`_decode_cv2` gives it (gray, gray and
+    alpha, RGB or RGBA; 16-bit gray as uint16)."""
+    import io
+
+    pil = _native.pil_image()
+    try:
+        with pil.open(io.BytesIO(data), formats=[kind]) as image:
+            image.load()
+            mode = image.mode
+            if mode == "1":
+                image, mode = image.convert("L"), "L"
+            elif mode == "P":
+                # libpng (and OpenCV's BMP reader for a gray palette) expand a palette.
+                palette = np.asarray(image.getpalette() or [], np.uint8).reshape(-1, 3)
+                transparent = "transparency" in image.info
+                if kind == "BMP" and not transparent and len(palette) and \
+                        (palette == palette[:, :1]).all():
+                    mode = "L"
+                else:
+                    mode = "RGBA" if transparent else "RGB"
+                image = image.convert(mode)
+            elif mode not in ("L", "LA", "RGB", "RGBA", "I;16", "I;16B", "I"):
+                image, mode = image.convert("RGB"), "RGB"
+            pixels = np.array(image)
+    except (InvalidArgumentError, MemoryError):
+        raise
+    except Exception as error:  # noqa: BLE001 - Pillow's errors on crafted bytes vary by type
+        raise InvalidArgumentError(f"{op}: invalid or truncated {kind} data "
+                                   f"({type(error).__name__}: {error}); got "
+                                   f"{_preview(data)}") from None
+    if mode in ("I;16", "I;16B", "I"):
+        pixels = pixels.astype(np.uint16)
+    return pixels[..., None] if pixels.ndim == 2 else pixels
+
+
 def _decode_cv2(data: bytes, op: str, kind: str) -> np.ndarray:
     size = _header_size(data, kind)
     if size is not None:
         _check_pixels(op, *size)
+    if _backend.png_library() == "pillow":
+        return _decode_pillow(data, op, kind)
     cv2 = _native.cv2()
     try:
         image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
@@ -585,7 +694,13 @@ def _decode_png_one(data: bytes, channels: int, dtype: np.dtype, op: str) -> np.
         raise InvalidArgumentError(f"{op}: expected PNG data (starting with 89 50 4E 47); got "
                                    f"{_preview(data)}")
     _check_png_chunks(data, op)
-    _, color_type = _png_color_type(data)
+    depth, color_type = _png_color_type(data)
+    if depth == 16 and color_type in (2, 4, 6) and dtype == np.uint16 and \
+            _backend.png_library() == "pillow":
+        raise InvalidArgumentError(
+            f"{op}: this PNG has 16-bit color samples, which Pillow (the PNG decoder here: "
+            f"{_backend.backend()}) reads only as 8-bit; decode it to uint8, or install "
+            "opencv-python-headless (no free-threaded wheel) for uint16")
     image = _decode_cv2(data, op, "PNG")
     native = image.shape[-1]
     if color_type == 4 and native == 4:  # gray + alpha: OpenCV expands it to BGRA
@@ -1030,6 +1145,8 @@ def encode_png(image: np.ndarray, compression: int = -1) -> bytes:
                                    f"or 4]; got {array.dtype} with shape {array.shape}")
     if not -1 <= compression <= 9:
         raise InvalidArgumentError(f"{op}: compression is in [-1, 9]; got {compression}")
+    if _backend.png_library() == "pillow":
+        return _encode_png_pillow(array, 6 if compression < 0 else compression, op)
     cv2 = _native.cv2()
     if array.shape[-1] == 3:
         array = array[..., ::-1]
@@ -1041,3 +1158,20 @@ def encode_png(image: np.ndarray, compression: int = -1) -> bytes:
         raise InvalidArgumentError(f"{op}: OpenCV could not encode an image of shape "
                                    f"{array.shape}")
     return encoded.tobytes()
+
+
+def _encode_png_pillow(array: np.ndarray, level: int, op: str) -> bytes:
+    """PNG through Pillow (where OpenCV is missing): the same pixels decode back; Pillow writes
+    16-bit gray but no 16-bit color."""
+    import io
+
+    if array.dtype == np.uint16 and array.shape[-1] != 1:
+        raise InvalidArgumentError(
+            f"{op}: Pillow (the PNG encoder here: {_backend.backend()}) writes 16-bit gray "
+            "but not 16-bit color; encode uint8, or install opencv-python-headless (no "
+            "free-threaded wheel)")
+    plane = np.ascontiguousarray(array[..., 0] if array.shape[-1] == 1 else array)
+    picture = _native.pil_image().fromarray(plane)
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG", compress_level=int(level))
+    return buffer.getvalue()
