@@ -7,12 +7,19 @@ from feedline.autotune.control import Control, Deciding, rate_since
 from feedline.autotune.rules import (
     ASCENT_TRIAL_TICKS,
     FILL_BUSY,
+    MAX_FACTOR,
     RELIABLE_CONCURRENCY,
     SERIAL_GIL_SHARE,
     TRIAL_TICKS,
     WAITING_BUSY,
 )
-from feedline.autotune.stage import CallMeasurement, TunableStage, gil_filling, idle_filling
+from feedline.autotune.stage import (
+    CallMeasurement,
+    TunableStage,
+    gil_filling,
+    idle_filling,
+    stage_bound,
+)
 from feedline.core.interpreter import gil_disabled
 
 
@@ -59,11 +66,15 @@ class MeasuredStart:
         # processes), and more threads would only take turns (images on 2 busy cores: 81%
         # on a CPU, 0.15 CPU idle; 4 threads 14% slower than 2).
         if busy < WAITING_BUSY:
-            # Calls that mostly wait: their fill is their CPU workers, whatever CPUs a busy
-            # machine left idle (they take none while they wait) and whatever GIL share a
-            # busy machine's run queue gave them alone (a 2 ms sleep measured with 0.0 CPU
-            # idle, or "holding the GIL 52%", stayed at 2 or 3 threads for a second).
-            filling = stage.cpu_workers
+            # Calls that mostly wait: whatever CPUs a busy machine left idle (they take none
+            # while they wait) and whatever GIL share a busy machine's run queue gave them
+            # alone (a 2 ms sleep measured with 0.0 CPU idle, or "holding the GIL 52%",
+            # stayed at 2 or 3 threads for a second), their first step is an ascent's
+            # largest (MAX_FACTOR times the workers), within the threads whose CPU time
+            # fills their cores: judged like any step, and undone if it does not pay.
+            bound = stage_bound(stage, busy)
+            figures.update(bound.figures())
+            filling = max(stage.cpu_workers, min(bound.workers, workers * MAX_FACTOR))
         else:
             filling = min(gil_filling(stage, holding),
                           idle_filling(workers, busy, measured.idle_cpus))
@@ -72,10 +83,10 @@ class MeasuredStart:
                 # Past the CPU workers such calls grow by measured steps; starting them from
                 # the fill, judged at once, settles hundreds of threads a step sooner.
                 control.ascending, control.factor = True, 4
-                control.trial = ("grow", workers, measured.rate,
-                                 self._ticks + ASCENT_TRIAL_TICKS)
-            why = (f"they wait: {filling} threads, its CPU workers, are an ascent's first "
-                   "step" if busy < WAITING_BUSY else
+                rate = min(measured.rate, rate_since(control, stage))
+                control.trial = ("grow", workers, rate, self._ticks + ASCENT_TRIAL_TICKS)
+            why = (f"they wait: {filling} threads are an ascent's first step"
+                   if busy < WAITING_BUSY else
                    f"and each alone held the GIL {holding:.0%} of its time: {filling} threads "
                    "fill the CPUs they leave idle")
             self._set(stage, control, filling, f"its calls, running {workers} at once, were "

@@ -587,28 +587,45 @@ def test_calls_that_leave_cpus_idle_get_the_threads_that_fill_the_gil_at_once(
             f"of its time: {threads} threads fill the CPUs") in tuner.decisions()[-1].reason
 
 
-def test_calls_that_wait_start_an_ascent_from_their_fill(clock, tuner_with):
-    # A 4 ms sleep on 2 cores: on a CPU 0.5-1% of their time, measured at 480 elements/s with 2.
-    # The fill (its CPU workers) is judged as the first step of an ascent that began at
-    # four times the workers; it scaled linearly, so the next step is twice that: 4, 32,
-    # 256 threads, a step sooner than doubling from the fill (the sleeping map settled at
-    # 2.5 s, not 3.5).
+def test_calls_that_wait_start_an_ascent_from_its_largest_step(clock, tuner_with):
+    # A 4 ms sleep on 2 cores: on a CPU 0.5-1% of their time, measured at 480 elements/s with
+    # 2. The first step is an ascent's largest (8x: 16 threads, within the 200 whose CPU
+    # time fills 2 cores), judged as one; it scaled linearly, so the next is 8x too, within
+    # its 256 threads (a 2 ms sleep ran 0.78-0.84x of 16 fixed threads over a 2 s run when
+    # the first step was its 4 CPU workers).
     stage = FakeStage(workers=4, threads=256, cores=2)
     stage.tuned_workers = 2
     stage.measured_calls = CallMeasurement(gil_share=0.9, busy_together=0.01,
                                            concurrency=2.0, busy_alone=0.02, rate=480.0)
     tuner = tuner_with(stage)
     _tick(tuner, clock, stage, 480, 470, 2.0, share=0.005)
-    assert stage.tuned_workers == 4
+    assert stage.tuned_workers == 16
+    assert tuner.decisions()[-1].figures["bound"] == 200
     for _ in range(ASCENT_TRIAL_TICKS - 1):
-        _tick(tuner, clock, stage, 960, 940, 4.0, share=0.005)
-    assert stage.tuned_workers == 4
-    _tick(tuner, clock, stage, 960, 940, 4.0, share=0.005)  # 2x for 2x, judged: 8x next
-    assert stage.tuned_workers == 32
+        _tick(tuner, clock, stage, 3840, 3700, 16.0, share=0.005)
+    assert stage.tuned_workers == 16
+    _tick(tuner, clock, stage, 3840, 3700, 16.0, share=0.005)  # 8x for 8x: 8x next
+    assert stage.tuned_workers == 128
     for _ in range(ASCENT_TRIAL_TICKS):
-        _tick(tuner, clock, stage, 7680, 7400, 32.0, share=0.005)
-    assert stage.tuned_workers == 256  # 8x for 8x: 8x again, within its 256 threads
-    assert [(d.old, d.new) for d in tuner.decisions()] == [(2, 4), (4, 32), (32, 256)]
+        _tick(tuner, clock, stage, 30720, 29600, 128.0, share=0.005)
+    assert stage.tuned_workers == 256  # within its 256 threads
+    assert [(d.old, d.new) for d in tuner.decisions()] == [(2, 16), (16, 128), (128, 256)]
+
+
+def test_a_first_step_for_calls_that_wait_that_does_not_pay_is_undone(clock, tuner_with):
+    # Calls that looked waiting on a loaded machine but hold the GIL: 16 threads no faster
+    # than the 2 measured, judged like any step of an ascent, go back to 2.
+    stage = FakeStage(workers=4, threads=256, cores=2)
+    stage.tuned_workers = 2
+    stage.measured_calls = CallMeasurement(gil_share=0.9, busy_together=0.1,
+                                           concurrency=2.0, busy_alone=0.2, rate=480.0)
+    tuner = tuner_with(stage)
+    _tick(tuner, clock, stage, 480, 470, 2.0, share=0.1)
+    assert stage.tuned_workers == 16
+    for _ in range(ASCENT_TRIAL_TICKS):
+        _tick(tuner, clock, stage, 470, 460, 16.0, share=0.1)
+    assert stage.tuned_workers < 16
+    assert "did not help" in tuner.decisions()[-1].reason
 
 
 def test_calls_on_a_cpu_part_of_their_time_fill_without_an_ascent(clock, tuner_with):
@@ -919,15 +936,17 @@ def _identity(x):
 
 
 def test_an_autotune_map_of_waiting_calls_gets_every_thread_at_once(monkeypatch):
-    # Calls measured waiting leave their CPUs idle: the stage gets all its threads (two per
-    # CPU with no budget set) at once. The output is exact meanwhile.
+    # Calls measured waiting leave their CPUs idle: the stage takes an ascent's largest step
+    # at once (8x its workers, within the threads whose CPU time fills its cores). The
+    # output is exact meanwhile.
     from feedline.core.validation import schedulable_cpus
 
     if schedulable_cpus() < 2:
         pytest.skip("the executor choice measures nothing on one CPU")
     measure_as(monkeypatch, waiting)
     decision = _first_decision(lambda x: x, lambda d: d.new > d.old)
-    assert decision.new == 2 * decision.old
+    assert decision.new == max(2 * decision.old,
+                               min(int(decision.figures["bound"]), 8 * decision.old))
 
 
 def test_wake_makes_the_tuner_look_before_its_period_ends():
@@ -1081,9 +1100,9 @@ def test_calls_that_wait_fill_whatever_cpus_a_busy_machine_left_idle(clock, tune
                                            idle_cpus=0.0)
     tuner = tuner_with(stage)
     _tick(tuner, clock, stage, 780, 770, 2.0, share=0.008)
-    assert stage.tuned_workers == 4
+    assert stage.tuned_workers == 16
     decision = tuner.decisions()[-1]
-    assert (decision.old, decision.new, decision.figures["busy_together"]) == (2, 4, 0.008)
+    assert (decision.old, decision.new, decision.figures["busy_together"]) == (2, 16, 0.008)
     control = next(iter(tuner._known.values()))
     assert control.trial is not None and control.trial[0] == "grow" and control.factor == 4
 
@@ -1099,7 +1118,7 @@ def test_calls_that_wait_fill_their_cpu_workers_whatever_gil_share_they_measured
                                            idle_cpus=0.0)
     tuner = tuner_with(stage)
     _tick(tuner, clock, stage, 480, 470, 2.0, share=0.009)
-    assert stage.tuned_workers == 4
+    assert stage.tuned_workers == 16
 
 
 @pytest.mark.parametrize(("rate_inline", "kept"), [(140_000, True), (50_000, False)])
