@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import gc
-import importlib.util
 import os
 import shutil
 import sys
-import sysconfig
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _pytest.doctest import DoctestModule
 
 from feedline.testing import feedline_threads
 
@@ -124,97 +120,6 @@ def golden_dir() -> Path:
 
 
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
-
-
-# ------------------------------------------------------------------ optional packages
-OPTIONAL_PACKAGES = {
-    "array_record": "array-record", "cv2": "opencv-python-headless", "jax": "jax",
-    "jaxlib": "jax", "lz4": "lz4", "PIL": "pillow", "pyarrow": "pyarrow", "ray": "ray",
-    "simplejpeg": "simplejpeg", "tensorflow": "tensorflow",
-    "tensorflow_datasets": "tensorflow-datasets", "torch": "torch",
-    "torchvision": "torchvision", "zstandard": "zstandard",
-}
-"""Test extras a test may need (module: distribution). Some have no build for every
-interpreter (free-threaded CPython has no torch 2.13.0 CPU, Ray, OpenCV, TensorFlow,
-zstandard or simplejpeg wheels): a test that needs one skips where it is not installed."""
-
-FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
-
-
-def _missing_optional(error: BaseException) -> str | None:
-    """The optional distribution whose absence raised ``error`` (directly, or as the cause
-    of feedline's own "needs X" ImportError), or ``None``: any other error is a failure."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, ModuleNotFoundError) and current.name:
-            top = current.name.split(".")[0]
-            if top in OPTIONAL_PACKAGES and importlib.util.find_spec(top) is None:
-                return OPTIONAL_PACKAGES[top]
-        current = current.__cause__ or current.__context__
-    return None
-
-
-def _skip_reason(distribution: str) -> str:
-    where = "this free-threaded interpreter" if FREE_THREADED else "this interpreter"
-    return f"needs {distribution}, not installed for {where} (an optional test extra)"
-
-
-def _skipping_missing_optional() -> Iterator[None]:
-    """A hook's body: an ImportError of a missing optional package becomes a skip."""
-    try:
-        return (yield)
-    except ImportError as error:
-        missing = _missing_optional(error)
-        if missing is None:
-            raise
-        pytest.skip(_skip_reason(missing))
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item):
-    return (yield from _skipping_missing_optional())
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item):
-    return (yield from _skipping_missing_optional())
-
-
-class _SkipsWithoutItsImports:
-    """A module (its tests, or its doctests under --doctest-modules) that imports an
-    optional package at its top: skipped, with the reason, where that package is missing."""
-
-    def _getobj(self):
-        try:
-            return super()._getobj()
-        except pytest.Collector.CollectError as error:
-            missing = _missing_optional(error)
-            if missing is None:
-                raise
-            pytest.skip(_skip_reason(missing), allow_module_level=True)
-
-
-class _TestModule(_SkipsWithoutItsImports, pytest.Module):
-    pass
-
-
-class _DoctestModule(_SkipsWithoutItsImports, DoctestModule):
-    pass
-
-
-def pytest_pycollect_makemodule(module_path, parent):
-    if module_path.name == "conftest.py":
-        return None
-    return _TestModule.from_parent(parent, path=module_path)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_collect_file(file_path, parent):
-    collected = yield
-    return [_DoctestModule.from_parent(parent, path=file_path)
-            if type(node) is DoctestModule else node for node in collected]
 
 
 # Conftest files are plugins, not test modules: --doctest-modules would also import each as a

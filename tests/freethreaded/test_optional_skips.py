@@ -1,5 +1,5 @@
-"""A test whose optional package is missing skips with the reason, never fails
-(tests/conftest.py); any other ImportError still fails."""
+"""A test whose optional package is missing skips with the reason, never fails (the root
+conftest.py); any other ImportError still fails."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 pytest_plugins = ["pytester"]
 
-_CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
+_CONFTEST = Path(__file__).resolve().parents[2] / "conftest.py"
 
 
 def test_missing_optional_packages_skip_and_other_import_errors_fail(pytester):
@@ -38,9 +38,14 @@ def test_fixture(needs_it):
 
 def test_other_import_error_fails():
     import feedline_not_an_optional_extra
+
+def example():
+    """
+    >>> import feedline_absent_extra
+    """
 ''')
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfs",
                                            "--doctest-modules")
-    result.assert_outcomes(skipped=5, failed=1)  # 2: the module (tests, doctests)
+    result.assert_outcomes(skipped=6, failed=1)  # 2: the module (tests, doctests)
     result.stdout.fnmatch_lines(["*needs absent-extra, not installed for this*"])
     result.stdout.fnmatch_lines(["FAILED *test_other_import_error_fails*"])

@@ -108,14 +108,13 @@ def test_parallel_map_tuned_with_statistics_read_while_running():
     options = fl.Options(profiling=fl.ProfilingOptions(statistics=True, interval=0.001))
     ds = fl.Dataset.range(3000).map(work, num_parallel_calls=fl.AUTOTUNE,
                                     executor="thread").prefetch(fl.AUTOTUNE).with_options(options)
-    with threads_end():
-        with iter(ds) as it:
-            out = []
-            for element in it:
-                out.append(int(element))
-                if len(out) % 500 == 0:
-                    assert it.statistics().elements >= 0
-            statistics = it.statistics()
+    with threads_end(), iter(ds) as it:
+        out = []
+        for element in it:
+            out.append(int(element))
+            if len(out) % 500 == 0:
+                assert it.statistics().elements >= 0
+        statistics = it.statistics()
     assert out == [3 * x for x in range(3000)]
     assert statistics.elements == 3000
 
@@ -169,10 +168,9 @@ class _Square:
 
 def test_map_and_batch_fused_parallel():
     ds = fl.Dataset.range(2005).map(_Square(), num_parallel_calls=8).batch(16)
-    with threads_end():
-        with iter(ds) as it:
-            assert "MapAndBatchDataset" in _node_types(it._dataset)
-            out = [b.tolist() for b in it]
+    with threads_end(), iter(ds) as it:
+        assert "MapAndBatchDataset" in _node_types(it._dataset)
+        out = [b.tolist() for b in it]
     assert out == [[x * x for x in range(s, min(s + 16, 2005))] for s in range(0, 2005, 16)]
 
 
@@ -226,9 +224,8 @@ def test_shuffle_after_parallel_map_shared_by_consumer_threads():
     """One pipeline iterator shared by consumer threads: each element to exactly one."""
     ds = fl.Dataset.range(1500).map(work, num_parallel_calls=4, executor="thread") \
         .shuffle(100, seed=3).prefetch(8)
-    with threads_end():
-        with iter(ds) as it:
-            parts = run_threads(THREADS, lambda _: [int(x) for x in it])
+    with threads_end(), iter(ds) as it:
+        parts = run_threads(THREADS, lambda _: [int(x) for x in it])
     taken = [x for part in parts for x in part]
     assert collections.Counter(taken) == collections.Counter(3 * x for x in range(1500))
 
@@ -277,9 +274,8 @@ def test_file_cache_one_writer_then_many_readers(tmp_path):
 # ----------------------------------------------------------------------------- prefetch
 def test_prefetch_chain_shared_by_consumer_threads():
     ds = fl.Dataset.range(1500).prefetch(3).map(work).prefetch(fl.AUTOTUNE).prefetch(1)
-    with threads_end():
-        with iter(ds) as it:
-            parts = run_threads(THREADS, lambda _: [int(x) for x in it])
+    with threads_end(), iter(ds) as it:
+        parts = run_threads(THREADS, lambda _: [int(x) for x in it])
     for part in parts:  # each thread sees its share in pipeline order
         assert part == sorted(part)
     assert sorted(x for part in parts for x in part) == [3 * x for x in range(1500)]
@@ -332,14 +328,13 @@ def test_checkpoints_taken_while_other_threads_iterate():
 def test_restore_into_an_iterator_while_its_readers_run():
     ds = _pipeline()
     expected = [b.tolist() for b in ds]
-    with threads_end():
-        with iter(ds) as it:
-            for _ in range(5):
-                next(it)
-            state = it.state_dict()
-            head = [next(it).tolist() for _ in range(20)]  # readers are far ahead now
-            it.load_state_dict(state)
-            assert [b.tolist() for b in it] == expected[5:]
+    with threads_end(), iter(ds) as it:
+        for _ in range(5):
+            next(it)
+        state = it.state_dict()
+        head = [next(it).tolist() for _ in range(20)]  # readers are far ahead now
+        it.load_state_dict(state)
+        assert [b.tolist() for b in it] == expected[5:]
     assert head == expected[5:25]
 
 
