@@ -74,6 +74,7 @@ from feedline.image.bounding_box import (
 )
 from feedline.image.crop_and_resize import crop_and_resize
 from feedline.image.extract_patches import extract_patches
+from feedline.image.jpeg_quality import adjust_jpeg_quality, stateless_random_jpeg_quality
 from feedline.image.stateless import (
     stateless_random_brightness,
     stateless_random_contrast,
@@ -94,6 +95,7 @@ __all__ = [
     "adjust_contrast",
     "adjust_gamma",
     "adjust_hue",
+    "adjust_jpeg_quality",
     "adjust_saturation",
     "backend",
     "central_crop",
@@ -146,6 +148,7 @@ __all__ = [
     "stateless_random_flip_left_right",
     "stateless_random_flip_up_down",
     "stateless_random_hue",
+    "stateless_random_jpeg_quality",
     "stateless_random_saturation",
     "stateless_sample_distorted_bounding_box",
     "total_variation",

@@ -94,6 +94,9 @@ def main() -> None:
             size = (3, 4, 3) if image.ndim == 3 else (2, 3, 4, 3)
             out[f"stateless_random_crop/{name}/{s}"] = \
                 tf.image.stateless_random_crop(image, size, seed).numpy()
+        for name in ("rgb8", "rgbf", "gray8"):
+            out[f"stateless_random_jpeg_quality/{name}/{s}"] = \
+                tf.image.stateless_random_jpeg_quality(src[name], 10, 95, seed).numpy()
         flips = tf.image.stateless_random_flip_left_right(np.zeros((16, 1, 2, 1)) +
                                                           np.arange(2).reshape(1, 1, 2, 1), seed)
         out[f"stateless_random_flip_left_right/coins16/{s}"] = flips.numpy()

@@ -38,7 +38,7 @@ def test_a_missing_library_names_the_extra(monkeypatch, module, loader, call):
 def test_the_image_namespace_is_curated():
     public = {name for name in vars(fli) if not name.startswith("_")}
     modules = {"bounding_box", "codecs", "color", "color_spaces", "cropping", "dtype", "flips",
-               "stateless"}
+               "jpeg_quality", "stateless"}
     # resize, crop_and_resize, extract_patches, total_variation: the functions' names
     assert public - modules == set(fli.__all__)
     assert fli.__all__ == sorted(fli.__all__)

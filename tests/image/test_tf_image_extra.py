@@ -86,6 +86,8 @@ def test_stateless_random_ops_draw_what_tensorflow_draws(key):
     image = source(name)
     if op == "stateless_random_crop":
         args = ((3, 4, 3) if image.ndim == 3 else (2, 3, 4, 3),)
+    elif op == "stateless_random_jpeg_quality":
+        args = (10, 95)  # pixels through libjpeg: TensorFlow's, with Pillow's libjpeg-turbo
     else:
         args = ARGS.get(op, ())
     got = getattr(fli, op)(image, *args, seed)
@@ -130,6 +132,11 @@ def test_philox_words_as_tensorflow():
      "Need value.shape >= size"),
     (lambda: fli.stateless_random_crop(np.zeros((2, 2, 3)), (2, 2), (1, 2)),
      "one entry per dimension"),
+    (lambda: fli.stateless_random_jpeg_quality(np.zeros((2, 2, 3)), 50, 50, (1, 2)),
+     "must be less than"),
+    (lambda: fli.stateless_random_jpeg_quality(np.zeros((2, 2, 3)), 50, 101, (1, 2)),
+     "between 0 and 100"),
+    (lambda: fli.adjust_jpeg_quality(np.zeros((1, 2, 2, 3)), 50), "must be one image"),
 ])
 def test_invalid_arguments_are_refused_as_tensorflow_does(call, match):
     with pytest.raises(InvalidArgumentError, match=match):
