@@ -247,25 +247,23 @@ def test_workers_hold_a_bounded_number_of_items_ahead(cluster):
 
 
 @pytest.mark.slow
-def test_the_autoscaler_adds_workers_when_consumers_wait_and_retires_them_after(cluster):
+def test_the_autoscaler_adds_a_worker_when_consumers_wait(cluster):
+    # End to end: consumers report their waits, the dispatcher's own timer decides, a worker
+    # actor starts. When it retires one, and from which figures, is decided from the reports
+    # alone: tests/service/test_autoscaler_decisions.py (a timer's race here otherwise).
     with fl.service.LocalCluster(num_workers=1, min_workers=1, max_workers=2,
                                  autoscale_interval=0.25) as scaling:
         ds = fl.Dataset.range(10**9).map(lambda x: time.sleep(0.005) or x).apply(
             fl.service.distribute("distributed_epoch", scaling, num_splits=64))
         iterator = iter(ds)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # a bound against a hang, not a measure
         while len(scaling.workers()) < 2:  # consuming as fast as it can: it waits
             assert time.monotonic() < deadline
             for _ in range(20):
                 next(iterator)
         added = [d for d in scaling.statistics()["decisions"] if d["action"] == "add"]
-        assert added and "consumers waited" in added[0]["reason"]
-        while len(scaling.workers()) > 1:  # now a slow consumer: workers are idle
-            assert time.monotonic() < deadline + 60
-            next(iterator)
-            time.sleep(0.05)
-        decisions = [d["action"] for d in scaling.statistics()["decisions"]]
-        assert "retire" in decisions
+        assert [len(d["workers"]) for d in added] == [1]
+        assert scaling.workers() == [scaling.workers()[0], *added[0]["workers"]]
         iterator.close()
     assert ray.is_initialized()  # Ray belongs to the module's cluster, which goes on
 
