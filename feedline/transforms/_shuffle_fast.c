@@ -8,7 +8,9 @@
    Without the GIL (free-threaded CPython) each call holds the buffer's (and fresh's) critical
    section while it reads and moves their items, so a thread that touches the same lists
    meanwhile waits instead of seeing a half-moved reference; out is only appended to
-   (PyList_Append locks it). The module keeps no state of its own. */
+   (PyList_Append locks it). Nothing inside calls a list function on the buffer: locking the
+   same object again suspends the outer critical section (CPython 3.13), letting another
+   thread in halfway. The module keeps no state of its own. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -25,8 +27,10 @@
 #ifdef Py_GIL_DISABLED
 #define SET_SLOT(list, i, value) \
     __atomic_store_n(&((PyListObject *)(list))->ob_item[i], (value), __ATOMIC_RELEASE)
+#define SET_LENGTH(list, n) __atomic_store_n(&((PyVarObject *)(list))->ob_size, (n), __ATOMIC_RELEASE)
 #else
 #define SET_SLOT(list, i, value) PyList_SET_ITEM((list), (i), (value))
+#define SET_LENGTH(list, n) Py_SET_SIZE((list), (n))
 #endif
 
 static int
@@ -123,8 +127,9 @@ drain(PyObject *module, PyObject *args)
         status = -1;
     }
     /* Each draw swaps the drawn element with the last live one and shortens the live part
-       [0, n) by one; the drawn ones, gathered behind it, are dropped in one slice at the
-       end (their references in out keep them). */
+       [0, n) by one; the drawn ones, gathered behind it, are cut off at the end (the list
+       keeps its allocation, as after a pop) and their slots' references dropped: out holds
+       its own, so none is freed here. */
     for (Py_ssize_t k = 0; k < count && status == 0; k++, n--) {
         Py_ssize_t i = place(u[k], n);
         PyObject *drawn = PyList_GET_ITEM(buffer, i);
@@ -137,8 +142,11 @@ drain(PyObject *module, PyObject *args)
             SET_SLOT(buffer, n - 1, drawn);
         }
     }
-    if (n < full && PyList_SetSlice(buffer, n, full, NULL) < 0)
-        status = -1;
+    if (n < full) {
+        SET_LENGTH(buffer, n);
+        for (Py_ssize_t k = n; k < full; k++)
+            Py_DECREF(((PyListObject *)buffer)->ob_item[k]);
+    }
     Py_END_CRITICAL_SECTION();
     PyBuffer_Release(&view);
     if (status < 0)
