@@ -410,8 +410,10 @@ def sequence_array(value: list[Any] | tuple[Any, ...]) -> np.ndarray:
             numbers (as TensorFlow raises).
 
     Example:
-        >>> sequence_array([1, 2]), sequence_array([1, 2.5]), sequence_array([[], []])
-        (array([1, 2], dtype=int32), array([1. , 2.5], dtype=float32), array([], shape=(2, 0), dtype=float32))
+        >>> sequence_array([1, 2]), sequence_array([1, 2.5])
+        (array([1, 2], dtype=int32), array([1. , 2.5], dtype=float32))
+        >>> sequence_array([[], []])
+        array([], shape=(2, 0), dtype=float32)
         >>> sequence_array([np.float64(1), 2.0]).dtype, sequence_array([2**40]).dtype
         (dtype('float64'), dtype('int64'))
     """
