@@ -28,24 +28,36 @@ from feedline.core.structure import Element, flatten, flatten_with_paths
 
 
 def leaf_dtype(leaf: Any) -> str:
-    """A leaf's dtype as :class:`DtypeGuard` compares it: a NumPy dtype's name (``bytes``
-    are ``object``), ``"None"`` for a ``None`` component, else the leaf's type's name (a
-    dataset). Names, not dtypes: ``np.dtype("float64") == None`` is true.
+    """A leaf's dtype as :class:`DtypeGuard` compares it: a NumPy dtype's type string
+    (``bytes`` are ``"|O"``), ``"None"`` for a ``None`` component, else the leaf's type's
+    name (a dataset). Strings, not dtypes: ``np.dtype("float64") == None`` is true, and
+    ``dtype.str`` is read in C where ``dtype.name`` runs Python.
 
     Example:
         >>> leaf_dtype(np.zeros(2, np.uint8)), leaf_dtype(b"x"), leaf_dtype(None)
-        ('uint8', 'object', 'None')
+        ('|u1', '|O', 'None')
     """
     dtype = getattr(leaf, "dtype", None)
     if isinstance(dtype, np.dtype):
-        return dtype.name
+        return dtype.str
     if leaf is None:
         return "None"
     if isinstance(leaf, bytes):
-        return "object"
+        return "|O"
     if isinstance(leaf, complex):
-        return "complex128"
+        return _COMPLEX
     return type(leaf).__qualname__
+
+
+_COMPLEX = np.dtype(np.complex128).str
+
+
+def _name(key: str) -> str:
+    """A :func:`leaf_dtype` key as errors show it (``"float32"``, ``"object"``)."""
+    try:
+        return np.dtype(key).name
+    except TypeError:
+        return key
 
 
 class DtypeGuard:
@@ -58,7 +70,7 @@ class DtypeGuard:
 
     Args:
         stage: The stage's name as errors show it (``"map(parse)"``).
-        dtypes: The leaf dtypes to hold to, as :func:`leaf_dtype` names them (in
+        dtypes: The leaf dtypes to hold to, as :func:`leaf_dtype` keys them (in
             :func:`~feedline.core.structure.flatten` order); by default the first element's.
 
     Example:
@@ -95,6 +107,7 @@ class DtypeGuard:
             if got != want:
                 origin = (f"element {self._first}'s, its element_spec"
                           if self._first is not None else "its element_spec")
+                got, want = _name(got), _name(want)
                 hint = (f": convert the value (np.{want}(...), .astype(np.{want})) in the "
                         "function" if want in _NUMERIC_NAMES else "")
                 raise StructureError(
