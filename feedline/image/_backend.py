@@ -8,6 +8,8 @@ is in use, so that a change of pixels is never silent.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from types import ModuleType
 
 from feedline.core.errors import InvalidArgumentError
 from feedline.image import _native
@@ -25,7 +27,7 @@ def _forced() -> str:
     return value
 
 
-def _available(loader) -> bool:  # noqa: ANN001 - one of _native's cached loaders
+def _available(loader: Callable[[], ModuleType]) -> bool:
     try:
         loader()
     except ImportError:
@@ -74,7 +76,7 @@ def backend() -> dict[str, str]:
         >>> sorted(backend())
         ['jpeg', 'png', 'resize']
     """
-    def name(pick) -> str:  # noqa: ANN001
+    def name(pick: Callable[[], str]) -> str:
         try:
             return pick()
         except ImportError:
