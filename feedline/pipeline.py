@@ -1,10 +1,11 @@
 """The pipeline runner: what ``iter(dataset)`` returns.
 
-It sits at the top of the layers: it applies the graph rewrites (:mod:`feedline.optimize`),
+It sits at the top of the layers: it applies the graph rewrites (:mod:`feedline.optimize`)
+and then placement (:func:`feedline.placement.auto.wrap_for_processes`),
 builds the iterator tree (:mod:`feedline.core.iterator`'s protocol), drives statistics and
 the live status, and seals checkpoints (:mod:`feedline.core.pipeline_state`). Lower layers
-that run a whole pipeline themselves (``cache``, ``save``, spec inference) import it inside
-the function that does, as this module imports what it runs.
+that run a whole pipeline themselves (``cache``, ``save``, spec inference) start it through
+:func:`feedline.core.runner.run`, which this module serves when imported.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Self
 from feedline.core import pipeline_state
 from feedline.core.fingerprint import DeclaredTypes, PipelineFingerprint, declared_types
 from feedline.core.iterator import IteratorContext, State
+from feedline.core.runner import serve_runner
 from feedline.core.state_codec import declared_types_in_use
 
 if TYPE_CHECKING:
@@ -77,6 +79,7 @@ class PipelineIterator:
         """
         from feedline.execution import allocator
         from feedline.optimize import optimize
+        from feedline.placement.auto import wrap_for_processes
 
         # Held for a whole close(): a second close() (another thread's, the finalizer's)
         # waits for the first, so that each returns only once every thread has stopped.
@@ -95,7 +98,8 @@ class PipelineIterator:
             from feedline.profiling.collect import collector_for
 
             self._collector = self._ctx.statistics = collector_for(options)
-        self._dataset = optimize(dataset, options)
+        # Placement comes after the graph rewrites: it wraps the graph they leave.
+        self._dataset = wrap_for_processes(optimize(dataset, options), options)
         self._root = self._dataset._make_iterator(self._ctx)
         # Counted open once it has a root: close() (which needs one) is what counts it out.
         allocator.pipeline_started()
@@ -265,3 +269,8 @@ class PipelineIterator:
 
     def __del__(self) -> None:
         self.close()
+
+
+# Served last, once the class exists: lower layers start it through feedline.core.runner.run
+# without importing this module (it imports them).
+serve_runner(PipelineIterator)

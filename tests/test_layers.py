@@ -53,8 +53,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("feedline.core.iterator", "feedline.autotune.tuner"):
         "until feedline.autotune.tuner serves its Tuner (core.iterator.serve_tuners) when "
         "imported",
-    ("feedline.core.runner", "feedline.pipeline"):
-        "until feedline.pipeline serves its runner (core.runner.serve_runner) when imported",
     ("feedline.formats.array_record", "feedline.pipeline"): _RUNS_A_PIPELINE,
     ("feedline.formats.tfrecord", "feedline.pipeline"): _RUNS_A_PIPELINE,
     ("feedline.snapshot.save_load", "feedline.pipeline"): _RUNS_A_PIPELINE,
@@ -70,9 +68,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("feedline.transforms.batch", "feedline.autotune.stage_knobs"): _ONE_PARALLEL_STAGE,
     ("feedline.transforms.interleave_parallel", "feedline.autotune.stage_knobs"): _KNOBS,
     ("feedline.transforms.prefetch", "feedline.autotune.buffer"): _KNOBS,
-    ("feedline.optimize", "feedline.placement.auto"):
-        "placement is the last rewrite before running; goes when the runner applies it "
-        "after optimize()",
     ("feedline.transforms.window", "feedline.testing.elements"):
         "elements_equal compares elements and imports only core; belongs in core.structure",
 }

@@ -45,8 +45,8 @@ def run(dataset: Dataset, *, epoch: int = 0, continue_epochs: bool = False) -> P
     """
     runner = _runner
     if runner is None:
-        # Until feedline.pipeline serves itself (tests/test_layers.py lists this import).
-        from feedline.pipeline import PipelineIterator
-
-        runner = PipelineIterator
+        # Only reachable when a runner was unserved on purpose: any import of feedline
+        # imports feedline.pipeline, which serves PipelineIterator.
+        raise RuntimeError("no pipeline runner is served: import feedline (or serve one "
+                           "with feedline.core.runner.serve_runner)")
     return runner(dataset, epoch=epoch, continue_epochs=continue_epochs)

@@ -34,6 +34,4 @@ def optimize(dataset: Dataset, options: Options) -> Dataset:
             from feedline.core.constants import AUTOTUNE
 
             dataset = PrefetchDataset(dataset, AUTOTUNE)
-    from feedline.placement.auto import wrap_for_processes
-
-    return wrap_for_processes(dataset, options)
+    return dataset

@@ -42,10 +42,18 @@ def test_spec_inference_starts_the_served_runner(recorded):
     assert recorded.calls == [{"epoch": 0, "continue_epochs": False}]
 
 
-def test_without_a_served_runner_the_pipeline_iterator_runs():
+def test_importing_feedline_serves_the_pipeline_iterator():
+    before = runner.serve_runner(None)
+    runner.serve_runner(before)
+    assert before is fl.PipelineIterator
+    assert type(iter(fl.Dataset.range(1))) is fl.PipelineIterator
+
+
+def test_without_a_served_runner_running_is_a_clear_error():
     before = runner.serve_runner(None)
     try:
-        assert type(iter(fl.Dataset.range(1))) is fl.PipelineIterator
+        with pytest.raises(RuntimeError, match="no pipeline runner is served"):
+            iter(fl.Dataset.range(1))
     finally:
         runner.serve_runner(before)
 
