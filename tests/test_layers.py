@@ -39,7 +39,6 @@ BELOW_THE_RUNNER = ("core", "sources", "transforms", "formats", "execution", "op
 _FACADE = ("the fluent API in core builds every operation (Dataset.map, .distribute, "
            ".multiprocess, .save); it reaches them when called. Goes when operations attach "
            "themselves to Dataset instead")
-_RUNS_A_PIPELINE = "runs a whole pipeline: to go through feedline.core.runner.run"
 _ONE_PARALLEL_STAGE = "removed by the one-parallel-stage branch"
 _KNOBS = ("a stage's knobs live in autotune, above the stage; goes when the tuner turns "
           "setters the stage owns (issue 40)")
@@ -53,12 +52,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("feedline.core.iterator", "feedline.autotune.tuner"):
         "until feedline.autotune.tuner serves its Tuner (core.iterator.serve_tuners) when "
         "imported",
-    ("feedline.formats.array_record", "feedline.pipeline"): _RUNS_A_PIPELINE,
-    ("feedline.formats.tfrecord", "feedline.pipeline"): _RUNS_A_PIPELINE,
-    ("feedline.snapshot.save_load", "feedline.pipeline"): _RUNS_A_PIPELINE,
-    ("feedline.transforms.flat_map", "feedline.pipeline"): _RUNS_A_PIPELINE,
-    ("feedline.transforms.get_single_element", "feedline.pipeline"): _RUNS_A_PIPELINE,
-    ("feedline.transforms.reduce", "feedline.pipeline"): _RUNS_A_PIPELINE,
     ("feedline.execution.executor", "feedline.placement.process_executor"): _ONE_PARALLEL_STAGE,
     ("feedline.transforms.map", "feedline.placement.map_executor"): _ONE_PARALLEL_STAGE,
     ("feedline.transforms.map", "feedline.placement.policy"): _ONE_PARALLEL_STAGE,
@@ -130,7 +123,7 @@ def _layer(module: str) -> int:
 
 @functools.cache
 def _upward_imports() -> dict[tuple[str, str], str]:
-    return {(module, target): f"{MODULES[module].relative_to(PACKAGE.parent)}:{line}"
+    return {(module, target): f"{path.relative_to(PACKAGE.parent)}:{line}"
             for module, path in MODULES.items()
             for target, line in _imported(module, path).items()
             if _layer(target) > _layer(module)}

@@ -30,6 +30,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import DataLossError
 from feedline.core.iterator import IteratorContext
 from feedline.core.random_access import RandomAccessReader
+from feedline.core.runner import run
 from feedline.core.structure import TensorSpec
 from feedline.core.validation import validate_optional_int
 from feedline.formats._file_reader import FileReaderDataset, RecordCursor
@@ -383,9 +384,7 @@ def write_array_record(dataset: Dataset, path: Any, options: str = "group_size:1
     module = _module()
     local = _local(path_name(path), "write_array_record")
     count = 0
-    from feedline.pipeline import PipelineIterator  # the runner sits above this layer
-
-    with PipelineIterator(dataset) as iterator:
+    with run(dataset) as iterator:
         try:
             writer = module.ArrayRecordWriter(local, options)
             if not writer.ok():

@@ -37,6 +37,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import DataLossError
 from feedline.core.iterator import IteratorContext
 from feedline.core.random_access import RandomAccessReader
+from feedline.core.runner import run
 from feedline.core.structure import TensorSpec
 from feedline.core.validation import validate_optional_int
 from feedline.formats._file_reader import ChunkedReader, FileReaderDataset, RecordCursor
@@ -493,9 +494,7 @@ def write_tfrecord(dataset: Dataset, path: Any, compression_type: str | None = N
     if not isinstance(dataset, Dataset):
         raise TypeError(f"write_tfrecord() needs a Dataset; found {type(dataset).__name__}")
     count = 0
-    from feedline.pipeline import PipelineIterator  # the runner sits above this layer
-
-    with PipelineIterator(dataset) as iterator, TFRecordWriter(path, compression_type) as writer:
+    with run(dataset) as iterator, TFRecordWriter(path, compression_type) as writer:
         for element in iterator:
             writer.write(_as_record(element, f"element {count}"))
             count += 1

@@ -34,6 +34,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError, DataLossError
 from feedline.core.fingerprint import DeclaredTypes, PipelineFingerprint, declared_types
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.runner import run
 from feedline.core.traits import SOURCE
 from feedline.execution.executor import make_executor
 from feedline.snapshot.chunks import chunk_elements, compression_of, load_chunk
@@ -80,9 +81,7 @@ def write_store(dataset: Dataset, path: str, compression: str,
                          shard_of if shard_func is not None else None, **options)
     bar = None
     try:
-        from feedline.pipeline import PipelineIterator  # the runner sits above this layer
-
-        with PipelineIterator(dataset) as iterator:
+        with run(dataset) as iterator:
             if writer.resume_state is not None:
                 iterator.load_state_dict(writer.resume_state)
             if progress:

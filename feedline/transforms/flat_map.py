@@ -15,6 +15,7 @@ from feedline.core.functions import (
     function_name,
 )
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.runner import run
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element, is_datasets_array
 from feedline.core.traits import READER_OF_NAMES
@@ -64,9 +65,7 @@ def traced_inner_spec(input_dataset: Dataset, map_func: Callable[..., Any],
         >>> traced_inner_spec(fl.Dataset.range(7).window(3), lambda w: w.batch(3), "flat_map")
         TensorSpec(shape=(None,), dtype=int64)
     """
-    from feedline.pipeline import PipelineIterator  # the runner sits above this layer
-
-    with PipelineIterator(input_dataset) as iterator:
+    with run(input_dataset) as iterator:
         first = next(iterator, None)
     if first is None:
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from feedline.core.dataset import Dataset
 from feedline.core.errors import InvalidArgumentError
+from feedline.core.runner import run
 from feedline.core.structure import Element
 
 
@@ -19,10 +20,8 @@ def get_single_element(dataset: Dataset, name: str | None = None) -> Element:
         >>> int(get_single_element(fl.Dataset.range(5).skip(4)))
         4
     """
-    from feedline.pipeline import PipelineIterator  # the runner sits above the operations
-
     stage = name or "get_single_element"
-    with PipelineIterator(dataset) as iterator:
+    with run(dataset) as iterator:
         try:
             element = next(iterator)
         except StopIteration:

@@ -9,6 +9,7 @@ import numpy as np
 
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error
+from feedline.core.runner import run
 from feedline.core.structure import (
     DatasetSpec,
     Element,
@@ -68,11 +69,9 @@ def reduce_dataset(dataset: Dataset, initial_state: Element,
         >>> int(reduce_dataset(fl.Dataset.range(5), np.int64(0), lambda s, x: s + x))
         10
     """
-    from feedline.pipeline import PipelineIterator  # the runner sits above the operations
-
     initial_spec = spec_of(initial_state)
     state = initial_state
-    with PipelineIterator(dataset, continue_epochs=True) as iterator:
+    with run(dataset, continue_epochs=True) as iterator:
         for index, element in enumerate(iterator):
             try:
                 state = reduce_func(state, element)
