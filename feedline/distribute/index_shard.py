@@ -84,7 +84,6 @@ class IndexShardDataset(UnaryDataset):
     # Which shard a pipeline is changes neither what a checkpoint means nor whether it
     # fits: one replica's checkpoint restores on any replica, with any number of them.
     _NOT_FINGERPRINTED = frozenset({"num_shards", "index", "num_parallel_calls"})
-    _REWRITES_STOP_HERE = True  # what placement/worker_loop reads until it asks the traits
 
     def __init__(self, input_dataset: Dataset, num_shards: int, index: int,
                  num_parallel_calls: int | None = AUTOTUNE, name: str | None = None,

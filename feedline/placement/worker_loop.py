@@ -144,7 +144,7 @@ def isolate_map_functions(graph: Any) -> tuple[Any, dict[Any, Any], int]:
 
     A map's checkpoint is the same whatever runs it, so a state of one graph loads into the
     other. Functions that do not pickle stay where they are. Nodes under a stage that reads
-    its input by index (``_REWRITES_STOP_HERE``) are kept.
+    its input by index (its traits' ``keeps_input_as_written``) are kept.
 
     Returns:
         The graph, a map from each of its new nodes to the node it replaces (to carry
@@ -181,7 +181,7 @@ def isolate_map_functions(graph: Any) -> tuple[Any, dict[Any, Any], int]:
     def rewrite(node: Any) -> Any:
         if id(node) in memo:
             return memo[id(node)]
-        if getattr(node, "_REWRITES_STOP_HERE", False):
+        if node.traits().keeps_input_as_written:
             result = node
         elif isinstance(node, MapDataset) and pickles(node.map_func):
             result = isolated_map(rewrite(node._inputs[0]), node.map_func, node.name,
