@@ -695,12 +695,14 @@ def _decode_png_one(data: bytes, channels: int, dtype: np.dtype, op: str) -> np.
                                    f"{_preview(data)}")
     _check_png_chunks(data, op)
     depth, color_type = _png_color_type(data)
-    if depth == 16 and color_type in (2, 4, 6) and dtype == np.uint16 and \
-            _backend.png_library() == "pillow":
+    # Pillow reads 16-bit color (and gray with alpha) as their top bytes: right for uint8, but
+    # not for uint16, nor for gray from color (libpng weighs the 16-bit samples).
+    if depth == 16 and color_type in (2, 4, 6) and _backend.png_library() == "pillow" and (
+            dtype == np.uint16 or (channels == 1 and color_type != 4)):
         raise InvalidArgumentError(
             f"{op}: this PNG has 16-bit color samples, which Pillow (the PNG decoder here: "
-            f"{_backend.backend()}) reads only as 8-bit; decode it to uint8, or install "
-            "opencv-python-headless (no free-threaded wheel) for uint16")
+            f"{_backend.backend()}) reads only as 8-bit; decode it to uint8 with 0, 3 or 4 "
+            "channels, or install opencv-python-headless (no free-threaded wheel)")
     image = _decode_cv2(data, op, "PNG")
     native = image.shape[-1]
     if color_type == 4 and native == 4:  # gray + alpha: OpenCV expands it to BGRA

@@ -208,8 +208,11 @@ def test_png_with_16_bit_color_is_a_clear_error_for_uint16_on_pillow(pillow):
         pytest.skip("no recorded 16-bit color PNG")
     with pytest.raises(InvalidArgumentError, match="16-bit color samples"):
         fli.decode_png(data, dtype=np.uint16)
-    top = fli.decode_png(data)  # uint8: libpng's strip_16 keeps the top byte, as Pillow does
-    assert top.dtype == np.uint8 and top.shape[-1] == 3
+    with pytest.raises(InvalidArgumentError, match="16-bit color samples"):
+        fli.decode_png(data, channels=1)  # libpng weighs the 16-bit samples
+    for channels in (0, 3, 4):  # libpng's strip_16 keeps the top byte, as Pillow does
+        np.testing.assert_array_equal(fli.decode_png(data, channels=channels),
+                                      GOLDEN[f"decode_png/rgb16/{channels}/uint8"])
 
 
 @pytest.mark.parametrize("shape, dtype", [((5, 4, 1), np.uint8), ((5, 4, 3), np.uint8),
