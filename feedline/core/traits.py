@@ -49,6 +49,9 @@ class OperationTraits:
             it is: it reads that input by index, and a rewritten input could lose that.
         execution_only: It changes how the pipeline runs, never which elements come out
             (``prefetch``, ``with_options``): fingerprints leave it out.
+        permutes_by_index: It reads its input by index in a permutation drawn from its seed
+            and epoch, the same in every process that builds it (``global_shuffle``): the
+            ``"index"`` sharding policy gives each shard some positions of that permutation.
 
     Example:
         >>> from feedline.transforms.map import MapDataset
@@ -65,6 +68,7 @@ class OperationTraits:
     random_access_from_input: bool = False
     keeps_input_as_written: bool = False
     execution_only: bool = False
+    permutes_by_index: bool = False
 
     @property
     def independent(self) -> bool:
@@ -95,7 +99,8 @@ LEGACY_FLAGS = {
     "_FINGERPRINT_TRANSPARENT": "execution_only",
 }
 """Class attributes that said what is now a trait, and the trait each says. Operations that
-still declare one get the trait (:func:`with_legacy_flags`); nothing reads the attributes."""
+still declare one get the trait (:func:`with_legacy_flags`); nothing reads the attributes.
+Only ``map`` and ``batch`` still spell one (their rewrite is under way elsewhere)."""
 
 
 def with_legacy_flags(cls: type, traits: OperationTraits) -> OperationTraits:

@@ -145,8 +145,6 @@ def plan_sharding(dataset: Dataset, num_shards: int) -> ShardPlan:
 def _index_plan(dataset: Dataset) -> ShardPlan | None:
     """The ``"index"`` plan: the topmost random-access stage, if a global shuffle is below it
     and only element-independent stages (no readers of file names) are above it."""
-    from feedline.transforms.global_shuffle import GlobalShuffleDataset
-
     path: list[Dataset] = []
     node = dataset
     while not node._offers_random_access():
@@ -155,7 +153,7 @@ def _index_plan(dataset: Dataset) -> ShardPlan | None:
         path.append(node)
         node = node._inputs[0]
     below = node
-    while not isinstance(below, GlobalShuffleDataset):
+    while not below.traits().permutes_by_index:
         if len(below._inputs) != 1:
             return None
         below = below._inputs[0]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -134,15 +135,14 @@ class GlobalShuffleDataset(UnaryDataset):
         True
     """
 
-    TRAITS = POSITIONAL
+    # Its input is read by index: graph rewrites (map fusion, vectorization) must leave it
+    # as written, or it could lose its random access.
+    TRAITS = replace(POSITIONAL, random_access_from_input=True, keeps_input_as_written=True,
+                     permutes_by_index=True)
 
     # Drawn anew for every dataset object; a checkpoint holds the keys themselves. The
     # epoch counter is where this object's iterators are, not what the pipeline is.
     _NOT_FINGERPRINTED = frozenset({"_unseeded_fixed_seed", "_epochs"})
-    # Its input is read by index: graph rewrites (map fusion, vectorization) must leave it
-    # as written, or it could lose its random access.
-    _REWRITES_STOP_HERE = True
-    _RANDOM_ACCESS_FROM_INPUT = True
 
     def __init__(self, input_dataset: Dataset, seed: int | None = None,
                  reshuffle_each_iteration: bool | None = True, name: str | None = None) -> None:

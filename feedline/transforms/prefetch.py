@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from feedline.autotune.buffer import BufferTuning
@@ -27,10 +28,8 @@ class PrefetchDataset(Dataset):
         True
     """
 
-    TRAITS = ONE_TO_ONE
-
     # Read-ahead changes when elements are made, never which: checkpoints ignore it.
-    _FINGERPRINT_TRANSPARENT = True
+    TRAITS = replace(ONE_TO_ONE, random_access_from_input=True, execution_only=True)
 
     def __init__(self, input_dataset: Dataset, buffer_size: int | None,
                  name: str | None = None) -> None:
@@ -52,8 +51,6 @@ class PrefetchDataset(Dataset):
         if self.buffer_size == 0:
             return upstream
         return PrefetchIterator(ctx, upstream, self.buffer_size, self.name, stage_key=self)
-
-    _RANDOM_ACCESS_FROM_INPUT = True
 
     def _offers_random_access(self) -> bool:
         return self._inputs[0]._offers_random_access()

@@ -10,6 +10,7 @@ reshuffles each iteration): each epoch is another order, which one reader cannot
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from feedline.core.constants import INFINITE, UNKNOWN
@@ -32,7 +33,7 @@ class RepeatDataset(UnaryDataset):
         (-1, -1, [0, 1, 0, 1, 0])
     """
 
-    TRAITS = INDEPENDENT
+    TRAITS = replace(INDEPENDENT, random_access_from_input=True)
 
     def __init__(self, input_dataset: Dataset, count: int | None = None,
                  name: str | None = None) -> None:
@@ -54,8 +55,6 @@ class RepeatDataset(UnaryDataset):
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return RepeatIterator(ctx, self._inputs[0], self.count)
-
-    _RANDOM_ACCESS_FROM_INPUT = True
 
     def _offers_random_access(self) -> bool:
         source = self._inputs[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from feedline.core.constants import INFINITE, UNKNOWN
@@ -24,7 +25,7 @@ class ShardDataset(UnaryDataset):
         ([1, 5, 9], 3)
     """
 
-    TRAITS = POSITIONAL
+    TRAITS = replace(POSITIONAL, random_access_from_input=True)
 
     def __init__(self, input_dataset: Dataset, num_shards: int, index: int,
                  name: str | None = None) -> None:
@@ -49,8 +50,6 @@ class ShardDataset(UnaryDataset):
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return ShardIterator(ctx, self._make_input_iterator(ctx), self.num_shards,
                              self.index)
-
-    _RANDOM_ACCESS_FROM_INPUT = True
 
     def _offers_random_access(self) -> bool:
         return self._inputs[0]._offers_random_access()

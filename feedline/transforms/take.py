@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from feedline.core.constants import INFINITE, UNKNOWN
@@ -24,7 +25,7 @@ class TakeDataset(UnaryDataset):
         ([0, 1, 2], 3)
     """
 
-    TRAITS = POSITIONAL
+    TRAITS = replace(POSITIONAL, random_access_from_input=True)
 
     def __init__(self, input_dataset: Dataset, count: int, name: str | None = None) -> None:
         super().__init__(input_dataset)
@@ -44,8 +45,6 @@ class TakeDataset(UnaryDataset):
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return TakeIterator(ctx, self._make_input_iterator(ctx), self.count)
-
-    _RANDOM_ACCESS_FROM_INPUT = True
 
     def _offers_random_access(self) -> bool:
         return self._inputs[0]._offers_random_access()

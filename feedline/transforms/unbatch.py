@@ -11,6 +11,7 @@ An input element whose actual size differs from its spec's is a ``StructureError
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -162,7 +163,7 @@ class UnbatchDataset(UnaryDataset):
         [(1, b'a'), (2, b'b')]
     """
 
-    TRAITS = INDEPENDENT
+    TRAITS = replace(INDEPENDENT, random_access_from_input=True)
 
     def __init__(self, input_dataset: Dataset, name: str | None = None) -> None:
         super().__init__(input_dataset)
@@ -187,8 +188,6 @@ class UnbatchDataset(UnaryDataset):
         holds_datasets = spec is None or any(isinstance(leaf, DatasetSpec)
                                              for leaf in flatten(spec))
         return UnbatchIterator(ctx, self._make_input_iterator(ctx), self.name, holds_datasets)
-
-    _RANDOM_ACCESS_FROM_INPUT = True
 
     def _offers_random_access(self) -> bool:
         return (self._inputs[0]._offers_random_access()

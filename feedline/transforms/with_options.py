@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
@@ -13,10 +15,8 @@ from feedline.core.unary import UnaryDataset
 class OptionsDataset(UnaryDataset):
     """Carries options; at run time it adds no stage (its iterator is its input's)."""
 
-    TRAITS = ONE_TO_ONE
-
     # The options that change elements (the seed) enter the fingerprint once, merged.
-    _FINGERPRINT_TRANSPARENT = True
+    TRAITS = replace(ONE_TO_ONE, random_access_from_input=True, execution_only=True)
 
     def __init__(self, input_dataset: Dataset, options: Options, name: str | None = None) -> None:
         super().__init__(input_dataset)
@@ -27,8 +27,6 @@ class OptionsDataset(UnaryDataset):
 
     def _make_iterator(self, ctx: IteratorContext) -> DatasetIterator:
         return self._make_input_iterator(ctx)
-
-    _RANDOM_ACCESS_FROM_INPUT = True
 
     def _offers_random_access(self) -> bool:
         return self._inputs[0]._offers_random_access()
