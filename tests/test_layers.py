@@ -61,8 +61,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("feedline.transforms.batch", "feedline.autotune.stage_knobs"): _ONE_PARALLEL_STAGE,
     ("feedline.transforms.interleave_parallel", "feedline.autotune.stage_knobs"): _KNOBS,
     ("feedline.transforms.prefetch", "feedline.autotune.buffer"): _KNOBS,
-    ("feedline.transforms.window", "feedline.testing.elements"):
-        "elements_equal compares elements and imports only core; belongs in core.structure",
 }
 
 

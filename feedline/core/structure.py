@@ -312,7 +312,7 @@ def _normalize(value: Any, path: str) -> Any:
                     f"which cannot be part of an element: expected {_EXPECTED}")
 
 
-def python_number(value: bool | int | float) -> np.generic:
+def python_number(value: bool | float) -> np.generic:
     """A Python ``bool``, ``int`` or ``float`` as the NumPy scalar of tf.data's tensor of it.
 
     As ``tf.convert_to_tensor`` converts them: ``int`` is int32, or int64 when it does not
@@ -346,7 +346,7 @@ def python_number(value: bool | int | float) -> np.generic:
 _INFINITIES = (float("inf"), float("-inf"))
 
 
-def _plain_number(value: int | float) -> bool | int | float:
+def _plain_number(value: float) -> bool | int | float:
     """A subclass of ``bool``/``int``/``float`` (an ``IntEnum``) as the plain value."""
     if isinstance(value, bool):
         return bool(value)
@@ -1030,3 +1030,35 @@ def element_bytes(element: Element) -> int:
         else:
             total += 64
     return total
+
+
+def elements_equal(a: Any, b: Any) -> bool:
+    """Whether two elements have the same structure, leaf dtypes kinds, shapes and values.
+
+    NaNs compare equal to NaNs.
+
+    Example:
+        >>> elements_equal((np.arange(3), b"x"), (np.arange(3), b"x"))
+        True
+    """
+    if not same_structure(a, b):
+        return False
+    for x, y in zip(flatten(a), flatten(b)):
+        if is_registered_leaf(x) or is_registered_leaf(y):  # RaggedValues: its own equality
+            if type(x) is not type(y) or x != y:
+                return False
+            continue
+        if isinstance(x, bytes | str) or isinstance(y, bytes | str):
+            if x != y:
+                return False
+            continue
+        x_array, y_array = np.asarray(x), np.asarray(y)
+        if x_array.shape != y_array.shape:
+            return False
+        if x_array.dtype == object or y_array.dtype == object:
+            if x_array.tolist() != y_array.tolist():
+                return False
+        elif x_array.dtype != y_array.dtype or not np.array_equal(x_array, y_array,
+                                                                   equal_nan=x_array.dtype.kind == "f"):
+            return False
+    return True

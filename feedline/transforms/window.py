@@ -16,6 +16,7 @@ from feedline.core.structure import (
     DatasetSpec,
     Element,
     describe,
+    elements_equal,
     flatten,
     pack_as,
     same_structure,
@@ -88,8 +89,6 @@ class ElementListDataset(Dataset):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ElementListDataset):
             return NotImplemented
-        from feedline.testing.elements import elements_equal
-
         return len(self.elements) == len(other.elements) and all(
             elements_equal(a, b) for a, b in zip(self.elements, other.elements))
 
