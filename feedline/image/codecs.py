@@ -263,7 +263,11 @@ def _jpeg_header(data: bytes, op: str, **scaling: int) -> tuple[int, int, str, s
         raise InvalidArgumentError(f"{op}: expected JPEG data (starting with FF D8 FF); got "
                                    f"{_preview(data)}")
     if _backend.jpeg_library() == "pillow":
-        return _frame_header(data, op)
+        header = _frame_header(data, op)
+        if not _reaches_a_scan(data):  # as libjpeg's header read fails (simplejpeg's path)
+            raise InvalidArgumentError(f"{op}: invalid or truncated JPEG header (it ends before "
+                                       f"the first scan); got {_preview(data)}")
+        return header
     try:
         return _native.simplejpeg().decode_jpeg_header(data, **scaling)
     except (ValueError, RuntimeError) as error:
@@ -295,6 +299,25 @@ def _jpeg_segments(data: bytes) -> Iterator[tuple[int, int, int]]:
         length = int.from_bytes(data[position + 2:position + 4], "big")
         yield marker, position + 4, length - 2
         position += 2 + length
+
+
+def _reaches_a_scan(data: bytes) -> bool:
+    """Whether the header segments are whole up to a start-of-scan marker (the walk of
+    :func:`_jpeg_segments`)."""
+    position = 2
+    while position + 4 <= len(data) and data[position] == 0xFF:
+        marker = data[position + 1]
+        if marker == 0xDA:
+            return True
+        if marker == 0xD9:
+            return False
+        if marker == 0xFF:
+            position += 1
+        elif marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:
+            position += 2
+        else:
+            position += 2 + int.from_bytes(data[position + 2:position + 4], "big")
+    return False
 
 
 def _frame_header(data: bytes, op: str) -> tuple[int, int, str, str]:

@@ -149,8 +149,9 @@ def test_pillow_refuses_damaged_jpegs_clearly(pillow):
     data = GOLDEN["jpeg/rgb40_q75"].tobytes()
     with pytest.raises(InvalidArgumentError, match="invalid or truncated JPEG"):
         fli.decode_jpeg(data[:-300])
-    with pytest.raises(InvalidArgumentError, match="invalid or truncated JPEG header"):
-        fli.decode_jpeg(b"\xff\xd8\xff\xe0\x00\x10JFIF")
+    for cut in (b"\xff\xd8\xff\xe0\x00\x10JFIF", data[:10], data[:200]):
+        with pytest.raises(InvalidArgumentError, match="invalid or truncated JPEG header"):
+            fli.decode_jpeg(cut)
 
 
 def test_min_size_on_pillow_takes_the_smallest_power_of_two_scale_that_covers_it(pillow):
