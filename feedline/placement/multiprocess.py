@@ -129,8 +129,6 @@ class MultiprocessDataset(UnaryDataset):
     """The node of ``Dataset.multiprocess``."""
 
     TRAITS = POSITIONAL
-    # Its name in fingerprints from before it moved here: checkpoints saved then restore.
-    _FINGERPRINT_NAME = "feedline.transforms.multiprocess:MultiprocessDataset"
 
     # How far workers read ahead changes no element: checkpoints ignore it (the number of
     # workers does change the order, and stays in the fingerprint). The epoch counter is
