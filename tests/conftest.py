@@ -80,9 +80,14 @@ TRIAL_HELD = 6
 @pytest.fixture
 def gil_bound_trial(monkeypatch):
     """AUTOTUNE's trial of a whole pipeline holds :data:`TRIAL_HELD` elements and reports one
-    core busy of two: the pipeline moves to worker processes (where it can)."""
-    from feedline.placement import auto
+    core busy of two: the pipeline moves to worker processes (where it can). The test
+    pipelines' elements are cheap; the trial stands for a GIL-bound one, so an element also
+    costs more here than receiving it from a worker would
+    (:data:`feedline.placement.policy.SHARDS_MIN_RECEIVE_GAIN`)."""
+    from feedline.placement import auto, policy
     from feedline.placement.auto import AutoProcessesIterator
+
+    monkeypatch.setattr(policy, "SHARDS_MIN_RECEIVE_GAIN", 0.0)
 
     original = AutoProcessesIterator._trial
 
