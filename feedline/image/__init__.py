@@ -15,6 +15,10 @@ tensors (same names, seeds and pixels; ``pip install 'feedline[gpu-image]'``).
 """
 
 from feedline.image._backend import backend
+from feedline.image.bounding_box import (
+    sample_distorted_bounding_box,
+    stateless_sample_distorted_bounding_box,
+)
 from feedline.image.codecs import (
     DEFAULT_MAX_ANIMATION_BYTES,
     DEFAULT_MAX_PIXELS,
@@ -47,6 +51,8 @@ from feedline.image.color import (
     rgb_to_grayscale,
     rgb_to_hsv,
 )
+from feedline.image.color_spaces import rgb_to_yiq, rgb_to_yuv, yiq_to_rgb, yuv_to_rgb
+from feedline.image.crop_and_resize import crop_and_resize
 from feedline.image.cropping import (
     central_crop,
     crop_to_bounding_box,
@@ -58,6 +64,7 @@ from feedline.image.cropping import (
 )
 from feedline.image.device import decode_jpeg_to_device
 from feedline.image.dtype import convert_image_dtype, normalize, per_image_standardization
+from feedline.image.extract_patches import extract_patches
 from feedline.image.flips import (
     flip_left_right,
     flip_up_down,
@@ -66,15 +73,8 @@ from feedline.image.flips import (
     rot90,
     transpose,
 )
-from feedline.image.resize import METHODS, resize, resize_with_pad
-from feedline.image.color_spaces import rgb_to_yiq, rgb_to_yuv, yiq_to_rgb, yuv_to_rgb
-from feedline.image.bounding_box import (
-    sample_distorted_bounding_box,
-    stateless_sample_distorted_bounding_box,
-)
-from feedline.image.crop_and_resize import crop_and_resize
-from feedline.image.extract_patches import extract_patches
 from feedline.image.jpeg_quality import adjust_jpeg_quality, stateless_random_jpeg_quality
+from feedline.image.resize import METHODS, resize, resize_with_pad
 from feedline.image.stateless import (
     stateless_random_brightness,
     stateless_random_contrast,
