@@ -743,6 +743,9 @@ def main(argv: list[str] | None = None) -> int:
             lines += [f"### {workload}", "", *table(workload, rows, outcomes), ""]
             report[workload] = {label: {"runs": o.runs, "check": o.check, "errors": o.errors}
                                 for label, o in outcomes.items()}
+            if args.json:  # kept as it grows: a run cut short keeps what it measured
+                Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+            print("\n".join(lines[-len(rows) - 4:]), flush=True)
     if "trainer" in parts:
         runs = trainer(args)
         report["trainer"] = runs
