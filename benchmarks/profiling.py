@@ -179,8 +179,8 @@ def probe_cost(calls: int = 2_000_000, rounds: int = 5) -> float:
     """Seconds a probe adds to one ``next()`` of a cheap stage: the fastest of ``rounds``
     alternating loops, probed and not (one thread, nothing else running: stable to a
     nanosecond where a pipeline's rate moves by ±8%)."""
-    from feedline.profiling.collect import make_probe
     from feedline.core.structure import element_bytes
+    from feedline.profiling.collect import make_probe
 
     def loop(iterator: Any) -> float:
         step = next

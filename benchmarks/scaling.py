@@ -185,7 +185,6 @@ def _image_prefix(files: list[str]) -> Any:
 
 def _image_map(params: np.ndarray) -> Any:
     import feedline as fl
-
     from benchmarks import common
     from benchmarks.systems import feedline_sys
 

@@ -52,11 +52,10 @@ def test_a_waiting_map_of_8_mib_results_stays_within_the_ram_budget(budget_mib):
     ds = fl.Dataset.range(300).map(fetch, num_parallel_calls=fl.AUTOTUNE).with_options(
         fl.Options(autotune=fl.AutotuneOptions(ram_budget=budget_mib * MiB)))
     count = 0
-    with no_leaked_threads():
-        with iter(ds) as it:
-            for count, element in enumerate(it, 1):
-                assert element[0] == (count - 1) % 251
-                del element
+    with no_leaked_threads(), iter(ds) as it:
+        for count, element in enumerate(it, 1):
+            assert element[0] == (count - 1) % 251
+            del element
     assert count == 300
     # The budget, plus the one element the consumer holds.
     assert alive.peak * RESULT <= budget_mib * MiB + RESULT, alive.peak

@@ -147,7 +147,7 @@ def test_an_unreadable_file_is_a_feedline_error(tmp_path):
 
 
 def _write_png(path):
-    import feedline.image as image
+    from feedline import image
 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(image.encode_png(np.zeros((2, 2, 3), np.uint8)))

@@ -4,11 +4,10 @@ record_tfds.py with tensorflow-datasets 4.9.10."""
 
 import numpy as np
 import pytest
+from tfds_golden import ROOT, assert_same, expected
 
 import feedline as fl
 from feedline.datasets import load
-
-from tfds_golden import ROOT, assert_same, expected
 
 CASES = expected()["cases"]
 

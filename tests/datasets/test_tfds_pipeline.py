@@ -6,7 +6,6 @@ import threading
 import pytest
 from tfds_golden import ROOT
 
-import feedline as fl
 from feedline.datasets import ReadConfig, load
 from feedline.distribute.autoshard import plan_sharding, shard_pipeline
 from feedline.testing import check_checkpointing

@@ -5,8 +5,9 @@ from __future__ import annotations
 import gc
 
 import pytest
-from tests.placement.process_helpers import feedline_mappings, wait_gone
 from soak import soak
+
+from tests.placement.process_helpers import feedline_mappings, wait_gone
 
 SHORT_ALLOWED_GROWTH = 128 * 1024
 """A short run's allowance: statistics sampled every millisecond fill their timeline to its

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from fuzz_harness import FuzzTarget
 
 import feedline as fl
 from feedline.formats.huggingface import HuggingFaceRandomReader
-from fuzz_harness import FuzzTarget
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "huggingface"
 MEMORY_CAP_MIB = 512

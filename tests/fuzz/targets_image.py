@@ -18,10 +18,10 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+from fuzz_harness import FuzzTarget
 
 import feedline as fl
 from feedline import image as fli
-from fuzz_harness import FuzzTarget
 
 MAX_PIXELS = 1 << 22
 """The fuzzing children's decode limit on one image's pixels (4 Mpx)."""

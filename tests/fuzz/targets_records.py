@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from fuzz_harness import FuzzTarget
 
 import feedline as fl
 from feedline.core.errors import DataLossError, FeedlineError
@@ -67,7 +68,6 @@ from feedline.formats.example import (
     parse_single_example,
     parse_single_sequence_example,
 )
-from fuzz_harness import FuzzTarget
 
 
 class OracleMismatch(AssertionError):

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from fuzz_harness import FuzzTarget
 
 import feedline as fl
-from fuzz_harness import FuzzTarget
 
 _MARK = b"\x00FILE:"
 _NAME = re.compile(r"(save-[0-9a-f]{32}/)?(dataset\.json|progress\.json|"
@@ -137,7 +137,7 @@ def _saves(folder: Path) -> list[Path]:
 
 
 def _corpus(folder: Path) -> list[bytes]:
-    import feedline.snapshot.store as store
+    from feedline.snapshot import store
 
     # Save ids and times fixed: the same corpus, so the same mutants, on every run.
     ids = random.Random(41)

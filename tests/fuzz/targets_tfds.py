@@ -22,8 +22,9 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import feedline as fl
 from fuzz_harness import FuzzTarget
+
+import feedline as fl
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "tfds"
 FOLDERS = ["fl_features/1.0.0", "fl_order/small/1.0.0", "fl_order/big/1.1.0", "fl_array/2.0.0"]

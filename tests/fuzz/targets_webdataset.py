@@ -40,11 +40,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from fuzz_harness import FuzzTarget
 
 import feedline as fl
 from feedline.core.errors import FeedlineError
 from feedline.formats.webdataset import _skipped, split_key
-from fuzz_harness import FuzzTarget
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "webdataset"
 _BLOCK = 512

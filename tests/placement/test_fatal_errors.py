@@ -51,9 +51,8 @@ def test_ignore_errors_drops_element_errors_and_raises_a_fatal_one():
 def test_a_fatal_error_read_ahead_by_a_parallel_stage_is_still_raised():
     ds = fl.Dataset.range(10).map(_failing(6), num_parallel_calls=2).prefetch(3) \
         .ignore_errors()
-    with iter(ds) as it:
-        with pytest.raises(RuntimeError, match="cannot go on at 6"):
-            list(it)
+    with iter(ds) as it, pytest.raises(RuntimeError, match="cannot go on at 6"):
+        list(it)
 
 
 def test_the_fatal_mark_survives_a_record_and_json():

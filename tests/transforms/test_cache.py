@@ -355,9 +355,8 @@ def test_restoring_past_the_end_of_the_cache_is_a_checkpoint_error(tmp_path):
     with iter(fl.Dataset.range(3).cache(prefix)) as it:
         state = json.loads(json.dumps(it.state_dict()))
     state["root"]["position"] = 4
-    with iter(fl.Dataset.range(3).cache(prefix)) as it:
-        with pytest.raises(fl.CheckpointError):
-            it.load_state_dict(state)
+    with iter(fl.Dataset.range(3).cache(prefix)) as it, pytest.raises(fl.CheckpointError):
+        it.load_state_dict(state)
 
 
 def test_a_deleted_chunk_is_data_loss(tmp_path, monkeypatch):

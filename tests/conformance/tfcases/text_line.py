@@ -78,8 +78,7 @@ def _open_in_this_process(path):
 def _cleanup(ns):
     name = os.path.join(scratch_dir(), "text.txt")
     with open(name, "w") as f:
-        for i in range(3):
-            f.write("%d\n" % i)
+        f.writelines("%d\n" % i for i in range(3))
     first, second = ns.open(ns.TextLineDataset(name)), ns.open(ns.TextLineDataset(name))
     third = ns.open(ns.TextLineDataset(name).repeat().batch(16))
     out = [plain(to_numpy(next(first), ns.is_dataset, ns.read_all)),
