@@ -35,6 +35,7 @@ def single():
     return run([WORKER, "single"])
 
 
+@pytest.mark.slow
 def test_batches_are_global_arrays_sharded_over_every_device(single):
     assert single["devices"] == 8
     assert single["shape"] == [16, 3] and single["sharded_over"] == 8

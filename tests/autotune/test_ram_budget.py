@@ -42,6 +42,7 @@ class _Alive:
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("budget_mib", [32, 64])
+@pytest.mark.slow
 def test_a_waiting_map_of_8_mib_results_stays_within_the_ram_budget(budget_mib):
     alive = _Alive()
 

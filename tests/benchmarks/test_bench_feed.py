@@ -181,6 +181,7 @@ def test_sweep_table_marks_failed_counts():
     assert "| images | torch (expert) | 300 | WRONG OUTPUT | 300 (1) |" in text
 
 
+@pytest.mark.slow
 def test_worker_feed_mode_consumes_one_checked_epoch(tmp_path):
     meta = data.chess(records=1200, files=2, seed=3, cache=tmp_path)
     twice = feed.repeat_data(meta, 2)

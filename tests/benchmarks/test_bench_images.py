@@ -75,6 +75,7 @@ def test_reference_of_images_tfrecord_is_the_images_reference_with_labels(image_
 
 @pytest.mark.parametrize("workload", ["images", "images_tfrecord"])
 @pytest.mark.parametrize("variant", ["recommended", "batched"])
+@pytest.mark.slow
 def test_feedline_image_variants_match_the_reference_in_check_mode(image_data, workload,
                                                                    variant):
     meta = dict(zip(("images", "images_tfrecord"), image_data, strict=True))[workload]

@@ -103,6 +103,7 @@ class _NoCluster:
         return None
 
 
+@pytest.mark.slow
 def test_a_pass_missing_a_batch_fails_the_run(tmp_path, capsys, monkeypatch):
     pytest.importorskip("ray")
     import feedline as fl

@@ -70,6 +70,7 @@ def pipelines(tmp_path, monkeypatch):
             cloudpickle.unregister_pickle_by_value(module)
 
 
+@pytest.mark.slow
 def test_profile_runs_the_real_profiler_and_writes_every_file(pipelines, tmp_path, capsys):
     path, _ = pipelines
     out = tmp_path / "out"

@@ -58,6 +58,7 @@ def _short(result: dict, limit: int = 1500) -> str:
 
 
 @pytest.mark.parametrize(("module", "case"), _params())
+@pytest.mark.slow
 def test_case(module, case):
     expected = EXPECTED[module].get(case.name)
     assert expected is not None, (

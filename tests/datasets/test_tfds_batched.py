@@ -59,6 +59,7 @@ def _same_outcomes(fused, unfused):
 
 @pytest.mark.parametrize("size", [1, 3, 64])
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
+@pytest.mark.slow
 def test_batches_equal_map_then_batch_on_every_golden_case(case, size):
     kwargs = dict(case["kwargs"])
     kwargs.pop("data_source", None)

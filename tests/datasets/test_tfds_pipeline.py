@@ -64,6 +64,7 @@ def test_file_policy_shards_by_shard_file():
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_worker_processes():
     ds = load("fl_features", split="train+test", data_dir=ROOT).map(
         lambda x: (x["nested"]["a"], x["image_png"].shape, x["text"]))

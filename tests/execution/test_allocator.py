@@ -38,6 +38,7 @@ def _faults(configure: bool, **env: str) -> tuple[str, int]:
 
 
 @pytest.mark.skipif(not GLIBC, reason="glibc's thresholds")
+@pytest.mark.slow
 def test_freed_batches_are_reused_not_faulted_in_again():
     outcome, tuned = _faults(True)
     _, untuned = _faults(False)

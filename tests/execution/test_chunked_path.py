@@ -101,6 +101,7 @@ def test_chunks_give_the_elements_one_by_one_does(files, name):
 
 
 @pytest.mark.parametrize("name", PIPELINES)
+@pytest.mark.slow
 def test_a_state_taken_after_a_chunk_restores_the_exact_continuation(files, name):
     build = lambda: PIPELINES[name](files)
     with no_leaked_threads():

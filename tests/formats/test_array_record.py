@@ -103,6 +103,7 @@ def test_sharding_by_index_and_by_file(tmp_path):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_worker_processes_read_their_share():
     def make() -> fl.Dataset:  # a first iteration (epoch 0) of its own objects each time
         return fl.ArrayRecordDataset(SHARDS).global_shuffle(seed=2).batch(8)

@@ -228,6 +228,7 @@ def big_records() -> tuple[bytes, list[tuple]]:
 
 @pytest.mark.parametrize("compression, buffer_size", [(None, None), (None, 1 << 16),
                                                       ("GZIP", 1 << 20)])
+@pytest.mark.slow
 def test_fields_of_many_mebibytes(tmp_path, compression, buffer_size):
     data, expected = big_records()
     path = write(tmp_path / "big.csv", data, compression)
@@ -245,6 +246,7 @@ def test_fields_of_many_mebibytes(tmp_path, compression, buffer_size):
                                                       "record": 3}
 
 
+@pytest.mark.slow
 def test_fields_of_many_mebibytes_checkpoint_and_parallel_reads(tmp_path):
     data, expected = big_records()
     paths = [write(tmp_path / f"{i}.csv", data) for i in range(2)]

@@ -171,6 +171,7 @@ def _encode_in_process_with_hash_seed(seed: int) -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_encoding_is_the_same_under_every_hash_seed():
     runs = [_encode_in_process_with_hash_seed(seed) for seed in range(6)]
     # The input dicts really come in different orders, so the test can tell.

@@ -122,6 +122,7 @@ def test_state_is_file_and_row():
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_worker_processes():
     def make() -> fl.Dataset:  # a first iteration (epoch 0) of its own objects each time
         ds = fl.HuggingFaceDataset(str(GOLDEN / "dict"), split="train", columns=["id"])

@@ -84,6 +84,7 @@ def test_validation_covers_the_columns_read(tmp_path):
         == list(range(100))
 
 
+@pytest.mark.slow
 def test_a_stream_cut_at_a_record_batch_boundary_is_truncated(tmp_path):
     whole = tmp_path / "whole.arrow"
     ends = write_stream(whole, text_table())

@@ -160,6 +160,7 @@ def test_sharded_by_file_and_read_in_worker_processes():
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_worker_processes():
     ds = fl.WebDataset(SHARDS[:2], fields=["txt"]).map(lambda s: s["txt"])
     got = list(ds.multiprocess(2))

@@ -12,6 +12,7 @@ pytest.importorskip("pyarrow")
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("target", ["hf_arrow_stream", "hf_arrow_file", "hf_saved_folder",
                                     "parquet", "hf_parquet"])
+@pytest.mark.slow
 def test_reader_survives_damaged_input(target, tmp_path):
     report = assert_clean("targets_arrow", target, tmp_path, seed=41, count=fuzz_count(100))
     assert report.errors > 0  # the mutations did damage what they read

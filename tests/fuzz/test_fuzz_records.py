@@ -15,6 +15,7 @@ _ANY_BYTES_READ = {"text"}  # every byte string is lines of text: nothing to cal
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("target", sorted(TARGETS))
+@pytest.mark.slow
 def test_reader_survives_damaged_input(target, tmp_path):
     package = _NEEDS.get(target)
     if package and importlib.util.find_spec(package) is None:

@@ -9,6 +9,7 @@ from fuzz_harness import assert_clean, fuzz_count
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("target", ["saved_bytes", "saved_structured"])
+@pytest.mark.slow
 def test_load_survives_a_damaged_save(target, tmp_path):
     # A save per input is slower than one file: a shorter default run than the harness's.
     report = assert_clean("targets_snapshot", target, tmp_path, seed=7, count=fuzz_count(80))

@@ -9,6 +9,7 @@ from fuzz_harness import assert_clean, fuzz_count
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("target", ["tfds_folder", "tfds_metadata", "tfds_records"])
+@pytest.mark.slow
 def test_load_survives_damaged_folders(target, tmp_path):
     # Each input writes and loads a whole folder (~30 ms): fewer than the default count.
     report = assert_clean("targets_tfds", target, tmp_path, seed=1, count=fuzz_count(60))

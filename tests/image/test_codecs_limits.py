@@ -108,6 +108,7 @@ BOMBS = {
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("name", sorted(BOMBS))
+@pytest.mark.slow
 def test_a_decompression_bomb_is_refused_before_it_is_decoded(name, tmp_path):
     data, call, found = BOMBS[name]
     assert len(data) < 1000
@@ -120,6 +121,7 @@ def test_a_decompression_bomb_is_refused_before_it_is_decoded(name, tmp_path):
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("chunk", [b"PLTE", b"tEXt"])
+@pytest.mark.slow
 def test_a_png_chunk_longer_than_the_file_is_refused_before_opencv_allocates_it(chunk,
                                                                                 tmp_path):
     # Found by the PNG fuzz target: OpenCV allocated and filled a chunk's declared length
@@ -133,6 +135,7 @@ def test_a_png_chunk_longer_than_the_file_is_refused_before_opencv_allocates_it(
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow
 def test_expand_animations_false_decodes_only_the_first_frame(tmp_path):
     # 50 frames of 3000 x 3000 are 1.35 GB decoded; the first alone is 27 MB.
     data = gif_bomb(3000, 3000, 50)
@@ -179,6 +182,7 @@ def test_bad_limits_are_refused(value):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_worker_processes_inherit_the_limits_through_the_environment(monkeypatch):
     fli.set_decode_limits(max_pixels=12345)
     result = subprocess.run(

@@ -38,6 +38,7 @@ def _tolerance(op: str, dtype: np.dtype) -> float:
 
 
 @pytest.mark.parametrize("key", CASES)
+@pytest.mark.slow
 def test_matches_tensorflow(key):
     op, source, *parameters = key.split("/")
     expected = GOLDEN[key]

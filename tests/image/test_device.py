@@ -431,6 +431,7 @@ def sample_of(dtype: type) -> np.ndarray:
 @pytest.mark.parametrize("target", DTYPES)
 @pytest.mark.parametrize("saturate", [False, True])
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the host op's float16 <-> int32/64
+@pytest.mark.slow
 def test_convert_image_dtype_is_the_host_op_bit_for_bit(source, target, saturate):
     image = sample_of(source)
     got = dv.convert_image_dtype(torch.from_numpy(image), target, saturate).numpy()

@@ -42,6 +42,7 @@ def _defined(source: np.ndarray, target: np.dtype, saturate: bool) -> np.ndarray
 
 
 @pytest.mark.parametrize("key", CONVERSIONS)
+@pytest.mark.slow
 def test_convert_image_dtype_is_tensorflow_bit_for_bit(key):
     _, table, source_name, target, saturate = key.split("/")
     source = GOLDEN[f"src/{table}/{source_name}"]

@@ -101,6 +101,7 @@ PIPELINES = {
 @pytest.mark.parametrize("source", [(0,), (3000,), (10, 5000, 3), (5000, -20, -7)])
 @pytest.mark.parametrize("name", PIPELINES)
 @pytest.mark.parametrize("batch", [None, 1, 256, (100, True), 5000])
+@pytest.mark.slow
 def test_same_elements_as_element_by_element(source, name, batch):
     dataset = PIPELINES[name](fl.Dataset.range(*source))
     if batch is not None:
@@ -175,6 +176,7 @@ def remaining(iterator) -> list:
 
 @pytest.mark.parametrize("name", ["map", "filter", "filter-map-filter", "sparse"])
 @pytest.mark.parametrize("batch", [None, 100])
+@pytest.mark.slow
 def test_states_are_the_element_by_element_ones_at_every_position(name, batch, monkeypatch):
     monkeypatch.setattr(map_vectorization, "CHUNK", 32)  # many chunk boundaries (62)
     dataset = PIPELINES[name](fl.Dataset.range(2000))
@@ -345,6 +347,7 @@ def test_an_unordered_parallel_map_is_vectorized_in_order():
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("calls,deterministic", [(A, None), (A, False), (3, None)])
 @pytest.mark.parametrize("batch", [None, 64])
+@pytest.mark.slow
 def test_parallel_checkpoints_load_with_vectorization_switched_on_or_off(
         calls, deterministic, batch):
     def build(vectorize: bool) -> fl.Dataset:
@@ -378,6 +381,7 @@ def test_parallel_checkpoints_load_with_vectorization_switched_on_or_off(
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("batch", [None, 100])
+@pytest.mark.slow
 def test_parallel_states_load_both_ways_at_every_position(batch, monkeypatch):
     monkeypatch.setattr(map_vectorization, "CHUNK", 32)  # many chunk boundaries
     dataset = parallel_pipeline(A)(fl.Dataset.range(2000))

@@ -67,6 +67,7 @@ def test_only_a_pipeline_ending_with_prefetch_autotune_is_considered():
             assert (decision.mode, decision.reason, decision.cores_busy) == ("threads", reason, None)
 
 
+@pytest.mark.slow
 def test_gil_bound_trial_moves_to_processes_and_keeps_every_element_in_order(trial):
     trial(busy=1.0)
     with iter(_pipeline()) as it:
@@ -91,6 +92,7 @@ def test_data_ending_during_the_trial_stays_on_threads(trial):
         assert _root(it).decision.reason == "the data ended during the trial"
 
 
+@pytest.mark.slow
 def test_a_move_that_would_reorder_needs_deterministic_false(trial, tmp_path):
     trial(busy=1.0)
     paths = []
@@ -111,6 +113,7 @@ def test_a_move_that_would_reorder_needs_deterministic_false(trial, tmp_path):
     assert sorted(x for b in moved for x in b) == sorted(x for b in ordered for x in b)
 
 
+@pytest.mark.slow
 def test_forced_processes_skip_the_trial_and_restore_exactly():
     ds = _pipeline(options=FORCED)
     it = iter(ds)
@@ -220,6 +223,7 @@ ONE_CPU = fl.Options(autotune=fl.AutotuneOptions(cpu_budget=1))
 @pytest.mark.parametrize("restoring, where", [
     (ONE_CPU_ALLOWING_TWO, "processes"), (NEVER, "here"), (ONE_CPU, "here")],
     ids=["allowing-two", "processes-off", "one-cpu"])
+@pytest.mark.slow
 def test_a_state_saved_in_processes_restores_exactly_wherever_it_may_run(restoring, where):
     # The README's promise: the CPU count (or the choice) may change between save and
     # restore. A state saved in 2 processes continues in 2 processes where the options
@@ -276,6 +280,7 @@ def _double_but_9_and_10(x):
     return x * 2
 
 
+@pytest.mark.slow
 def test_a_state_saved_in_processes_keeps_its_errors_in_this_process():
     # Errors pending in a worker's position are raised in place after the restore here.
     ds = fl.Dataset.range(30).map(_double_but_9_and_10).batch(3).prefetch(fl.AUTOTUNE)
@@ -356,6 +361,7 @@ def test_a_feeder_needs_spare_cores_beside_the_training_loop(trial, tmp_path, mo
     assert decision.mode == "threads" and "only 0.20 cores busy" in decision.reason
 
 
+@pytest.mark.slow
 def test_forced_processes_on_an_unshardable_pipeline_use_a_feeder_and_restore_exactly(tmp_path):
     paths = _two_files(tmp_path)
     with iter(_interleaved(paths).with_options(NEVER)) as it:  # a fresh object: epoch 0
@@ -374,6 +380,7 @@ def test_forced_processes_on_an_unshardable_pipeline_use_a_feeder_and_restore_ex
 
 @pytest.mark.parametrize("restoring", [NEVER, fl.Options(autotune=fl.AutotuneOptions(
     cpu_budget=1))], ids=["processes-off", "one-cpu"])
+@pytest.mark.slow
 def test_a_feeder_state_restores_on_threads_exactly(tmp_path, restoring):
     # Checkpoints are positions, not placements: the feeder's position is the pipeline's
     # own, so threads continue it exactly (no process started to restore it).
@@ -418,6 +425,7 @@ def _double(x):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_a_map_already_in_worker_processes_keeps_the_pipeline_here_without_a_trial(monkeypatch):
     # A trial would see this process idle (the map's work is in its pool's processes) and
     # move the whole pipeline into processes that each start a pool of their own.

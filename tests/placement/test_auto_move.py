@@ -48,6 +48,7 @@ def _start_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "feedline-processes-start"]
 
 
+@pytest.mark.slow
 def test_the_trials_elements_arrive_while_the_workers_start(gil_bound_trial, held_start,
                                                             spawned):
     release, _ = held_start
@@ -89,6 +90,7 @@ def _fails_on_batches_1_and_32(batch):
     return batch
 
 
+@pytest.mark.slow
 def test_errors_among_the_trials_elements_arrive_once_in_place(gil_bound_trial):
     # (The error is raised above the batch: one inside a batch shifts the next batches'
     # boundaries in one process but not in the worker that owns it, see autoshard.)
@@ -113,6 +115,7 @@ def test_errors_among_the_trials_elements_arrive_once_in_place(gil_bound_trial):
     assert moved == reference and moved.count("ValueError") == 2
 
 
+@pytest.mark.slow
 def test_a_checkpoint_taken_while_moving_restores_exactly(gil_bound_trial, held_start):
     release, _ = held_start
     with iter(_pipeline()) as it:

@@ -20,6 +20,7 @@ from tests.placement.test_auto_move import _start_threads
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_an_unordered_move_delivers_every_element_once(gil_bound_trial, spawned):
     # Options(deterministic=False) lets AUTOTUNE move a pipeline whose sharding changes the
     # order (a filter before the batch: each worker batches its own shard), and merges the
@@ -41,6 +42,7 @@ def test_an_unordered_move_delivers_every_element_once(gil_bound_trial, spawned)
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_a_forced_move_whose_start_fails_is_not_recorded_as_processes(monkeypatch, spawned):
     # processes=True starts the workers on the consumer's thread. The decision was recorded
     # before that start: when it failed, next() raised, and the run then went on on threads
@@ -100,6 +102,7 @@ def test_closing_before_the_start_thread_starts_the_workers_starts_none(
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_a_worker_that_cannot_run_its_shard_while_catching_up_leaves_the_run_to_the_threads(
         gil_bound_trial, monkeypatch, spawned):
     # A worker that cannot build its pipeline sends a fatal error: the stage raises it

@@ -43,6 +43,7 @@ def test_multiprocess_keeps_its_fingerprint_across_the_move():
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_a_multiprocess_checkpoint_saved_before_the_move_restores():
     ds = fl.Dataset.range(12).multiprocess(2).batch(2).with_options(QUICK)
     with iter(ds) as it:

@@ -132,6 +132,7 @@ def _root(it) -> AutoProcessesIterator:
     return root
 
 
+@pytest.mark.slow
 def test_a_loop_that_hardly_waits_gets_a_feeder_in_the_same_order(files, short_windows,
                                                                     monkeypatch):
     monkeypatch.setattr(policy, "FEEDER_KEEP_SHARE", 0.0)  # the feeder is kept
@@ -164,6 +165,7 @@ def test_a_loop_that_waits_on_the_pipeline_keeps_the_threads(files, short_window
     assert started == set()  # no feeder was tried
 
 
+@pytest.mark.slow
 def test_a_slower_feeder_hands_back_to_the_threads_at_its_position(files, short_windows,
                                                                    monkeypatch):
     monkeypatch.setattr(policy, "FEEDER_KEEP_SHARE", float("inf"))  # never kept
@@ -185,6 +187,7 @@ def test_a_slower_feeder_hands_back_to_the_threads_at_its_position(files, short_
     assert decision.mode == "threads" and "from a feeder process)" in decision.reason
 
 
+@pytest.mark.slow
 def test_a_feeder_that_never_catches_up_is_given_up(files, short_windows, monkeypatch):
     monkeypatch.setattr(auto, "FEEDER_CATCH_UP_SECONDS", 0.2)
     monkeypatch.setattr(_FeederJoining, "ready", lambda self: False)
@@ -200,6 +203,7 @@ def test_a_feeder_that_never_catches_up_is_given_up(files, short_windows, monkey
     assert wait_gone(started, 10.0) == []
 
 
+@pytest.mark.slow
 def test_a_feeder_whose_stage_cannot_go_on_while_catching_up_is_given_up(
         files, short_windows, monkeypatch):
     # An error marked fatal (a worker that cannot run its pipeline) is not an element's
@@ -220,6 +224,7 @@ def test_a_feeder_whose_stage_cannot_go_on_while_catching_up_is_given_up(
         "was given up: it failed: the feeder cannot build its pipeline")
 
 
+@pytest.mark.slow
 def test_errors_arrive_in_place_once_through_every_phase(files, short_windows, monkeypatch):
     monkeypatch.setattr(policy, "FEEDER_KEEP_SHARE", 0.0)
     fail = tuple(range(5, 1200, 97))  # before, during and after the feeder joins
@@ -232,6 +237,7 @@ def test_errors_arrive_in_place_once_through_every_phase(files, short_windows, m
 
 
 @pytest.mark.parametrize("keep", [0.0, float("inf")], ids=["kept", "handed-back"])
+@pytest.mark.slow
 def test_a_state_from_any_phase_restores_exactly_anywhere(files, short_windows, monkeypatch,
                                                           keep):
     monkeypatch.setattr(policy, "FEEDER_KEEP_SHARE", keep)
@@ -390,6 +396,7 @@ def test_a_kept_feeder_with_repeat_inside_leaves_the_next_epoch_s_order(files, s
     assert epochs[1] == reference[1]
 
 
+@pytest.mark.slow
 def test_the_decision_names_the_feeder_once_it_feeds_the_loop(files, short_windows,
                                                               monkeypatch):
     monkeypatch.setattr(auto, "FEEDER_SETTLE_ELEMENTS", 10**6)  # its window never opens
@@ -403,6 +410,7 @@ def test_the_decision_names_the_feeder_once_it_feeds_the_loop(files, short_windo
     assert (decision.cpu_budget, decision.cores_busy) == (2, 1.0)  # the trial's figures
 
 
+@pytest.mark.slow
 def test_restoring_a_state_while_the_feeder_joins_continues_exactly_and_ends_it(
         files, short_windows, monkeypatch):
     # Untested before: load_state_dict on the iterator itself while a feeder is starting

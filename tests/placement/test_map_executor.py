@@ -92,6 +92,7 @@ def test_function_that_releases_the_gil_stays_on_threads(monkeypatch):
 
 
 @needs_two_cpus
+@pytest.mark.slow
 def test_explicit_executors_and_the_option_are_obeyed(monkeypatch):
     for executor in ("thread", "process"):
         _, kind, decision = decision_of(
@@ -117,6 +118,7 @@ def test_explicit_executors_and_the_option_are_obeyed(monkeypatch):
 
 
 @needs_two_cpus
+@pytest.mark.slow
 def test_checkpoints_errors_and_order_across_the_switch(monkeypatch, caplog):
     measure_as(monkeypatch, serialized_by_the_gil)
     # Decide after three tasks, so every iterator the check makes switches early.

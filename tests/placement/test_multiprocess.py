@@ -46,6 +46,7 @@ def _files(tmp_path, count: int, records: int) -> list[str]:
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
 @pytest.mark.parametrize("drop_remainder", [False, True])
+@pytest.mark.slow
 def test_batch_policy_gives_the_single_process_output_for_any_worker_count(
         workers, drop_remainder):
     ds = fl.Dataset.range(23).map(lambda x: x * x).batch(4, drop_remainder=drop_remainder)
@@ -55,6 +56,7 @@ def test_batch_policy_gives_the_single_process_output_for_any_worker_count(
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.slow
 def test_global_shuffle_gives_the_single_process_output_for_any_worker_count(tmp_path, workers):
     # Workers read their positions of the shuffled TFRecord files by index: no file is read
     # twice, and the merged batches are exactly those of one process.
@@ -79,6 +81,7 @@ def test_global_shuffle_gives_the_single_process_output_for_any_worker_count(tmp
     assert once != twice
 
 
+@pytest.mark.slow
 def test_one_to_one_pipeline_keeps_its_order_and_structure():
     ds = fl.Dataset.range(9).map(lambda x: Pair(x, {"sq": x * x, "name": str(x)}))
     got = list(ds.multiprocess(2))
@@ -87,6 +90,7 @@ def test_one_to_one_pipeline_keeps_its_order_and_structure():
     assert all(type(p) is Pair for p in got)
 
 
+@pytest.mark.slow
 def test_file_policy_reads_each_file_in_one_worker_and_merges_in_turn(tmp_path):
     files = _files(tmp_path, 5, 7)
     ds = fl.TFRecordDataset(files).batch(3)
@@ -101,6 +105,7 @@ def test_file_policy_reads_each_file_in_one_worker_and_merges_in_turn(tmp_path):
     assert sorted(_flat(got)) == sorted(_flat(_values(ds)))
 
 
+@pytest.mark.slow
 def test_list_files_then_interleave_is_sharded_by_file(tmp_path):
     _files(tmp_path, 4, 3)
     ds = fl.Dataset.list_files(str(tmp_path / "*.tfrecord"), shuffle=False).interleave(
@@ -110,6 +115,7 @@ def test_list_files_then_interleave_is_sharded_by_file(tmp_path):
     assert sorted(got) == sorted(_values(ds)) and len(got) == 12
 
 
+@pytest.mark.slow
 def test_fewer_files_than_workers_shards_records(tmp_path):
     files = _files(tmp_path, 1, 10)
     ds = fl.TFRecordDataset(files)
@@ -118,6 +124,7 @@ def test_fewer_files_than_workers_shards_records(tmp_path):
     assert _values(ds.multiprocess(3)) == _values(ds)
 
 
+@pytest.mark.slow
 def test_position_dependent_stage_runs_whole_pipeline_per_worker_and_warns():
     ds = fl.Dataset.range(10).map(lambda x: x + 1).take(7).enumerate()
     with pytest.warns(RuntimeWarning, match="exact but no faster"):
@@ -131,6 +138,7 @@ def test_unordered_merge_gives_every_element_once():
     assert sorted(_flat(got)) == [x for x in range(40) if x % 3 != 0]
 
 
+@pytest.mark.slow
 def test_large_batches_arrive_as_writable_shared_memory():
     ds = fl.Dataset.range(6).map(lambda x: np.full((256, 256), x, np.float32)).batch(2)
     batches = list(ds.multiprocess(2))
@@ -145,6 +153,7 @@ def test_large_batches_arrive_as_writable_shared_memory():
     assert batches[0][0, 0, 0] == 42.0
 
 
+@pytest.mark.slow
 def test_errors_arrive_in_place_with_the_workers_traceback_and_iteration_goes_on():
     def check(x):
         if x in (3, 8):
@@ -166,6 +175,7 @@ def test_errors_arrive_in_place_with_the_workers_traceback_and_iteration_goes_on
     it.close()
 
 
+@pytest.mark.slow
 def test_workers_persist_across_epochs_and_end_with_close():
     ds = fl.Dataset.range(16).shuffle(16, seed=3).batch(4).multiprocess(2)
     it = iter(ds.repeat(3))
@@ -187,6 +197,7 @@ def test_workers_persist_across_epochs_and_end_with_close():
     assert not it._ctx.kept and not any(_alive(pid) for pid in pids_per_epoch[0])
 
 
+@pytest.mark.slow
 def test_reshuffling_per_epoch_matches_a_fresh_run():
     def make():
         return fl.Dataset.range(12).shuffle(12, seed=5).batch(3).multiprocess(2).repeat(2)
@@ -199,6 +210,7 @@ def test_reshuffling_per_epoch_matches_a_fresh_run():
 
 
 @pytest.mark.parametrize("deterministic", [True, False])
+@pytest.mark.slow
 def test_checkpoints_restore_exactly(deterministic):
     ds = fl.Dataset.range(14).map(lambda x: x * 3).batch(3).multiprocess(
         2, deterministic=deterministic)
@@ -207,6 +219,7 @@ def test_checkpoints_restore_exactly(deterministic):
     check_checkpointing(ds, steps=[1, 3], ordered=deterministic, epochs=2)
 
 
+@pytest.mark.slow
 def test_checkpoints_restore_files_and_shuffle_exactly(tmp_path):
     files = _files(tmp_path, 3, 5)
     ds = fl.TFRecordDataset(files).shuffle(4, seed=2).batch(2).multiprocess(2)
@@ -215,6 +228,7 @@ def test_checkpoints_restore_files_and_shuffle_exactly(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:feedline. this pipeline has a stage")
+@pytest.mark.slow
 def test_checkpoint_with_a_failing_element_restores_the_failure():
     from feedline.testing import fail_at
 
@@ -222,6 +236,7 @@ def test_checkpoint_with_a_failing_element_restores_the_failure():
     check_checkpointing(ds, steps=[1, 2, 4], epochs=1)
 
 
+@pytest.mark.slow
 def test_state_from_another_worker_count_is_refused_and_autotune_adopts_it():
     base = fl.Dataset.range(20).batch(2)
     it = iter(base.multiprocess(2))
@@ -253,6 +268,7 @@ def test_a_file_cache_inside_is_refused():
         list(fl.Dataset.range(3).cache("/tmp/never-written").batch(1).multiprocess(2))
 
 
+@pytest.mark.slow
 def test_nested_multiprocess_is_a_clear_error():
     ds = fl.Dataset.range(4).batch(2).multiprocess(1).map(lambda b: b).multiprocess(1)
     with pytest.raises(RuntimeError, match="already runs in worker processes"):
@@ -266,6 +282,7 @@ def test_argument_validation():
         fl.Dataset.range(3).multiprocess(2, buffer_size=0)
 
 
+@pytest.mark.slow
 def test_no_process_left_after_iteration_ends():
     it = iter(fl.Dataset.range(6).batch(2).multiprocess(2))
     assert len(list(it)) == 3
@@ -276,6 +293,7 @@ def test_no_process_left_after_iteration_ends():
     assert os.getpid() > 0
 
 
+@pytest.mark.slow
 def test_user_scripts_need_no_main_guard(tmp_path):
     import subprocess
     import sys
@@ -292,6 +310,7 @@ def test_user_scripts_need_no_main_guard(tmp_path):
     assert result.stdout.strip() == "[[1, 2, 3], [4, 5, 6]]"
 
 
+@pytest.mark.slow
 def test_a_worker_that_cannot_restore_its_position_ends_the_iteration_with_the_reason():
     ds = fl.Dataset.range(20).map(lambda x: x + 1).batch(2).multiprocess(2)
     it = iter(ds)
@@ -315,6 +334,7 @@ def test_a_worker_that_cannot_restore_its_position_ends_the_iteration_with_the_r
             assert "worker 1 cannot run its shard" in "\n".join(again.value.__notes__)
 
 
+@pytest.mark.slow
 def test_stages_made_inside_interleave_do_not_pile_up_processes():
     ds = fl.Dataset.range(3).interleave(
         lambda i: fl.Dataset.range(4).map(lambda x: x + 10 * i).batch(2).multiprocess(1),
@@ -325,6 +345,7 @@ def test_stages_made_inside_interleave_do_not_pile_up_processes():
     assert got == [[0, 1], [2, 3], [10, 11], [12, 13], [20, 21], [22, 23]]
 
 
+@pytest.mark.slow
 def test_element_timeout_does_not_count_the_workers_start():
     options = fl.Options(threading=fl.ThreadingOptions(element_timeout=0.05))
     ds = fl.Dataset.range(4).batch(2).multiprocess(2).with_options(options)

@@ -240,6 +240,7 @@ def check_element(x):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_user_error_is_raised_in_place_as_itself_with_traceback_and_stage_name():
     ds = fl.Dataset.range(12).map(check_element).multiprocess(2, name="mp_stage")
     it = iter(ds)
@@ -278,6 +279,7 @@ def _first_error(ds: fl.Dataset) -> BaseException:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_an_error_names_the_pipelines_element_not_the_shards_count():
     # Element 37 is element 18 of worker 1's shard (every other element): the note names
     # 37, as one process does, and says which shard's 18 it was.
@@ -289,6 +291,7 @@ def test_an_error_names_the_pipelines_element_not_the_shards_count():
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_under_batch_sharding_errors_name_the_pipelines_element_and_batch():
     # Blocks of 4 (the batches) in turn: element 130 is element 66 of worker 0's shard;
     # batch 7 is batch 3 of worker 1's.
@@ -304,6 +307,7 @@ def test_under_batch_sharding_errors_name_the_pipelines_element_and_batch():
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_a_stage_name_two_stages_share_keeps_the_shards_count():
     # Which of the two raised is not known in the worker: its own count, as it was.
     ds = fl.Dataset.range(100).map(check_element_37, name="same").map(
@@ -337,6 +341,7 @@ def check_block_end(x):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_ignore_errors_after_multiprocess_drops_exactly_the_failed_batches():
     base = fl.Dataset.range(20).map(check_block_end).batch(2)
     outcomes = _all_outcomes(base.multiprocess(2))
@@ -351,6 +356,7 @@ def test_ignore_errors_after_multiprocess_drops_exactly_the_failed_batches():
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_an_error_inside_a_global_batch_keeps_every_element():
     # Element 8 fails at the start of block [8, 9] of worker 0: the batches after it differ
     # from one process's (whose later batch boundaries all shift by one), the elements not.
@@ -361,6 +367,7 @@ def test_an_error_inside_a_global_batch_keeps_every_element():
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_after_an_error_inside_a_global_batch_nothing_is_repeated():
     # autoshard's documented exception to exact_order: batches after the failure differ
     # from one process's, the elements do not.
@@ -377,6 +384,7 @@ def test_after_an_error_inside_a_global_batch_nothing_is_repeated():
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_unordered_errors_are_all_raised_and_nothing_else_is_lost():
     it = iter(fl.Dataset.range(20).map(check_element).multiprocess(2, deterministic=False))
     outcomes = _outcomes(it)
@@ -418,6 +426,7 @@ def _kill_then_finish(ds, kill_after: int, victim: int) -> tuple[list, fl.Worker
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_sigkill_of_a_worker_is_an_error_then_nothing_is_lost_or_repeated():
     ds = fl.Dataset.range(64).map(lambda x: x * 10).batch(4)
     expected = [_value(b) for b in ds]
@@ -427,6 +436,7 @@ def test_sigkill_of_a_worker_is_an_error_then_nothing_is_lost_or_repeated():
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("victim", [0, 1])
+@pytest.mark.slow
 def test_sigkill_unordered_keeps_every_element_once(victim):
     # Shards that never end (a worker that has finished its shard may die harmlessly):
     # batch b is worker b % 2's; each worker's batches must arrive as 0, 1, 2, ... of its
@@ -455,6 +465,7 @@ def test_sigkill_unordered_keeps_every_element_once(victim):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_sigkill_of_a_worker_with_shared_memory_batches_loses_nothing():
     # Batches of 256 KiB travel in shared memory: a worker killed with buffers lent.
     ds = fl.Dataset.range(24).map(lambda x: np.full((128, 64), x, np.float64)).batch(2)
@@ -474,6 +485,7 @@ def test_sigkill_of_a_worker_with_shared_memory_batches_loses_nothing():
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_a_worker_killed_more_than_max_restarts_times_ends_the_iteration():
     ds = fl.Dataset.range(200).batch(2).multiprocess(2)
     it = iter(ds)
@@ -494,6 +506,7 @@ def test_a_worker_killed_more_than_max_restarts_times_ends_the_iteration():
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_close_right_after_a_death_ends_the_restarted_worker_too():
     it = iter(fl.Dataset.range(100).batch(2).multiprocess(2))
     next(it)
@@ -507,6 +520,7 @@ def test_close_right_after_a_death_ends_the_restarted_worker_too():
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_a_checkpoint_taken_right_after_a_death_restores_exactly():
     ds = fl.Dataset.range(40).map(lambda x: x * 3).batch(2).multiprocess(2)
     it = iter(ds)
@@ -541,6 +555,7 @@ def raise_picky(x):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_an_exception_that_does_not_pickle_still_arrives_as_its_base_type():
     with iter(fl.Dataset.range(5).map(raise_picky).multiprocess(2)) as it:
         outcomes = _outcomes(it)
@@ -592,6 +607,7 @@ def _crash_once_at(element: int, marker: str, how: str):
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("deterministic", [True, False], ids=["ordered", "unordered"])
+@pytest.mark.slow
 def test_a_worker_crashing_in_a_user_function_is_restarted_and_loses_nothing(
         tmp_path, deterministic):
     how = "exit" if deterministic else "segv"
@@ -613,6 +629,7 @@ def test_a_worker_crashing_in_a_user_function_is_restarted_and_loses_nothing(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_a_worker_that_dies_before_it_started_is_restarted(tmp_path):
     # Found by this suite: an IndexError (its PositionTracker had no snapshot yet) instead
     # of a WorkerProcessError and a restart from the start of its shard.
@@ -638,6 +655,7 @@ def _exit_at(index: int, code: int = 3):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_ignore_errors_gets_every_element_but_the_one_that_kills_its_worker():
     # Issue 29.1: 7 of 999 elements came out, and no error (the worker died at element 7
     # MAX_RESTARTS + 1 times, then the iteration ended as if complete).
@@ -652,6 +670,7 @@ def test_ignore_errors_gets_every_element_but_the_one_that_kills_its_worker():
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_an_element_that_kills_its_worker_is_its_own_error_in_its_place():
     it = iter(fl.Dataset.range(20).map(_exit_at(7)).multiprocess(2, name="mp_stage"))
     outcomes = []
@@ -713,6 +732,7 @@ def _exit_in_predicate_at(index: int):
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("with_map", [False, True], ids=["no_map", "map_before"])
+@pytest.mark.slow
 def test_a_death_outside_map_functions_ends_the_stream_with_a_fatal_error(with_map):
     # A filter's predicate kills the worker at element 7 every time: no map call can be
     # isolated around it, so the worker cannot get past it. That must be an error that
@@ -759,6 +779,7 @@ def _wait_for_lines(path: Path, count: int) -> None:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_outside_kills_while_watching_an_element_are_not_its_fault(tmp_path):
     # Issue 41.3: a worker killed from outside (SIGKILL) twice, the second time while it
     # watched the element its predecessor died on, ended the run as a "poison element"
@@ -810,6 +831,7 @@ def _raise_local_class_at(index: int):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_errors_arrive_as_their_own_class_with_the_worker_traceback():
     # Issue 29.10: they arrived as RestoredValueError-like classes.
     local_fn, local_error = _raise_local_class_at(3)
@@ -857,6 +879,7 @@ def test_a_forged_state_cannot_start_more_workers_than_the_pipeline_allows():
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_a_state_of_more_workers_than_autotune_starts_here_restores_when_allowed():
     # Saved where AUTOTUNE started more workers (a bigger machine): refused, unless the
     # options allow that many.
@@ -886,6 +909,7 @@ def test_a_state_of_more_workers_than_autotune_starts_here_restores_when_allowed
 # ---------------------------------------------------------------------------- close, timeouts
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("how", ["sleep", "event", "ignore_sigterm"])
+@pytest.mark.slow
 def test_close_ends_a_worker_stuck_forever_in_a_user_function(how):
     ds = fl.Dataset.range(10).map(_stuck_at(3, how)).multiprocess(2).with_options(QUICK)
     it = iter(ds)
@@ -901,6 +925,7 @@ def test_close_ends_a_worker_stuck_forever_in_a_user_function(how):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_close_from_another_thread_ends_a_next_blocked_on_a_slow_worker():
     ds = fl.Dataset.range(10).map(_stuck_at(3)).multiprocess(2).with_options(QUICK)
     it = iter(ds)
