@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from feedline.core import pipeline_state
 from feedline.core.fingerprint import DeclaredTypes, PipelineFingerprint, declared_types
-from feedline.core.iterator import IteratorContext, State
+from feedline.core.iterator import IteratorContext, State, serve_tuners
 from feedline.core.runner import serve_runner
 from feedline.core.state_codec import declared_types_in_use
 
@@ -274,3 +274,13 @@ class PipelineIterator:
 # Served last, once the class exists: lower layers start it through feedline.core.runner.run
 # without importing this module (it imports them).
 serve_runner(PipelineIterator)
+
+
+def _make_tuner() -> Any:
+    """A pipeline's tuner, imported on first use (a pipeline without AUTOTUNE never loads it)."""
+    from feedline.autotune.tuner import Tuner
+
+    return Tuner()
+
+
+serve_tuners(_make_tuner)

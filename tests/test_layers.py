@@ -49,9 +49,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("feedline.core.dataset", "feedline.snapshot.save_load"): _FACADE,
     ("feedline.core.dataset", "feedline.sources"): _FACADE,
     ("feedline.core.dataset", "feedline.transforms"): _FACADE,
-    ("feedline.core.iterator", "feedline.autotune.tuner"):
-        "until feedline.autotune.tuner serves its Tuner (core.iterator.serve_tuners) when "
-        "imported",
     ("feedline.execution.executor", "feedline.placement.process_executor"): _ONE_PARALLEL_STAGE,
     ("feedline.transforms.map", "feedline.placement.map_executor"): _ONE_PARALLEL_STAGE,
     ("feedline.transforms.map", "feedline.placement.policy"): _ONE_PARALLEL_STAGE,

@@ -77,8 +77,8 @@ _make_tuner: Callable[[], Autotuner] | None = None
 def serve_tuners(make: Callable[[], Autotuner] | None) -> Callable[[], Autotuner] | None:
     """Make ``make`` what builds each pipeline's tuner; return what did before.
 
-    The tuner's module serves its class when imported, so that this layer, below it, never
-    imports it.
+    :mod:`feedline.pipeline`, at the top of the layers, serves it when imported, so that this
+    layer never imports the tuner.
 
     Example:
         >>> class Quiet:
@@ -162,13 +162,10 @@ class IteratorContext:
         stopped by :meth:`close_kept`)."""
         with self._iterations_lock:
             if self.tuner is None:
-                make = _make_tuner
-                if make is None:
-                    # Until feedline.autotune.tuner serves itself (tests/test_layers.py).
-                    from feedline.autotune.tuner import Tuner
-
-                    make = Tuner
-                self.tuner = make()
+                if _make_tuner is None:
+                    raise RuntimeError("no tuner is served: import feedline (feedline.pipeline "
+                                       "serves it) before running a pipeline")
+                self.tuner = _make_tuner()
             return self.tuner
 
     def close_kept(self) -> None:

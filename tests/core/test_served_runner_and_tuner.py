@@ -81,11 +81,16 @@ def test_a_pipeline_builds_the_served_tuner_once_and_stops_it():
         serve_tuners(before)
 
 
-def test_without_a_served_tuner_the_autotune_tuner_is_built():
+def test_importing_feedline_serves_the_autotune_tuner():
+    ctx = IteratorContext()
+    assert type(ctx.autotuner()) is Tuner
+    ctx.close_kept()
+
+
+def test_without_a_served_tuner_autotune_is_a_clear_error():
     before = serve_tuners(None)
     try:
-        ctx = IteratorContext()
-        assert type(ctx.autotuner()) is Tuner
-        ctx.close_kept()
+        with pytest.raises(RuntimeError, match="no tuner is served"):
+            IteratorContext().autotuner()
     finally:
         serve_tuners(before)
