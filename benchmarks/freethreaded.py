@@ -318,7 +318,6 @@ def scaling_child(job: dict[str, Any]) -> dict[str, Any]:
         if len(batches) < 20:
             batches.append(batch)
     out["chess_feeder"] = (time.thread_time() - t) / n
-    pipeline = _feedline_pipeline("chess", "inline", chess, 1)
     features = {"d": fl.FixedLenFeature([], "bytes"), "s": fl.FixedLenFeature([], "int64")}
     t = time.thread_time()
     for _ in range(5):
@@ -348,7 +347,6 @@ def scaling_child(job: dict[str, Any]) -> dict[str, Any]:
     # Bytes an image moves through memory: the JPEG (~20 kB), the decoded 320x320x3, the
     # cropped uint8 and float32 copies, the batch's copy, written once and read once each.
     out["images_bytes"] = 2 * (20_000 + 320 * 320 * 3 + 224 * 224 * 3 + 2 * 224 * 224 * 3 * 4)
-    del pipeline
     return out
 
 
@@ -593,8 +591,9 @@ def table(workload: str, rows: list[Setting], outcomes: dict[str, Outcome]) -> l
         cpu = (f"{_median([r['cpu_s'] / r['elements'] for r in o.runs]) * 1e6:.1f}"
                if own else "–")
         busy = f"{_median([r['cpu_s'] / r['seconds'] for r in o.runs]):.2f}" if own else "–"
+        against_peer = f"{med / best_peer:.2f}" if peers else "–"
         out.append(f"| {row.label} | {med:,.0f} | {min(v):,.0f}–{max(v):,.0f} | "
-                   f"{med / inline:.2f} | {med / best_peer:.2f} | {cpu} | {busy} | "
+                   f"{med / inline:.2f} | {against_peer} | {cpu} | {busy} | "
                    f"{peak:,.0f} MiB | {procs} | "
                    f"{where} | {gil} | {digest} |")
     return out
@@ -745,7 +744,7 @@ def main(argv: list[str] | None = None) -> int:
                                 for label, o in outcomes.items()}
             if args.json:  # kept as it grows: a run cut short keeps what it measured
                 Path(args.json).write_text(json.dumps(report, indent=1, default=str))
-            print("\n".join(lines[-len(rows) - 4:]), flush=True)
+            print("\n".join(lines[-len(rows) - 5:]), flush=True)
     if "trainer" in parts:
         runs = trainer(args)
         report["trainer"] = runs

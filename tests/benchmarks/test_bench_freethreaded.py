@@ -52,3 +52,17 @@ def test_a_child_run_hashes_every_element_and_follows_its_process_tree(tmp_path)
         assert result["peak_bytes"] > 0
     assert results["inline"]["hash"] == results["threads2"]["hash"]
     assert results["threads2"]["where"] == "thread"
+
+
+def test_table_rows_give_ratios_cpu_and_memory_and_no_peer_ratio_without_peers() -> None:
+    rows = [freethreaded.Setting("ft", "feedline", "inline"),
+            freethreaded.Setting("ft", "feedline", "threads2")]
+    run = {"peak_bytes": 2**20, "processes": 1, "cpu_s": 1.0, "elements": 10, "seconds": 2.0,
+           "where": "thread", "gil_after_run": False}
+    outcomes = {"ft:inline": freethreaded.Outcome(runs=[{**run, "rate": 10.0}],
+                                                  check={"ok": True, "hash": "ab"}),
+                "ft:threads2": freethreaded.Outcome(runs=[{**run, "rate": 15.0}],
+                                                    check={"ok": True, "hash": "ab"})}
+    lines = freethreaded.table("chess", rows, outcomes)
+    assert lines[3] == ("| ft:threads2 | 15 | 15–15 | 1.50 | – | 100000.0 | 0.50 | 1 MiB | 1 "
+                        "| thread | no | ab |")
