@@ -21,7 +21,8 @@ from _pytest.doctest import DoctestModule, MultipleDoctestFailures
 
 OPTIONAL_PACKAGES = {
     "array_record": "array-record", "cv2": "opencv-python-headless", "jax": "jax",
-    "jaxlib": "jax", "lz4": "lz4", "PIL": "pillow", "pyarrow": "pyarrow", "ray": "ray",
+    "jaxlib": "jax", "lz4": "lz4", "pandas": "pandas", "PIL": "pillow", "pyarrow": "pyarrow",
+    "ray": "ray",
     "simplejpeg": "simplejpeg", "tensorflow": "tensorflow",
     "tensorflow_datasets": "tensorflow-datasets", "torch": "torch",
     "torchvision": "torchvision", "zstandard": "zstandard",
