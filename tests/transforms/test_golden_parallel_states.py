@@ -4,8 +4,11 @@ and go on with exactly the elements that were left.
 The states under ``tests/data/golden_states/`` were written mid-epoch, with tasks in flight
 in the stage's read-ahead window (and, for one, an input error read ahead and not raised
 yet): positions whose layout every version must keep reading. Regenerate them only on
-purpose, with ``python -m tests.transforms.test_golden_parallel_states``, from the version
-whose states they should pin.
+purpose, from the version whose states they should pin, under the module name pytest
+imports this file by (a callable object's fingerprint names its module)::
+
+    cd tests/transforms && PYTHONPATH=../.. python -c \
+        "import test_golden_parallel_states as t; t._write()"
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ def _fails_at_12(x: Any) -> Any:
 
 class _Square:
     """x * x as an array, with a batch form (so ``map(...).batch(...)`` fuses)."""
+
+    def __repr__(self) -> str:  # what the pipeline's fingerprint reads: no address
+        return "_Square()"
 
     def __call__(self, x: Any) -> Any:
         return np.full((2,), int(x) ** 2, np.int64)
@@ -148,7 +154,3 @@ def test_the_golden_states_hold_tasks_in_flight_and_a_pending_input_error():
     assert unordered["done"], unordered  # handed out past the first one still in flight
     error = _golden("map_input_error_read_ahead")["root_state"]
     assert [item for item, _ in error["errors"]] == [12]
-
-
-if __name__ == "__main__":
-    _write()
