@@ -67,7 +67,7 @@ class ChunkRunner:
         self.transport = transport
 
     def __call__(self, chunk: list[Any], submitted: float = 0.0
-                 ) -> tuple[list[tuple[bool, Any]], float, float, Probe | None]:
+                 ) -> tuple[list[tuple[bool, Any]] | StackedResults, float, float, Probe | None]:
         """Outcomes, seconds the task took, CPU seconds of its thread meanwhile (calls that
         wait use little: the tuner gives those threads past the cores), and its probe."""
         clock = ProbeClock(submitted) if self.probe else None
@@ -80,7 +80,8 @@ class ChunkRunner:
                 outcomes.append((True, normalize_output(call(fn, element))))
             except Exception as error:  # noqa: BLE001 - raised on the consumer's thread
                 if self.in_subprocess:
-                    error.add_note("worker traceback:\n" + "".join(traceback.format_exception(error)))
+                    error.add_note("worker traceback:\n"
+                                   + "".join(traceback.format_exception(error)))
                     error = _sendable(error)
                 outcomes.append((False, error))
         seconds = time.perf_counter() - started

@@ -175,8 +175,8 @@ class MapRunner:
         self._runner = ChunkRunner(fn, kind == "process")
         if self.choice is not None:
             # Measuring runners: alone (with the transport cost), then together.
-            self._solo_runner = ChunkRunner(fn, False, probe=True, transport=True)
-            self._probe_runner = ChunkRunner(fn, False, probe=True)
+            self._solo_runner: ChunkRunner = ChunkRunner(fn, False, probe=True, transport=True)
+            self._probe_runner: ChunkRunner = ChunkRunner(fn, False, probe=True)
         self.sizer = ChunkSizer(self.knobs)
         self.tuner = ctx.autotuner() if tune else None
         if self.tuner is not None:

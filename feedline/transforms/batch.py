@@ -178,7 +178,8 @@ class BatchDataset(Dataset):
         tune = self.num_parallel_calls == AUTOTUNE and autotune.enabled and autotune.tune
         return ParallelBatchIterator(
             ctx, upstream, self.batch_size, self.drop_remainder, self.name,
-            resolve_parallelism(self.num_parallel_calls, ctx), ctx.deterministic(self.deterministic),
+            resolve_parallelism(self.num_parallel_calls, ctx),
+            ctx.deterministic(self.deterministic),
             tune=tune, stage_key=self)
 
 

@@ -20,8 +20,7 @@ from feedline.core.validation import resolve_parallelism, validate_parallelism
 from feedline.execution.positions import PositionReader, initial_position, replay_from
 from feedline.execution.read_ahead import ReadAhead
 from feedline.execution.window import PositionedWindow
-from feedline.placement.chunks import ChunkRunner, StackedResults, Unsplit, caller_of, \
-    pack_outcomes, unpack_outcomes
+from feedline.placement.chunks import Unsplit, caller_of, unpack_outcomes
 from feedline.placement.policy import ExecutorDecision
 from feedline.placement.runner import (
     MAX_CHUNK,
@@ -34,9 +33,8 @@ from feedline.placement.runner import (
     kept_pool,
 )
 
-# Their names before they moved to ``placement`` (tests and rewrites import them from here).
-_Unsplit, _ChunkRunner, _pack, _caller, _kept_pool = (
-    Unsplit, ChunkRunner, pack_outcomes, caller_of, kept_pool)
+# Their names before they moved to ``placement`` (a rewrite and tests import them from here).
+_Unsplit, _kept_pool = Unsplit, kept_pool
 
 
 class MapDataset(Dataset):
@@ -427,4 +425,4 @@ def _describe_chunk(tag: Any) -> str:
 
 __all__ = ["MAX_CHUNK", "MAX_PROCESS_CHUNK", "MAX_THREADS", "OVERSUBSCRIPTION",
            "TARGET_TASK_SECONDS", "MapDataset", "MapIterator", "MapReader",
-           "ParallelMapIterator", "StackedResults", "unpack_outcomes"]
+           "ParallelMapIterator"]

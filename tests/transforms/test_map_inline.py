@@ -17,11 +17,11 @@ from gil_measurements import measure_as, serialized_by_the_gil, serialized_short
 import feedline as fl
 from feedline.core.validation import schedulable_cpus
 from feedline.placement import map_executor, policy
+from feedline.placement import runner as runner_module
 from feedline.placement.map_executor import ExecutorChoice
 from feedline.testing import check_checkpointing
 from feedline.testing.failures import Failed, fail_at
 from feedline.testing.threads import no_leaked_threads
-from feedline.placement import runner as runner_module
 from feedline.transforms.map import ParallelMapIterator
 
 pytestmark = [
@@ -202,7 +202,8 @@ def test_long_calls_that_hold_the_gil_keep_their_worker_threads_not_inline(monke
         while stage.executor_decision is None:
             got += _outcomes(it, 1)
         deadline = time.monotonic() + 30
-        while not all(control.measurement_used for control in stage._runner.tuner._known_nodes.values()):
+        known = stage._runner.tuner._known_nodes
+        while not all(control.measurement_used for control in known.values()):
             assert time.monotonic() < deadline, "the tuner did not look at the measurement"
             time.sleep(0.005)
         assert stage.knobs.tuned_workers == measured_with > 1
