@@ -12,7 +12,8 @@ change it while the stage runs:
   by the GIL (:func:`~feedline.placement.policy.runs_inline`) once the tuner has it at one
   worker, and back on threads when it sets more.
 
-The stage (:class:`~feedline.transforms.map.ParallelMapIterator`) asks :meth:`MapRunner.
+The stage (:class:`~feedline.transforms.map.ParallelMapIterator`, its runner made by
+:func:`map_runner` from the stage's arguments and options) asks :meth:`MapRunner.
 inline_now` before each element and otherwise runs chunks of elements, sized here
 (:class:`ChunkSizer`), as tasks of its :class:`~feedline.execution.window.PositionedWindow`.
 Where calls run changes no element, order, error or position.
@@ -26,8 +27,11 @@ from collections.abc import Callable
 from typing import Any
 
 from feedline.autotune.map_knobs import MapKnobs
+from feedline.autotune.stage_knobs import thread_bounds
 from feedline.autotune.tuner import CallMeasurement, holds_the_gil
+from feedline.core.constants import AUTOTUNE
 from feedline.core.iterator import IteratorContext
+from feedline.core.validation import resolve_parallelism
 from feedline.execution.executor import Executor, make_executor
 from feedline.execution.window import PositionedWindow
 from feedline.placement import process_executor  # noqa: F401 - registers kind "process"
@@ -370,6 +374,36 @@ class MapRunner:
         return self.knobs.executor_decision
 
 
+def map_runner(ctx: IteratorContext, fn: Callable[..., Any], name: str,
+              num_parallel_calls: int, executor: str | None,
+              stage_key: object = None) -> MapRunner:
+    """The runner of a ``map(fn, num_parallel_calls, executor=executor)`` stage:
+    ``AUTOTUNE`` with no executor measures its calls and may choose processes (with
+    ``AutotuneOptions.choose_executor``); ``AUTOTUNE`` on threads is tuned.
+
+    Example:
+        >>> map_runner(IteratorContext(), abs, "map(abs)", 2, "process").kind
+        'process'
+    """
+    autotune = ctx.options.autotune
+    auto = num_parallel_calls == AUTOTUNE and autotune.enabled
+    tune = auto and autotune.tune and executor != "process"
+    # Measured whenever tuned (where the tuner starts it), moved to processes only with
+    # choose_executor.
+    choose = auto and executor is None and (autotune.choose_executor or tune)
+    parallelism = resolve_parallelism(num_parallel_calls, ctx)
+    cpu_workers = threads = parallelism
+    if tune:
+        # No budget set: the tuner may try threads beyond the cores for calls that
+        # compute (kept only where they measure faster); calls that wait (files, the
+        # network, a sleep) use no CPU meanwhile and may have threads past the budget,
+        # within the RAM budget (``thread_bounds``: the rule every tuned stage shares).
+        cpu_workers, threads = thread_bounds(ctx.options, parallelism, waits=True)
+    return MapRunner(ctx, fn, name, parallelism, executor or "thread", choose=choose,
+                     tune=tune, stage_key=stage_key, max_parallelism=threads,
+                     cpu_workers=cpu_workers, allow_processes=autotune.choose_executor)
+
+
 def kept_pool(ctx: IteratorContext, node: object, workers: int) -> Any:
     """The worker processes an earlier iterator of the map ``node`` kept
     (:meth:`MapRunner.release`), if they are ``workers`` and still usable; else ``None``
@@ -391,4 +425,5 @@ def kept_pool(ctx: IteratorContext, node: object, workers: int) -> Any:
 
 
 __all__ = ["MAX_CHUNK", "MAX_FILL_SECONDS", "MAX_PROCESS_CHUNK", "MAX_THREADS",
-           "OVERSUBSCRIPTION", "TARGET_TASK_SECONDS", "ChunkSizer", "MapRunner", "kept_pool"]
+           "OVERSUBSCRIPTION", "TARGET_TASK_SECONDS", "ChunkSizer", "MapRunner", "kept_pool",
+           "map_runner"]

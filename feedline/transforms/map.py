@@ -8,15 +8,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from feedline.autotune.map_knobs import MapKnobs
-from feedline.autotune.stage_knobs import thread_bounds
-from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, bind_free_variables, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import DerivedReader, RandomAccessReader
 from feedline.core.structure import normalize_output
 from feedline.core.traits import ONE_TO_ONE
-from feedline.core.validation import resolve_parallelism, validate_parallelism
+from feedline.core.validation import validate_parallelism
 from feedline.execution.positions import PositionReader, initial_position, replay_from
 from feedline.execution.read_ahead import ReadAhead
 from feedline.execution.window import PositionedWindow
@@ -31,6 +29,7 @@ from feedline.placement.runner import (
     TARGET_TASK_SECONDS,
     MapRunner,
     kept_pool,
+    map_runner,
 )
 
 # Their names before they moved to ``placement`` (a rewrite and tests import them from here).
@@ -73,24 +72,8 @@ class MapDataset(Dataset):
             fn = _Unsplit(self.map_func)
         if self.num_parallel_calls is None:
             return MapIterator(ctx, upstream, fn, self.name)
-        autotune = ctx.options.autotune
-        tune = (self.num_parallel_calls == AUTOTUNE and autotune.enabled and autotune.tune
-                and self.executor != "process")
-        # Measured whenever tuned (where the tuner starts it), moved to processes only with
-        # choose_executor.
-        choose = (self.executor is None and self.num_parallel_calls == AUTOTUNE
-                  and autotune.enabled and (autotune.choose_executor or tune))
-        parallelism = resolve_parallelism(self.num_parallel_calls, ctx)
-        cpu_workers = threads = parallelism
-        if tune:
-            # No budget set: the tuner may try threads beyond the cores for calls that
-            # compute (kept only where they measure faster); calls that wait (files, the
-            # network, a sleep) use no CPU meanwhile and may have threads past the budget,
-            # within the RAM budget (``thread_bounds``: the rule every tuned stage shares).
-            cpu_workers, threads = thread_bounds(ctx.options, parallelism, waits=True)
-        runner = MapRunner(ctx, fn, self.name, parallelism, self.executor or "thread",
-                           choose=choose, tune=tune, stage_key=self, max_parallelism=threads,
-                           cpu_workers=cpu_workers, allow_processes=autotune.choose_executor)
+        runner = map_runner(ctx, fn, self.name, self.num_parallel_calls, self.executor,
+                            stage_key=self)
         return ParallelMapIterator(ctx, upstream, fn, self.name, runner,
                                    ctx.deterministic(self.deterministic))
 
