@@ -52,19 +52,7 @@ def stack_leaves(values: Sequence[Any], path: str = "<element>") -> Any:
         out[:] = values
         return out
     if isinstance(first, np.ndarray):
-        shape = first.shape
-        for i, value in enumerate(values):
-            if not isinstance(value, np.ndarray) or value.shape != shape:
-                found = "None" if value is None else f"shape {np.shape(value)}"
-                raise StructureError(
-                    f"cannot batch: leaf {path} of batch element {i} has {found}, "
-                    f"but element 0 has shape {shape}; use padded_batch() for varying shapes")
-        if first.dtype == object:
-            out = np.empty((len(values), *shape), dtype=object)
-            for i, value in enumerate(values):
-                out[i] = value
-            return out
-        return np.stack(values)
+        return _stack_arrays(values, path)
     if first is None:
         for i, value in enumerate(values):
             if value is not None:
@@ -98,6 +86,24 @@ def stack_leaves(values: Sequence[Any], path: str = "<element>") -> Any:
                                      f"{type(value).__name__}, but element 0 has "
                                      f"{type(first).__name__} there")
     return out
+
+
+def _stack_arrays(values: Sequence[Any], path: str) -> np.ndarray:
+    """``values``, arrays of one shape, stacked along a new leading batch dimension."""
+    first = values[0]
+    shape = first.shape
+    for i, value in enumerate(values):
+        if not isinstance(value, np.ndarray) or value.shape != shape:
+            found = "None" if value is None else f"shape {np.shape(value)}"
+            raise StructureError(
+                f"cannot batch: leaf {path} of batch element {i} has {found}, "
+                f"but element 0 has shape {shape}; use padded_batch() for varying shapes")
+    if first.dtype == object:
+        out = np.empty((len(values), *shape), dtype=object)
+        for i, value in enumerate(values):
+            out[i] = value
+        return out
+    return np.stack(values)
 
 
 def stack_elements(elements: Sequence[Element]) -> Element:

@@ -124,3 +124,23 @@ def test_make_executor_makes_only_the_kinds_registered_with_it():
     from feedline.placement import process_executor  # registers "process"
 
     assert executor_module._KINDS["process"] is process_executor.ProcessExecutor
+
+
+class _Tens:
+    def __call__(self, x):
+        return x * 10
+
+    def feedline_batch_form(self, xs):
+        return [x * 10 for x in xs]
+
+
+@pytest.mark.parametrize("make", [
+    lambda ds: ds.map(_Tens(), num_parallel_calls=2),
+    lambda ds: ds.batch(2, num_parallel_calls=2),
+    lambda ds: ds.map(_Tens(), num_parallel_calls=2).batch(2),  # fused: map_and_batch
+], ids=["map", "batch", "map_and_batch"])
+def test_every_parallel_stage_reads_ahead_on_a_positioned_window(make):
+    with no_leaked_threads(), iter(make(fl.Dataset.range(4))) as it:
+        next(it)
+        windows = it._root.read_aheads()
+        assert [type(w) for w in windows] == [PositionedWindow]
