@@ -353,8 +353,12 @@ class ParallelMapIterator(DatasetIterator):
             # Nothing re-read or pending: pulled and mapped, the input's state the position.
             try:
                 item, value = window.pull_direct()
-            finally:
-                runner.counters.elements += 1
+            except StopIteration:
+                raise
+            except Exception:
+                runner.counters.elements += 1  # the input's error counts as its element
+                raise
+            runner.counters.elements += 1
             if not runner.warming:
                 # Untimed: the tuner judges an inline stage on its rate, and a clock read
                 # on each side costs what a cheap call does.
