@@ -264,9 +264,11 @@ class ParallelMapIterator(DatasetIterator):
 
     # ------------------------------------------------------------------ elements
     def __next__(self) -> Any:
-        runner = self._runner
+        runner, window = self._runner, self._window
         runner.counters.calls += 1
-        if runner.inline_now(self._window, bool(self._ready)):
+        if window.direct and runner.inline and runner.gate.limit == 1:
+            return self._next_direct()  # the common case of an inline stage, first
+        if runner.inline_now(window, bool(self._ready)):
             return self._next_inline()
         if not self._ready:
             self._fill()
@@ -350,24 +352,7 @@ class ParallelMapIterator(DatasetIterator):
         """The next element, its function called here (every earlier one handed out)."""
         window, runner = self._window, self._runner
         if window.may_go_direct():
-            # Nothing re-read or pending: pulled and mapped, the input's state the position.
-            try:
-                item, value = window.pull_direct()
-            except StopIteration:
-                raise
-            except Exception:
-                runner.counters.elements += 1  # the input's error counts as its element
-                raise
-            runner.counters.elements += 1
-            if not runner.warming:
-                # Untimed: the tuner judges an inline stage on its rate, and a clock read
-                # on each side costs what a cheap call does.
-                return self._apply(item, value)
-            started = time.perf_counter()
-            try:
-                return self._apply(item, value)
-            finally:  # the first tasks' size, when the workers have started
-                runner.sizer.measured(1, time.perf_counter() - started, runner.kind)
+            return self._next_direct()
         # Re-reading after a restore (or an input error's record pending): the window's
         # reader skips what went out before the checkpoint and raises restored errors.
         item, is_error, value = window.pull()
@@ -380,6 +365,32 @@ class ParallelMapIterator(DatasetIterator):
             return self._apply(item, value)
         finally:
             runner.called_inline(time.perf_counter() - started)
+
+    def _next_direct(self) -> Any:
+        """The next element pulled and mapped here, nothing re-read or pending: the input's
+        state is the position."""
+        runner = self._runner
+        try:
+            item, value = self._window.pull_direct()
+        except StopIteration:
+            raise
+        except Exception:
+            runner.counters.elements += 1  # the input's error counts as its element
+            raise
+        runner.counters.elements += 1
+        if runner.warming:  # the first tasks' size, when the workers have started
+            started = time.perf_counter()
+            try:
+                return self._apply(item, value)
+            finally:
+                runner.sizer.measured(1, time.perf_counter() - started, runner.kind)
+        # Untimed: the tuner judges an inline stage on its rate, and a clock read on each
+        # side costs what a cheap call does.
+        try:
+            # Inside the try: a result that is no element is this stage's error.
+            return normalize_output(self._call(self._fn, value))
+        except Exception as error:  # noqa: BLE001 - re-raised with the stage named
+            raise annotate_error(error, self._name, item)
 
     def _apply(self, item: int, value: Any) -> Any:
         try:
