@@ -10,7 +10,6 @@ results of a chunk that are arrays of one dtype and shape come back as one array
 from __future__ import annotations
 
 import dataclasses
-import functools
 import pickle
 import time
 import traceback
@@ -19,33 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from feedline.core.functions import call_with_element
 from feedline.core.structure import normalize_output
+from feedline.execution.calls import caller_of
 from feedline.placement.map_executor import Probe, ProbeClock, transport_cost
-
-
-def _call_whole(fn: Callable[[Any], Any], element: Any) -> Any:
-    return fn(element)
-
-
-class Unsplit(functools.partial):
-    """A function that receives the whole element even when it is a tuple.
-
-    Example:
-        >>> caller_of(Unsplit(len))(Unsplit(len), (1, 2))
-        2
-    """
-
-
-def caller_of(fn: Callable[..., Any]) -> Callable[[Callable[..., Any], Any], Any]:
-    """How ``fn`` is called on an element: whole for an :class:`Unsplit`, else with a
-    tuple's parts as its arguments.
-
-    Example:
-        >>> caller_of(abs)(abs, -2)
-        2
-    """
-    return _call_whole if isinstance(fn, Unsplit) else call_with_element
 
 
 class ChunkRunner:

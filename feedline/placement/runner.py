@@ -27,15 +27,15 @@ from collections.abc import Callable
 from typing import Any
 
 from feedline.autotune.map_knobs import MapKnobs
+from feedline.autotune.stage import CallMeasurement, holds_the_gil
 from feedline.autotune.stage_knobs import thread_bounds
-from feedline.autotune.tuner import CallMeasurement, holds_the_gil
 from feedline.core.constants import AUTOTUNE
 from feedline.core.iterator import IteratorContext
 from feedline.core.validation import resolve_parallelism
 from feedline.execution.executor import Executor, make_executor
 from feedline.execution.window import PositionedWindow
 from feedline.placement import process_executor  # noqa: F401 - registers kind "process"
-from feedline.placement.chunks import ChunkRunner
+from feedline.placement.chunks import ChunkRunner, unpack_outcomes
 from feedline.placement.map_executor import ExecutorChoice, Probe
 from feedline.placement.policy import PROCESS_TARGET_TASK_SECONDS, ExecutorDecision, runs_inline
 
@@ -336,9 +336,13 @@ class MapRunner:
         choice.submitted()
         window.submit(items, runner, values, time.perf_counter())
 
-    def finished(self, elements: int, first: tuple[bool, Any] | None, seconds: float,
-                 cpu: float, probe: Probe | None) -> None:
-        """A task of ``elements`` (the first's outcome ``first``) took ``seconds``."""
+    def finished(self, items: list[int], result: tuple[Any, float, float, Probe | None]
+                 ) -> list[tuple[bool, Any]]:
+        """The outcomes of the task of input ``items`` that gave ``result`` (what its
+        :class:`~feedline.placement.chunks.ChunkRunner` returned), its measurement taken."""
+        packed, seconds, cpu, probe = result
+        outcomes = unpack_outcomes(packed)
+        first = outcomes[0] if outcomes else None
         self.busy_seconds += seconds
         counters = self.counters
         counters.busy += seconds
@@ -353,7 +357,8 @@ class MapRunner:
                 measured = self.knobs.measured_calls
                 self._serial = measured is not None and self._inline_pays(measured)
                 self.tuner.wake()  # it starts the stage from the measurement
-        self.sizer.measured(elements, seconds, self.kind)
+        self.sizer.measured(len(items), seconds, self.kind)
+        return outcomes
 
     def _switch_to_processes(self) -> None:
         # The choice has switched the executor; tasks submitted from now on run there.

@@ -5,9 +5,8 @@ from __future__ import annotations
 import collections
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from feedline.autotune.map_knobs import MapKnobs
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, bind_free_variables, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
@@ -15,11 +14,10 @@ from feedline.core.random_access import DerivedReader, RandomAccessReader
 from feedline.core.structure import normalize_output
 from feedline.core.traits import ONE_TO_ONE
 from feedline.core.validation import validate_parallelism
+from feedline.execution.calls import Unsplit, caller_of
 from feedline.execution.positions import PositionReader, initial_position, replay_from
 from feedline.execution.read_ahead import ReadAhead
 from feedline.execution.window import PositionedWindow
-from feedline.placement.chunks import Unsplit, caller_of, unpack_outcomes
-from feedline.placement.policy import ExecutorDecision
 from feedline.placement.runner import (
     MAX_CHUNK,
     MAX_FILL_SECONDS,
@@ -31,6 +29,10 @@ from feedline.placement.runner import (
     kept_pool,
     map_runner,
 )
+
+if TYPE_CHECKING:
+    from feedline.autotune.map_knobs import MapKnobs
+    from feedline.placement.policy import ExecutorDecision
 
 # Their names before they moved to ``placement`` (a rewrite and tests import them from here).
 _Unsplit, _kept_pool = Unsplit, kept_pool
@@ -342,10 +344,8 @@ class ParallelMapIterator(DatasetIterator):
             error = future.exception()
             assert error is not None
             raise error
-        # The runner never raises; a dead worker does.
-        outcomes, seconds, cpu, probe = future.result()
-        outcomes = unpack_outcomes(outcomes)
-        runner.finished(len(tag), outcomes[0] if outcomes else None, seconds, cpu, probe)
+        # The chunk runner never raises; a dead worker does.
+        outcomes = runner.finished(tag, future.result())
         self._ready.extend((item, ok, value) for item, (ok, value) in zip(tag, outcomes))
 
     def _next_inline(self) -> Any:
