@@ -139,8 +139,8 @@ class MapRunner:
         tune: The pipeline's tuner sets its threads.
         stage_key: The stage across its iterators (its dataset node): what one iterator
             learned (the choice, the setting, its worker processes) carries on.
-        max_parallelism: The most threads a tuned stage may grow to.
-        cpu_workers: The workers its CPU budget gives calls that compute.
+        max_parallelism, cpu_workers: The most threads a tuned stage may grow to, and the
+            workers its CPU budget gives calls that compute.
         allow_processes: Whether the choice may move it to processes.
     """
 
@@ -374,8 +374,7 @@ class MapRunner:
 
     @property
     def decision(self) -> ExecutorDecision | None:
-        """The automatic choice and its measurement (``None`` while measuring, or when not
-        chosen automatically)."""
+        """The automatic choice and its measurement (``None``: measuring, or not chosen)."""
         return self.knobs.executor_decision
 
 
