@@ -1,5 +1,5 @@
 """A map's worker processes are kept across the epochs of a ``repeat`` and end with the
-pipeline (``ParallelMapIterator._release``, ``IteratorContext.keep``)."""
+pipeline (``MapRunner.release``, ``IteratorContext.keep``)."""
 
 from __future__ import annotations
 
