@@ -170,10 +170,9 @@ class MapRunner:
         # Calls on the consumer's thread (GIL-held calls at one worker), and whether the
         # measurement found them so (tuned stages only).
         self.inline = self._serial = False
-        # Worker processes starting (an empty call each); meanwhile the consumer maps the
-        # elements. ``None``: not started; ``[]``: started. Only where AUTOTUNE chose
-        # processes: its first calls ran in the consumer's process already, whereas a
-        # function given ``executor="process"`` may be one that must not.
+        # Worker processes starting (an empty call each) while the consumer maps elements;
+        # ``None``: not started, ``[]``: started. Only where AUTOTUNE chose processes (its
+        # first calls ran here already; ``executor="process"``'s function may not).
         self._warming: list[Any] | None = None if (
             decided is not None or self.choice is not None) else []
         self._runner = ChunkRunner(fn, kind == "process")
@@ -251,6 +250,8 @@ class MapRunner:
         """Whether the next element is mapped on the consumer's thread rather than taken
         from ``window`` (``holding``: results computed and not handed out yet). Follows the
         tuner's setting and the worker processes' start, between elements."""
+        if not (window.direct or self._serial or self._warming != []):
+            return False  # on its workers for good: the common case, first
         idle = not holding and not len(window)
         if window.direct:
             if self.inline:
@@ -310,8 +311,7 @@ class MapRunner:
         return runs_inline(self.knobs.executor_decision, holds_the_gil(measured))
 
     def called_inline(self, seconds: float) -> None:
-        """A call on the consumer's thread took ``seconds`` (on a CPU all along: calls
-        that hold the GIL); while workers start, it sizes their first tasks."""
+        """A call on the consumer's thread took ``seconds`` (all on a CPU: GIL-held calls)."""
         counters = self.counters
         counters.busy += seconds
         counters.cpu += seconds
