@@ -39,7 +39,6 @@ BELOW_THE_RUNNER = ("core", "sources", "transforms", "formats", "execution", "op
 _FACADE = ("the fluent API in core builds every operation (Dataset.map, .distribute, "
            ".multiprocess, .save); it reaches them when called. Goes when operations attach "
            "themselves to Dataset instead")
-_ONE_PARALLEL_STAGE = "removed by the one-parallel-stage branch"
 _KNOBS = ("a stage's knobs live in autotune, above the stage; goes when the tuner turns "
           "setters the stage owns (issue 40)")
 
@@ -49,13 +48,13 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("feedline.core.dataset", "feedline.snapshot.save_load"): _FACADE,
     ("feedline.core.dataset", "feedline.sources"): _FACADE,
     ("feedline.core.dataset", "feedline.transforms"): _FACADE,
-    ("feedline.execution.executor", "feedline.placement.process_executor"): _ONE_PARALLEL_STAGE,
-    ("feedline.transforms.map", "feedline.placement.map_executor"): _ONE_PARALLEL_STAGE,
-    ("feedline.transforms.map", "feedline.placement.policy"): _ONE_PARALLEL_STAGE,
-    ("feedline.transforms.map", "feedline.autotune.map_knobs"): _ONE_PARALLEL_STAGE,
-    ("feedline.transforms.map", "feedline.autotune.stage_knobs"): _ONE_PARALLEL_STAGE,
-    ("feedline.transforms.map", "feedline.autotune.tuner"): _ONE_PARALLEL_STAGE,
-    ("feedline.transforms.batch", "feedline.autotune.stage_knobs"): _ONE_PARALLEL_STAGE,
+    ("feedline.transforms.map", "feedline.placement.runner"):
+        "a parallel map takes its runner (where its calls run) from placement; goes when "
+        "placement serves the runner to the stage instead of the stage importing it",
+    ("feedline.placement.runner", "feedline.autotune.map_knobs"): _KNOBS,
+    ("feedline.placement.runner", "feedline.autotune.stage_knobs"): _KNOBS,
+    ("feedline.placement.runner", "feedline.autotune.stage"): _KNOBS,
+    ("feedline.transforms.batch", "feedline.autotune.stage_knobs"): _KNOBS,
     ("feedline.transforms.interleave_parallel", "feedline.autotune.stage_knobs"): _KNOBS,
     ("feedline.transforms.prefetch", "feedline.autotune.buffer"): _KNOBS,
 }

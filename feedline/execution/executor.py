@@ -299,6 +299,28 @@ class Strand:
             future.cancel()
 
 
+ExecutorFactory = Callable[[int, str, float], Executor]
+"""Makes an executor of one kind: ``factory(workers, name, close_timeout)``."""
+
+_KINDS: dict[str, ExecutorFactory] = {}
+
+
+def register_executor_kind(kind: str, factory: ExecutorFactory) -> None:
+    """Let :func:`make_executor` make executors of ``kind`` with ``factory``.
+
+    Worker processes are the placement layer's (:mod:`feedline.placement.process_executor`
+    registers ``"process"`` when imported): this layer runs calls on threads and knows no
+    other kind by name.
+
+    Example:
+        >>> register_executor_kind("doc", lambda workers, name, close_timeout:
+        ...                        ThreadExecutor(workers, name, close_timeout))
+        >>> ex = make_executor(1, "doc", "doc"); ex.submit(len, "ab").result(); ex.shutdown()
+        2
+    """
+    _KINDS[kind] = factory
+
+
 def make_executor(workers: int, name: str, kind: str = "thread",
                   close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
                   gate: WorkerGate | None = None) -> Executor:
@@ -307,7 +329,9 @@ def make_executor(workers: int, name: str, kind: str = "thread",
     Args:
         workers: Calls to run at once.
         name: Stage name, used in thread names (visible in profilers and debuggers).
-        kind: ``"thread"`` (the default) or ``"process"`` for GIL-bound Python functions.
+        kind: ``"thread"`` (the default), or a kind registered with
+            :func:`register_executor_kind` (``"process"``, once
+            :mod:`feedline.placement.process_executor` is imported).
         close_timeout: Seconds shutting down waits for running calls.
         gate: Threads only: how many of them take work at once (:class:`ThreadExecutor`).
 
@@ -317,8 +341,8 @@ def make_executor(workers: int, name: str, kind: str = "thread",
     """
     if kind == "thread":
         return ThreadExecutor(workers, name, close_timeout, gate)
-    if kind == "process":
-        from feedline.placement.process_executor import ProcessExecutor
-
-        return ProcessExecutor(workers, name, close_timeout)
-    raise ValueError(f"unknown executor kind {kind!r}: expected 'thread' or 'process'")
+    factory = _KINDS.get(kind)
+    if factory is None:
+        known = ", ".join(repr(k) for k in ("thread", *sorted(_KINDS)))
+        raise ValueError(f"unknown executor kind {kind!r}: expected one of {known}")
+    return factory(workers, name, close_timeout)

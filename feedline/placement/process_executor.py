@@ -74,7 +74,7 @@ from typing import Any
 from feedline.core.error_records import mark_fatal
 from feedline.core.errors import WorkerProcessError
 from feedline.core.validation import schedulable_cpus
-from feedline.execution.executor import DEFAULT_CLOSE_TIMEOUT
+from feedline.execution.executor import DEFAULT_CLOSE_TIMEOUT, register_executor_kind
 from feedline.placement.ipc.spawn import describe_exit, exit_watch, serve_as_worker, start_worker
 from feedline.placement.ipc.transport import Channel, PackedError
 
@@ -742,3 +742,7 @@ class ProcessExecutor:
             if w.exited is not None:
                 os.close(w.exited)
                 w.exited = None
+
+
+# ``make_executor(kind="process")`` makes these: the execution layer names no process kind.
+register_executor_kind("process", ProcessExecutor)

@@ -27,13 +27,9 @@ from feedline.core.structure import (
 from feedline.core.traits import BATCHING
 from feedline.core.validation import resolve_parallelism, validate_int, validate_parallelism
 from feedline.execution.executor import make_executor
-from feedline.execution.positions import (
-    PositionReader,
-    PositionTracker,
-    initial_position,
-    replay_from,
-)
+from feedline.execution.positions import PositionReader, initial_position, replay_from
 from feedline.execution.read_ahead import ReadAhead
+from feedline.execution.window import PositionedWindow
 from feedline.formats.example.sparse import SparseValues
 
 
@@ -56,19 +52,7 @@ def stack_leaves(values: Sequence[Any], path: str = "<element>") -> Any:
         out[:] = values
         return out
     if isinstance(first, np.ndarray):
-        shape = first.shape
-        for i, value in enumerate(values):
-            if not isinstance(value, np.ndarray) or value.shape != shape:
-                found = "None" if value is None else f"shape {np.shape(value)}"
-                raise StructureError(
-                    f"cannot batch: leaf {path} of batch element {i} has {found}, "
-                    f"but element 0 has shape {shape}; use padded_batch() for varying shapes")
-        if first.dtype == object:
-            out = np.empty((len(values), *shape), dtype=object)
-            for i, value in enumerate(values):
-                out[i] = value
-            return out
-        return np.stack(values)
+        return _stack_arrays(values, path)
     if first is None:
         for i, value in enumerate(values):
             if value is not None:
@@ -102,6 +86,24 @@ def stack_leaves(values: Sequence[Any], path: str = "<element>") -> Any:
                                      f"{type(value).__name__}, but element 0 has "
                                      f"{type(first).__name__} there")
     return out
+
+
+def _stack_arrays(values: Sequence[Any], path: str) -> np.ndarray:
+    """``values``, arrays of one shape, stacked along a new leading batch dimension."""
+    first = values[0]
+    shape = first.shape
+    for i, value in enumerate(values):
+        if not isinstance(value, np.ndarray) or value.shape != shape:
+            found = "None" if value is None else f"shape {np.shape(value)}"
+            raise StructureError(
+                f"cannot batch: leaf {path} of batch element {i} has {found}, "
+                f"but element 0 has shape {shape}; use padded_batch() for varying shapes")
+    if first.dtype == object:
+        out = np.empty((len(values), *shape), dtype=object)
+        for i, value in enumerate(values):
+            out[i] = value
+        return out
+    return np.stack(values)
 
 
 def stack_elements(elements: Sequence[Element]) -> Element:
@@ -182,7 +184,8 @@ class BatchDataset(Dataset):
         tune = self.num_parallel_calls == AUTOTUNE and autotune.enabled and autotune.tune
         return ParallelBatchIterator(
             ctx, upstream, self.batch_size, self.drop_remainder, self.name,
-            resolve_parallelism(self.num_parallel_calls, ctx), ctx.deterministic(self.deterministic),
+            resolve_parallelism(self.num_parallel_calls, ctx),
+            ctx.deterministic(self.deterministic),
             tune=tune, stage_key=self)
 
 
@@ -310,7 +313,7 @@ def _stack(elements: list[Any]) -> Any:
 
 class ParallelBatchIterator(DatasetIterator):
     """Collects elements on the consumer's thread and stacks several batches at once, on a
-    :class:`~feedline.execution.read_ahead.ReadAhead` window of ``parallelism`` tasks.
+    :class:`~feedline.execution.window.PositionedWindow` of ``parallelism`` tasks.
 
     An error of the upstream ends the batch being collected, whose elements are dropped,
     and takes that batch's place: the batches before it come out first, then the error,
@@ -354,19 +357,16 @@ class ParallelBatchIterator(DatasetIterator):
             self._knobs.held_per_task = 2.0
             gate = self._knobs.gate
         close_timeout = threading_options.close_timeout
-        self._window = ReadAhead(
-            name, lambda: make_executor(threads, name, close_timeout=close_timeout, gate=gate),
+        self._window = PositionedWindow(
+            name, upstream,
+            lambda: make_executor(threads, name, close_timeout=close_timeout, gate=gate),
             limit=parallelism, deterministic=deterministic,
             element_timeout=threading_options.element_timeout,
-            describe=lambda item: f"batch {item}")
+            describe=lambda item: f"batch {item}", pull=self._pull)
         if self._knobs is not None and self._tuner is not None:
             self._knobs.window = self._window  # its limit follows the tuner's setting
             self._knobs.counters = self._tuner.register(
                 self._knobs, stage_key if stage_key is not None else name)
-        self._positions = PositionReader(self._pull, upstream.state_dict, upstream.replay_exact,
-                                         hold_order=upstream.hold_order)
-        self._tracker = PositionTracker()
-        self._exhausted = False
 
     @property
     def replay_exact(self) -> bool:
@@ -399,17 +399,14 @@ class ParallelBatchIterator(DatasetIterator):
         return batch
 
     def _next_batch(self, knobs: ThreadStageKnobs | None = None) -> Any:
-        window, positions, tracker = self._window, self._positions, self._tracker
-        if not tracker.has_snapshot:
-            tracker.add_snapshot((positions.pulled, self._upstream.state_dict()))
+        window = self._window
+        window.mark_start()
         pulling = time.perf_counter() if knobs is not None else 0.0
-        while not self._exhausted and window.has_room():
+        while not window.exhausted and window.has_room():
             try:
-                item, is_error, value, snapshot = positions.pull()
+                item, is_error, value = window.pull()
             except StopIteration:
-                self._exhausted = True
                 break
-            tracker.add_snapshot(snapshot)
             if is_error:
                 window.add_failed(item, value)
             elif knobs is not None:
@@ -425,8 +422,7 @@ class ParallelBatchIterator(DatasetIterator):
             if not window.head_ready():
                 knobs.counters.waits += 1
         item, future = window.take()
-        tracker.handed_out(item)
-        positions.handed_out(item)
+        window.handed_out(item)
         error = future.exception()
         if error is None:
             return future.result()
@@ -435,16 +431,10 @@ class ParallelBatchIterator(DatasetIterator):
         raise error  # the upstream's error, already annotated by its stage
 
     def _get_state(self) -> State:
-        if not self._tracker.has_snapshot:
-            return initial_position(self._upstream.state_dict(), self._positions.pulled)
-        return self._tracker.state(self._positions.pending_errors(self._tracker))
+        return self._window.position()
 
     def _set_state(self, state: State) -> None:
-        self._window.discard()
-        self._exhausted = False
-        self._upstream.load_state_dict(state["input"])
-        self._positions.restore(state)
-        self._tracker.restore(state)
+        self._window.restore(state)
 
     def _release(self) -> None:
         if self._knobs is not None:

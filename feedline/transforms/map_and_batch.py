@@ -19,7 +19,7 @@ failed element, so later batches shift) and an input error all run through the
 element-by-element path from that point, with the raw inputs already read kept in order;
 once those are used up the stage goes back to whole batches. Batches come out in order (a
 valid order for ``deterministic=False`` too). With parallelism, whole batches are computed
-on a :class:`~feedline.execution.read_ahead.ReadAhead` window (the batch form of a decoder
+on a :class:`~feedline.execution.window.PositionedWindow` (the batch form of a decoder
 releases the GIL in its codecs). The state is a position in raw input elements
 (:mod:`feedline.execution.positions`): batches in flight are read again after a restore.
 """
@@ -37,8 +37,8 @@ from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import Element, normalize_output
 from feedline.core.traits import BATCHING
 from feedline.execution.executor import make_executor
-from feedline.execution.positions import PositionReader, PositionTracker, initial_position
 from feedline.execution.read_ahead import ReadAhead
+from feedline.execution.window import PositionedWindow
 from feedline.transforms.batch import BatchDataset, stack_elements
 from feedline.transforms.map import MapDataset
 
@@ -113,7 +113,7 @@ def _whole_batch(batch_form: Callable[[list[Any]], Any], values: list[Any]) -> A
 class MapAndBatchIterator(DatasetIterator):
     """Whole batches through the batch form; the element-by-element path where needed.
 
-    Raw input items are numbered by a :class:`PositionReader`; an item is handed out when
+    Raw input items are numbered by its :class:`PositionedWindow`; an item is handed out when
     the batch (or error) it belongs to goes to the consumer. ``_pending`` holds raw items
     already read that the element-by-element path must use next, in order; the window only
     ever holds whole batches read after everything handed out and before ``_pending``.
@@ -125,50 +125,40 @@ class MapAndBatchIterator(DatasetIterator):
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
                  dataset: MapAndBatchDataset, workers: int | None) -> None:
         super().__init__(ctx, [upstream])
-        self._upstream = upstream
         self._fn = dataset.map_func
         self._batch_form = dataset.batch_form
         self._size = dataset.batch_size
         self._drop_remainder = dataset.drop_remainder
         self._map_name, self._batch_name = dataset.map_name, dataset.batch_name
-        self._window: ReadAhead | None = None
-        if workers is not None:
-            threading_options = ctx.options.threading
-            self._window = ReadAhead(
-                dataset.name, lambda: make_executor(
-                    workers, dataset.name, close_timeout=threading_options.close_timeout),
-                limit=workers, deterministic=True,
-                element_timeout=threading_options.element_timeout,
-                describe=lambda tag: f"the batch starting at input element {tag[0]}")
-        self._positions = PositionReader(upstream.__next__, upstream.state_dict,
-                                         upstream.replay_exact, hold_order=upstream.hold_order)
-        self._tracker = PositionTracker()
+        threading_options = ctx.options.threading
+        # Inline (no workers), the window only keeps the positions: no task enters it.
+        self._parallel = workers is not None
+        self._window = PositionedWindow(
+            dataset.name, upstream, lambda: make_executor(
+                workers or 1, dataset.name, close_timeout=threading_options.close_timeout),
+            limit=workers or 1, deterministic=True,
+            element_timeout=threading_options.element_timeout,
+            describe=lambda tag: f"the batch starting at input element {tag[0]}")
         self._pending: collections.deque[tuple[int, bool, Any]] = collections.deque()
-        self._exhausted = False
         self._mapped = 0  # input elements the map received: the index its errors report
         self._batches = 0  # batches handed out: the index batch errors report
 
     def read_aheads(self) -> list[ReadAhead]:
-        return [] if self._window is None else [self._window]
+        return [self._window] if self._parallel else []
 
     # ------------------------------------------------------------------ reading
-    def _pull(self) -> tuple[int, bool, Any]:
-        item, is_error, value, snapshot = self._positions.pull()
-        self._tracker.add_snapshot(snapshot)
-        return item, is_error, value
-
     def _read_group(self) -> list[tuple[int, bool, Any]] | None:
         """The next whole batch of raw items, or None after moving what was read (a short
         group, or one with an input error) to ``_pending``."""
         group: list[tuple[int, bool, Any]] = []
         try:
             while len(group) < self._size:
-                entry = self._pull()
+                entry = self._window.pull()
                 group.append(entry)
                 if entry[1]:
                     break
         except StopIteration:
-            self._exhausted = True
+            pass
         if len(group) == self._size and not group[-1][1]:
             return group
         self._pending.extend(group)
@@ -176,8 +166,7 @@ class MapAndBatchIterator(DatasetIterator):
 
     def _fill(self) -> None:
         window = self._window
-        assert window is not None
-        while not self._exhausted and not self._pending and window.has_room():
+        while not window.exhausted and not self._pending and window.has_room():
             group = self._read_group()
             if group is None:
                 return
@@ -186,15 +175,13 @@ class MapAndBatchIterator(DatasetIterator):
 
     def _handed_out(self, group: list[tuple[int, bool, Any]]) -> None:
         for item, _, _ in group:
-            self._tracker.handed_out(item)
-            self._positions.handed_out(item)
+            self._window.handed_out(item)
 
     # ------------------------------------------------------------------ batches
     def __next__(self) -> Any:
-        if not self._tracker.has_snapshot:
-            self._tracker.add_snapshot((self._positions.pulled, self._upstream.state_dict()))
         window = self._window
-        if window is not None:
+        window.mark_start()
+        if self._parallel:
             self._fill()
             if len(window):
                 (_, group), future = window.take()
@@ -204,7 +191,7 @@ class MapAndBatchIterator(DatasetIterator):
                 # From this batch on, element by element: later groups go back in order.
                 later = [entry for _, entry_group in self._drain() for entry in entry_group]
                 self._pending.extendleft(reversed(group + later))
-        elif not self._pending and not self._exhausted:
+        elif not self._pending and not window.exhausted:
             group = self._read_group()
             if group is not None:
                 result = _whole_batch(self._batch_form, [value for _, _, value in group])
@@ -214,7 +201,6 @@ class MapAndBatchIterator(DatasetIterator):
         return self._next_by_element()
 
     def _drain(self) -> list[tuple[int, list[tuple[int, bool, Any]]]]:
-        assert self._window is not None
         tags = self._window.tags()
         self._window.discard(wait=True)
         return tags
@@ -228,13 +214,9 @@ class MapAndBatchIterator(DatasetIterator):
     def _next_raw(self) -> tuple[int, bool, Any]:
         if self._pending:
             return self._pending.popleft()
-        if self._exhausted:
+        if self._window.exhausted:
             raise StopIteration
-        try:
-            return self._pull()
-        except StopIteration:
-            self._exhausted = True
-            raise
+        return self._window.pull()
 
     def _next_by_element(self) -> Any:
         """One batch as ``batch`` over ``map`` makes it, from ``_pending`` then the input."""
@@ -245,8 +227,7 @@ class MapAndBatchIterator(DatasetIterator):
                 item, is_error, value = self._next_raw()
             except StopIteration:
                 break
-            self._tracker.handed_out(item)
-            self._positions.handed_out(item)
+            self._window.handed_out(item)
             if is_error:
                 raise value  # the input's error, in its place: the batch is dropped
             self._mapped += 1
@@ -265,23 +246,13 @@ class MapAndBatchIterator(DatasetIterator):
 
     # ------------------------------------------------------------------ checkpoints
     def _get_state(self) -> State:
-        if not self._tracker.has_snapshot:
-            position = initial_position(self._upstream.state_dict(), self._positions.pulled)
-        else:
-            position = self._tracker.state(self._positions.pending_errors(self._tracker))
-        return {**position, "mapped": self._mapped, "batches": self._batches}
+        return {**self._window.position(), "mapped": self._mapped, "batches": self._batches}
 
     def _set_state(self, state: State) -> None:
-        if self._window is not None:
-            self._window.discard()
         self._pending.clear()
-        self._exhausted = False
-        self._upstream.load_state_dict(state["input"])
-        self._positions.restore(state)
-        self._tracker.restore(state)
+        self._window.restore(state)
         self._mapped = int(state["mapped"])
         self._batches = int(state["batches"])
 
     def _release(self) -> None:
-        if self._window is not None:
-            self._window.shutdown()
+        self._window.shutdown()

@@ -808,7 +808,7 @@ def test_prefetch_autotune_does_not_deepen_for_an_input_slower_on_average_but_bu
 
 def test_an_autotune_map_chooses_its_executor_once_per_run_not_every_epoch(monkeypatch):
     from feedline.placement import map_executor
-    from feedline.transforms import map as map_module
+    from feedline.placement import runner as runner_module
 
     made = []
 
@@ -817,7 +817,7 @@ def test_an_autotune_map_chooses_its_executor_once_per_run_not_every_epoch(monke
             made.append(1)
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(map_module, "ExecutorChoice", Counting)
+    monkeypatch.setattr(runner_module, "ExecutorChoice", Counting)
     ds = fl.Dataset.range(300).map(lambda x: x + 1, num_parallel_calls=fl.AUTOTUNE).repeat(4)
     options = fl.Options(autotune=fl.AutotuneOptions(processes=False)).merge(NOT_VECTORIZED)
     with iter(ds.with_options(options)) as it:

@@ -17,9 +17,10 @@ from process_helpers import feedline_mappings, worker_processes
 import feedline as fl
 from feedline.core.error_records import is_fatal
 from feedline.placement import process_executor
+from feedline.placement import runner as runner_module
+from feedline.placement.chunks import ChunkRunner
 from feedline.placement.process_executor import ProcessExecutor
 from feedline.testing import check_checkpointing
-from feedline.transforms import map as map_module
 
 N = 3000
 
@@ -100,7 +101,7 @@ class _TaskSizes:
         original = ProcessExecutor.submit
 
         def submit(executor, fn, *args):
-            if isinstance(fn, map_module._ChunkRunner) and args and args[0]:
+            if isinstance(fn, ChunkRunner) and args and args[0]:
                 self.sizes.append(len(args[0]))
             return original(executor, fn, *args)
 
@@ -268,7 +269,7 @@ def test_a_state_saved_with_chunks_restores_without_them_and_the_other_way(
     try:
         for step in (0, 1, 1400, 1500, 2600, N):
             if not saved_chunked:
-                one_by_one.setattr(map_module, "MAX_PROCESS_CHUNK", 1)
+                one_by_one.setattr(runner_module, "MAX_PROCESS_CHUNK", 1)
             tasks.sizes.clear()
             with iter(process_map()) as it:
                 taken = [_comparable(_next_outcome(it)) for _ in range(step)]
@@ -276,7 +277,7 @@ def test_a_state_saved_with_chunks_restores_without_them_and_the_other_way(
             saved_sizes = list(tasks.sizes)
             one_by_one.undo()
             if saved_chunked:
-                one_by_one.setattr(map_module, "MAX_PROCESS_CHUNK", 1)
+                one_by_one.setattr(runner_module, "MAX_PROCESS_CHUNK", 1)
             tasks.sizes.clear()
             rest = [_comparable(o) for o in _restore_and_finish(process_map(), state)]
             restored_sizes = list(tasks.sizes)
@@ -326,7 +327,7 @@ def test_states_of_the_chunked_path_have_the_element_by_element_paths_positions(
         return out
 
     chunked = states()
-    monkeypatch.setattr(map_module, "MAX_PROCESS_CHUNK", 1)
+    monkeypatch.setattr(runner_module, "MAX_PROCESS_CHUNK", 1)
     unchunked = states()
     for a, b in zip(chunked, unchunked, strict=True):
         assert a.keys() == b.keys()

@@ -1,5 +1,5 @@
 """A map's worker processes are kept across the epochs of a ``repeat`` and end with the
-pipeline (``ParallelMapIterator._release``, ``IteratorContext.keep``)."""
+pipeline (``MapRunner.release``, ``IteratorContext.keep``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 import feedline as fl
 from feedline.core.iterator import IteratorContext
 from feedline.core.validation import schedulable_cpus
+from feedline.placement.runner import MapRunner, kept_pool
 from feedline.testing.threads import no_leaked_threads
-from feedline.transforms.map import ParallelMapIterator, _kept_pool
 from tests.placement.process_helpers import wait_gone, worker_processes
 
 pytestmark = pytest.mark.timeout(120)
@@ -69,10 +69,10 @@ def test_a_kept_pool_is_taken_only_if_usable_and_of_the_stages_size(workers, reu
     ctx, node = IteratorContext(), object()
     pool = _Pool(workers, reusable)
     ctx.keep(node, pool)
-    assert (_kept_pool(ctx, node, 2) is pool) == taken
+    assert (kept_pool(ctx, node, 2) is pool) == taken
     assert pool.shut == (not taken)  # one not taken is ended, not left running
     assert node not in ctx.kept
-    assert _kept_pool(ctx, None, 2) is None
+    assert kept_pool(ctx, None, 2) is None
 
 
 def _slow_pid_and_value(x):
@@ -85,16 +85,16 @@ def _workers_started_within_the_first_epoch(monkeypatch: pytest.MonkeyPatch) -> 
     loaded machine); an epoch that ends before they have started ends them with it. Here the
     first call waits for their start, so what is checked is the keeping, not a race between
     the workers' start and the epoch's end."""
-    real = ParallelMapIterator._workers_starting
+    real = MapRunner._workers_starting
 
-    def started_first(self) -> bool:
-        real(self)  # starts them on its first call
+    def started_first(self, window) -> bool:
+        real(self, window)  # starts them on its first call
         if self._warming:
             done, _ = concurrent.futures.wait(self._warming, timeout=60)
             assert len(done) == len(self._warming), "the workers did not start in 60 s"
-        return real(self)
+        return real(self, window)
 
-    monkeypatch.setattr(ParallelMapIterator, "_workers_starting", started_first)
+    monkeypatch.setattr(MapRunner, "_workers_starting", started_first)
 
 
 def test_an_autotune_map_moved_to_processes_keeps_them_for_the_next_epoch(monkeypatch):

@@ -17,11 +17,11 @@ from gil_measurements import measure_as, serialized_by_the_gil, serialized_short
 import feedline as fl
 from feedline.core.validation import schedulable_cpus
 from feedline.placement import map_executor, policy
+from feedline.placement import runner as runner_module
 from feedline.placement.map_executor import ExecutorChoice
 from feedline.testing import check_checkpointing
 from feedline.testing.failures import Failed, fail_at
 from feedline.testing.threads import no_leaked_threads
-from feedline.transforms import map as map_module
 from feedline.transforms.map import ParallelMapIterator
 
 pytestmark = [
@@ -47,7 +47,7 @@ def _serialized_on_threads(monkeypatch):
     monkeypatch.setattr(map_executor, "SOLO_TASKS", 1)
     monkeypatch.setattr(map_executor, "CONCURRENT_TASKS", 10)
     monkeypatch.setattr(map_executor, "CONCURRENT_SECONDS", 0.0)
-    monkeypatch.setattr(map_module, "MAX_CHUNK", 1)
+    monkeypatch.setattr(runner_module, "MAX_CHUNK", 1)
 
 
 def _triple(x):
@@ -202,7 +202,8 @@ def test_long_calls_that_hold_the_gil_keep_their_worker_threads_not_inline(monke
         while stage.executor_decision is None:
             got += _outcomes(it, 1)
         deadline = time.monotonic() + 30
-        while not all(control.measurement_used for control in stage._tuner._known_nodes.values()):
+        known = stage._runner.tuner._known_nodes
+        while not all(control.measurement_used for control in known.values()):
             assert time.monotonic() < deadline, "the tuner did not look at the measurement"
             time.sleep(0.005)
         assert stage.knobs.tuned_workers == measured_with > 1
@@ -228,7 +229,7 @@ def test_back_on_threads_when_the_tuner_sets_more_workers():
         stage = it._root
         got = _until_inline(it)
         got += _outcomes(it, 30 - len(got))
-        stage._tuner.stop()  # its thread would go on judging the setting set here
+        stage._runner.tuner.stop()  # its thread would go on judging the setting set here
         stage.knobs.tuned_workers = 2  # as the tuner's thread sets it
         got += _outcomes(it, 1)
         assert not stage.runs_inline
