@@ -173,9 +173,10 @@ class Tuner(MeasuredStart, Trials):
 
     def stop(self) -> None:
         """End the tuner's thread. Idempotent."""
-        self._stop.set()
+        with self._lock:  # register() checks _stop and starts the thread under it
+            self._stop.set()
+            thread = self._thread
         self._wake.set()
-        thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
 
