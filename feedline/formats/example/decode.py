@@ -71,6 +71,12 @@ def _records(serialized: Any, function: str) -> list[bytes]:
     return records
 
 
+_UNDECODABLE = (DecodeError, UnicodeDecodeError)
+"""What protobuf raises for a damaged record: its pure-Python parser (the one on free-threaded
+builds) raises ``UnicodeDecodeError`` for a string that is not UTF-8, where upb says
+``DecodeError``."""
+
+
 def _decode(records: list[bytes], sequence: bool, where: Any) -> list[Any]:
     """Decode every record with one call into the C protobuf parser (a framed batch)."""
     batch_class = example_proto.SequenceExampleBatch if sequence else example_proto.ExampleBatch
@@ -80,7 +86,7 @@ def _decode(records: list[bytes], sequence: bool, where: Any) -> list[Any]:
         parts.append(record)
     try:
         return list(batch_class.FromString(b"".join(parts)).examples)
-    except DecodeError:
+    except _UNDECODABLE:
         pass
     # Find the damaged record to name it.
     single = example_proto.SequenceExample if sequence else example_proto.Example
@@ -88,7 +94,7 @@ def _decode(records: list[bytes], sequence: bool, where: Any) -> list[Any]:
     for i, record in enumerate(records):
         try:
             single.FromString(record)
-        except DecodeError as error:
+        except _UNDECODABLE as error:
             raise ExampleParseError(
                 f"{where(i)} is not a valid serialized {what} ({len(record)} bytes): {error}",
                 record_index=i, expected=what, found="undecodable bytes") from None
