@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 
 from feedline.autotune import tuner as tuner_module
-from feedline.autotune.tuner import Tuner
 from feedline.autotune.stage import TuningCounters
+from feedline.autotune.tuner import Tuner
 
 
 class _Stage:
