@@ -131,3 +131,16 @@ sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
 # module named "conftest", and one in a folder that sorts before this file (tests/autotune/)
 # then clashes with this one ("import file mismatch"). They hold no doctests.
 collect_ignore_glob = ["conftest.py", "*/conftest.py"]
+
+
+@pytest.fixture
+def gil_build_rules(monkeypatch):
+    """Placement's and the tuner's rules as under the GIL, on any interpreter: for tests that
+    give GIL measurements and expect the GIL build's decisions (a free-threaded interpreter
+    keeps work on threads and counts cores only; tests/placement/test_placement_decisions.py
+    tests both)."""
+    from feedline.autotune import stage, stage_knobs, start
+    from feedline.placement import policy
+
+    for module in (policy, stage, start, stage_knobs):
+        monkeypatch.setattr(module, "gil_disabled", lambda: False)

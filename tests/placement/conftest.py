@@ -6,15 +6,8 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def _gil_rules(monkeypatch):
-    """Placement's rules as under the GIL, on any interpreter: these tests give figures
-    and expect the GIL build's decisions (a free-threaded interpreter keeps work on threads;
-    tests/placement/test_placement_decisions.py tests both)."""
-    from feedline.autotune import stage, stage_knobs, start
-    from feedline.placement import policy
-
-    for module in (policy, stage, start, stage_knobs):
-        monkeypatch.setattr(module, "gil_disabled", lambda: False)
+def _gil_rules(gil_build_rules):
+    """These tests give figures and expect the GIL build's decisions, on any interpreter."""
 
 
 @pytest.fixture

@@ -162,6 +162,6 @@ def test_a_waiting_map_before_prefetch_autotune_stays_on_threads():
     with iter(ds) as it:
         assert [int(v) for batch in it for v in batch] == list(range(640))
         decision = it.process_decision
+    # The mode, not the reason: on a quiet machine the data may end before the trial decides
+    # (place_shards' rule for waiting calls is tested with given figures in test_policy).
     assert (decision.mode, decision.workers) == ("threads", 0)
-    assert decision.reason.endswith(
-        "they wait, and more threads overlap them (processes would not be faster)")
