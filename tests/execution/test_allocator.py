@@ -5,12 +5,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 import textwrap
 
 import pytest
 
 from feedline.execution import allocator
 
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+# On 3.13t the untuned run faulted 698 pages in all, against over 50,000 on the GIL build.
+MIMALLOC_KEEPS = pytest.mark.skipif(
+    FREE_THREADED, reason="free-threaded CPython's allocator keeps freed batches itself: "
+                          "glibc's thresholds change no page faults there")
 GLIBC = (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc") \
     if hasattr(os, "confstr") else False
 
@@ -37,6 +43,7 @@ def _faults(configure: bool, **env: str) -> tuple[str, int]:
     return out[0] if len(out) == 2 else " ".join(out[:-1]), int(out[-1])
 
 
+@MIMALLOC_KEEPS
 @pytest.mark.skipif(not GLIBC, reason="glibc's thresholds")
 @pytest.mark.slow
 def test_freed_batches_are_reused_not_faulted_in_again():
@@ -112,6 +119,7 @@ _KEPT = textwrap.dedent("""
 """)
 
 
+@MIMALLOC_KEEPS
 @pytest.mark.skipif(not GLIBC, reason="glibc's thresholds")
 def test_the_last_pipeline_closing_gives_back_what_the_thresholds_kept():
     # Issue 41.9: the thresholds kept what pipelines freed (up to 64 MiB an arena), and 60

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -120,6 +121,10 @@ def _rest(it: Any) -> list[Any]:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11),
+                    reason="a pipeline's fingerprint hashes its functions' bytecode, which "
+                           "differs between CPython versions; these states were written by 3.11 "
+                           "(the stage states below restore on any version)")
 @pytest.mark.parametrize("name", sorted(PIPELINES))
 def test_a_pipeline_state_from_before_restores_the_exact_rest(name):
     make, _, ordered = PIPELINES[name]
