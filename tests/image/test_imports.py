@@ -20,19 +20,33 @@ def test_import_feedline_imports_no_image_library():
     assert done.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("module, loader, call", [
-    ("cv2", _native.cv2, lambda: fli.resize(np.zeros((4, 4, 1)), (2, 2))),
-    ("simplejpeg", _native.simplejpeg, lambda: fli.decode_jpeg(b"\xff\xd8\xff\xe0")),
-    ("PIL", _native.pil_image, lambda: fli.encode_jpeg(np.zeros((2, 2, 3), np.uint8))),
+@pytest.mark.parametrize("modules, call", [
+    (("cv2",), lambda: fli.resize(np.zeros((4, 4, 1)), (2, 2))),
+    # Without simplejpeg, JPEG decoding falls back to Pillow: only both missing is an error.
+    (("simplejpeg", "PIL"), lambda: fli.decode_jpeg(b"\xff\xd8\xff\xe0")),
+    (("PIL",), lambda: fli.encode_jpeg(np.zeros((2, 2, 3), np.uint8))),
 ])
-def test_a_missing_library_names_the_extra(monkeypatch, module, loader, call):
-    monkeypatch.setitem(sys.modules, module, None)  # import of it raises ImportError
-    loader.cache_clear()
+def test_a_missing_library_names_the_extra(monkeypatch, modules, call):
+    loaders = (_native.cv2, _native.simplejpeg, _native.pil_image)
+    for module in modules:
+        monkeypatch.setitem(sys.modules, module, None)  # import of it raises ImportError
+    for loader in loaders:
+        loader.cache_clear()
     try:
         with pytest.raises(ImportError, match=r"pip install 'feedline\[image\]'"):
             call()
     finally:
-        loader.cache_clear()
+        for loader in loaders:
+            loader.cache_clear()
+
+
+def test_without_simplejpeg_jpeg_decoding_falls_back_to_pillow(monkeypatch):
+    monkeypatch.setitem(sys.modules, "simplejpeg", None)
+    _native.simplejpeg.cache_clear()
+    try:
+        assert fli.backend()["jpeg"] == "pillow"
+    finally:
+        _native.simplejpeg.cache_clear()
 
 
 def test_the_image_namespace_is_curated():
