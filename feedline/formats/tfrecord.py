@@ -41,6 +41,7 @@ from feedline.core.runner import run
 from feedline.core.structure import TensorSpec
 from feedline.core.validation import validate_optional_int
 from feedline.formats._file_reader import ChunkedReader, FileReaderDataset, RecordCursor
+from feedline.formats.compression_hint import file_compression_hint
 from feedline.formats.files import compression_name, open_file, path_name
 
 __all__ = ["TFRecordDataset", "TFRecordWriter", "masked_crc32c", "write_tfrecord"]
@@ -257,6 +258,10 @@ class _FileReader(ChunkedReader, RecordCursor):
         return memoryview(store)
 
     def _damage(self, kind: str, offset: int, detail: str) -> DataLossError:
+        if offset == 0 and not self.compressed:
+            # Damaged from its first byte: most often a compressed file read as uncompressed.
+            hint = file_compression_hint(self.path)
+            detail = f"{detail}; {hint}" if hint else detail
         return DataLossError(
             f"{kind} record at {offset} in {self.path} (record index {self.record_index}): "
             f"{detail}", path=self.path, offset=offset, record_index=self.record_index)

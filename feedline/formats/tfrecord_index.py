@@ -194,29 +194,36 @@ def scan_offsets(path: str, size: int) -> np.ndarray:
                 file.seek(position)
                 buffer, buffer_start = file.read(_SCAN_CHUNK), position
                 if len(buffer) < _HEADER_SIZE:
-                    raise DataLossError(
+                    raise _damaged(path, position, len(offsets),
                         f"truncated record at {position} in {path} (record index "
                         f"{len(offsets)}): the file ends {size - position} bytes into a "
-                        "record header", path=path, offset=position,
-                        record_index=len(offsets))
+                        "record header")
             at = position - buffer_start
             length, length_crc = _HEADER.unpack_from(buffer, at)
             if masked_crc32c(buffer[at:at + 8]) != length_crc:
-                raise DataLossError(
+                raise _damaged(path, position, len(offsets),
                     f"corrupted record at {position} in {path} (record index {len(offsets)}): "
-                    "the length's checksum does not match", path=path, offset=position,
-                    record_index=len(offsets))
+                    "the length's checksum does not match")
             end = position + _HEADER_SIZE + length + _FOOTER_SIZE
             if end > size:
-                raise DataLossError(
+                raise _damaged(path, position, len(offsets),
                     f"truncated record at {position} in {path} (record index {len(offsets)}): "
                     f"the record needs {end - position} bytes, the file has "
-                    f"{size - position} left", path=path, offset=position,
-                    record_index=len(offsets))
+                    f"{size - position} left")
             offsets.append(position)
             position = end
     offsets.append(size)
     return np.asarray(offsets, dtype=np.int64)
+
+
+def _damaged(path: str, position: int, index: int, message: str) -> DataLossError:
+    """The error for damage at ``position``; damage from the first byte says whether the file
+    looks compressed (read without ``compression_type``)."""
+    from feedline.formats.compression_hint import file_compression_hint
+
+    hint = file_compression_hint(path) if position == 0 else ""
+    return DataLossError(f"{message}; {hint}" if hint else message, path=path, offset=position,
+                         record_index=index)
 
 
 def _write_atomically(target: str, data: bytes) -> bool:
