@@ -17,7 +17,6 @@ from feedline.core.structure import (
     flatten,
     flatten_with_paths,
     normalize_output,
-    pack_as,
     same_structure,
 )
 from feedline.core.traits import POSITIONAL
@@ -58,32 +57,6 @@ def _kind_name(kind: Any) -> str:
     return kind.name if kind != np.dtype(object) else "bytes (object)"
 
 
-_SAME_KINDS = {"b": "b", "i": "iu", "u": "iu", "f": "f", "c": "c"}
-
-
-def _as_weak_number(leaf: Any, kind: Any) -> np.generic | None:
-    """A Python number as a NumPy scalar of ``kind`` when it is a number of the same kind and
-    keeps its value (``2`` for ``int32``, ``0.5`` for ``float32``), else ``None``.
-
-    Example:
-        >>> _as_weak_number(0.5, np.dtype(np.float32)), _as_weak_number(0.5, np.dtype(np.int64))
-        (np.float32(0.5), None)
-    """
-    if type(leaf) not in (bool, int, float, complex) or not isinstance(kind, np.dtype):
-        return None
-    natural = np.asarray(leaf).dtype
-    if kind.kind not in _SAME_KINDS.get(natural.kind, ""):
-        return None
-    with np.errstate(over="ignore", invalid="ignore"):
-        try:
-            converted = np.asarray(leaf).astype(kind)[()]
-        except OverflowError:
-            return None
-    if natural.kind in "iu" and converted != leaf:
-        return None  # does not fit (300 for uint8)
-    return converted
-
-
 class ScanDataset(UnaryDataset):
     """The node of ``Dataset.scan``: ``scan_func(state, element) -> (new_state, output)``.
 
@@ -92,8 +65,9 @@ class ScanDataset(UnaryDataset):
 
     The new state must have the initial state's structure and, leaf by leaf, its dtype
     (tf.data: "The element types for the new state must match the initial state", a
-    ``TypeError``); a Python number takes the dtype of its leaf when it is a number of the
-    same kind (``1.5`` for a ``float32`` state), as tf.data converts it. Shapes may change
+    ``TypeError``); a Python number returned takes tf.data's dtype first (``1.5`` is float32,
+    ``1`` int32, ``1j`` complex128), whatever the state's dtype, as tf.data converts it
+    before it compares. Shapes may change
     from step to step: tf.data relaxes the state's shape to what stays the same (a growing
     vector is a state of shape ``(None,)``).
 
@@ -148,24 +122,20 @@ class ScanIterator(UnaryIterator):
         return self._conform(new_state), output
 
     def _conform(self, new_state: Element) -> Element:
-        """The new state with each leaf of its initial dtype, or a ``TypeError`` saying which
-        leaf's dtype differs."""
-        leaves = flatten(new_state)
-        out = []
-        for i, (leaf, kind) in enumerate(zip(leaves, self._kinds)):
+        """The new state, when each leaf has its initial dtype; else a ``TypeError`` saying
+        which leaf's dtype differs (Python numbers took tf.data's dtypes already, in
+        :func:`~feedline.core.structure.normalize_output`, as tf.data converts them before it
+        compares)."""
+        for i, (leaf, kind) in enumerate(zip(flatten(new_state), self._kinds)):
             found = _leaf_kind(leaf)
             if found != kind:
-                converted = _as_weak_number(leaf, kind)
-                if converted is None:
-                    path = flatten_with_paths(new_state)[i][0]
-                    where = "the state" if path == "<element>" else f"leaf {path} of the state"
-                    raise TypeError(
-                        f"{self._name}: Invalid `scan_func`. The element types for the new "
-                        f"state must match the initial state. Expected {_kind_name(kind)}, "
-                        f"got {_kind_name(found)} ({where})")
-                leaf = converted
-            out.append(leaf)
-        return pack_as(new_state, out)
+                path = flatten_with_paths(new_state)[i][0]
+                where = "the state" if path == "<element>" else f"leaf {path} of the state"
+                raise TypeError(
+                    f"{self._name}: Invalid `scan_func`. The element types for the new "
+                    f"state must match the initial state. Expected {_kind_name(kind)}, "
+                    f"got {_kind_name(found)} ({where})")
+        return new_state
 
     def __next__(self) -> Any:
         element = next(self._upstream)

@@ -131,3 +131,13 @@ def test_state_shape_may_change_as_tf_relaxes_it():
     assert_elements_equal(list(ds), [np.array([0, 0], np.float32),
                                      np.array([0, 0, 1], np.float32),
                                      np.array([0, 0, 1, 1], np.float32)])
+
+
+def test_a_python_complex_state_is_complex128_as_in_tensorflow():
+    # tf 2.21: range(2).scan(np.complex64(0), lambda s, x: (1j, s)) -> TypeError "The element
+    # types for the new state must match the initial state. Expected <dtype: 'complex64'>, got
+    # <dtype: 'complex128'>" (a Python complex converts to complex128 before the comparison)
+    with pytest.raises(TypeError, match="Expected complex64, got complex128 \\(the state\\)"):
+        list(fl.Dataset.range(2).scan(np.complex64(0), lambda s, x: (1j, s)))
+    same = fl.Dataset.range(2).scan(np.complex128(0), lambda s, x: (1j, s))
+    assert_elements_equal(list(same), [np.complex128(0), np.complex128(1j)])
