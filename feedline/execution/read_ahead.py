@@ -236,6 +236,11 @@ class ReadAhead:
     def head_ready(self) -> bool:
         return bool(self._pending) and self._pending[0][1].done()
 
+    def finished(self) -> int:
+        """Tasks done and not yet taken: what the window holds ready for its consumer (the
+        rest of :func:`len` is still in flight)."""
+        return sum(future.done() for _, future in tuple(self._pending))
+
     def take(self) -> tuple[Any, concurrent.futures.Future[Any]]:
         """Wait for the next task and return ``(tag, finished future)``.
 
