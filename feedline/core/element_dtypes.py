@@ -13,7 +13,7 @@ Example:
     >>> guard.check(np.int64(2), 1)
     Traceback (most recent call last):
     ...
-    feedline.core.errors.StructureError: map(f): element 1 has dtype int64 at <element> where the dataset's elements have float32 (element 0's, its element_spec); a dataset's dtypes are fixed, as in tf.data: convert the value (np.float32(...), .astype(np.float32)) in the function
+    feedline.core.errors.StructureError: map(f): element 1 has dtype int64 where the dataset's elements have float32 (its element_spec, from element 0); a dataset's dtypes are fixed, as in tf.data: convert the value (np.float32(...), .astype(np.float32)) in the function
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from feedline.core.structure import Element, flatten, flatten_with_paths
 
 def leaf_dtype(leaf: Any) -> str:
     """A leaf's dtype as :class:`DtypeGuard` compares it: a NumPy dtype's type string
-    (``bytes`` are ``"|O"``), ``"None"`` for a ``None`` component, else the leaf's type's
-    name (a dataset). Strings, not dtypes: ``np.dtype("float64") == None`` is true, and
+    (``bytes`` are ``"|O"``), ``"None"`` for a ``None`` component, ``"Dataset"`` for a
+    dataset (of any class), else the leaf's type's name. Strings, not dtypes: ``np.dtype("float64") == None`` is true, and
     ``dtype.str`` is read in C where ``dtype.name`` runs Python.
 
     Example:
@@ -46,6 +46,10 @@ def leaf_dtype(leaf: Any) -> str:
         return "|O"
     if isinstance(leaf, complex):
         return _COMPLEX
+    from feedline.core.dataset import Dataset  # here: dataset.py imports structure, as this
+
+    if isinstance(leaf, Dataset):
+        return "Dataset"  # of any class: tf.data's DatasetSpec, whatever built it
     return type(leaf).__qualname__
 
 
@@ -64,14 +68,19 @@ class DtypeGuard:
     """Checks that every element a stage yields has the leaf dtypes of the first it yielded
     (what its ``element_spec`` reports), raising :class:`StructureError` otherwise.
 
-    One guard belongs to one iterator of one stage; ``check`` costs one pass over the leaves.
-    Structure changes are left to the stages that stack or compare elements (batch, zip),
-    which name them already.
+    One guard belongs to one iterator of one stage. ``check`` runs for every element, so an
+    element is first compared with the first one's structure by dtype identity (NumPy
+    keeps one dtype object per builtin dtype), at the cost of an attribute read per leaf;
+    a difference (or a leaf without a dtype, such as ``None``) takes a pass over the
+    leaves, which decides. Structure changes are left to the stages that stack or compare
+    elements (batch, zip), which name them already.
 
     Args:
         stage: The stage's name as errors show it (``"map(parse)"``).
         dtypes: The leaf dtypes to hold to, as :func:`leaf_dtype` keys them (in
             :func:`~feedline.core.structure.flatten` order); by default the first element's.
+        of: What the index given to :meth:`check` counts, as errors say it before the
+            index (``"an element of the dataset made from input element"`` for flat_map).
 
     Example:
         >>> guard = DtypeGuard("map(f)")
@@ -79,12 +88,17 @@ class DtypeGuard:
         ['tuple', 'tuple']
     """
 
-    __slots__ = ("_dtypes", "_first", "_stage")
+    __slots__ = ("_dtypes", "_first", "_of", "_stage", "_template")
 
-    def __init__(self, stage: str, dtypes: list[str] | None = None) -> None:
+    def __init__(self, stage: str, dtypes: list[str] | None = None, *,
+                 of: str = "element") -> None:
         self._stage = stage
+        self._of = of
         self._dtypes = dtypes
         self._first: int | None = None
+        # The fast comparison (see _template_of), set from the first element that has one;
+        # until then an object no leaf's dtype is.
+        self._template: Any = _UNSET
 
     def check(self, element: Element, index: int) -> Element:
         """Return ``element`` when its leaf dtypes are the stage's, else raise.
@@ -93,27 +107,86 @@ class DtypeGuard:
             StructureError: A leaf's dtype differs, naming the stage, the element's index,
                 the leaf's position and both dtypes.
         """
+        template = self._template
+        if type(template) is not tuple:  # one leaf (inlined: the common case)
+            if getattr(element, "dtype", element.__class__) is template:
+                return element
+        elif _fits(element, template):
+            return element
+        return self._check(element, index)
+
+    def _check(self, element: Element, index: int) -> Element:
         dtypes = [leaf_dtype(leaf) for leaf in flatten(element)]
         if self._dtypes is None:
             self._dtypes, self._first = dtypes, index
+        elif dtypes != self._dtypes:
+            if len(dtypes) == len(self._dtypes):
+                self._raise(element, dtypes, index)
             return element
-        if dtypes != self._dtypes and len(dtypes) == len(self._dtypes):
-            self._raise(element, dtypes, index)
+        if self._template is _UNSET:
+            template = _template_of(element)
+            if template is not None:
+                self._template = template
         return element
 
     def _raise(self, element: Element, dtypes: list[str], index: int) -> None:
         paths = [path for path, _ in flatten_with_paths(element)]
         for path, got, want in zip(paths, dtypes, self._dtypes or []):
             if got != want:
-                origin = (f"element {self._first}'s, its element_spec"
-                          if self._first is not None else "its element_spec")
+                origin = ("its element_spec" if self._first is None
+                          else f"its element_spec, from {self._of} {self._first}")
                 got, want = _name(got), _name(want)
                 hint = (f": convert the value (np.{want}(...), .astype(np.{want})) in the "
                         "function" if want in _NUMERIC_NAMES else "")
+                at = "" if path == "<element>" else f" at {path}"
                 raise StructureError(
-                    f"{self._stage}: element {index} has dtype {got} at {path} where the "
+                    f"{self._stage}: {self._of} {index} has dtype {got}{at} where the "
                     f"dataset's elements have {want} ({origin}); a dataset's dtypes are "
                     f"fixed, as in tf.data{hint}")
+
+
+_UNSET = object()
+
+
+def _template_of(value: Any) -> Any:
+    """What :meth:`DtypeGuard.check` compares elements shaped as ``value`` with, by
+    identity: a leaf's NumPy dtype (NumPy keeps one object per builtin dtype) or ``bytes``
+    for a ``bytes`` leaf; ``(type, children)`` for a tuple or namedtuple, ``(dict, ((key,
+    child), ...))`` for a dict. ``None`` where a leaf has no such key (``None``, a dataset):
+    those elements take the pass over the leaves."""
+    if isinstance(value, tuple | dict):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        children = []
+        for key, item in items:
+            child = _template_of(item)
+            if child is None:
+                return None
+            children.append((key, child) if isinstance(value, dict) else child)
+        return (type(value), tuple(children))
+    dtype = getattr(value, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        return dtype
+    return bytes if type(value) is bytes else None
+
+
+def _fits(value: Any, template: Any) -> bool:
+    """Whether ``value`` has the structure and leaf dtypes ``template`` (of
+    :func:`_template_of`) describes. ``False`` says only "not surely": the pass over the
+    leaves decides."""
+    if type(template) is not tuple:
+        return getattr(value, "dtype", value.__class__) is template
+    kind, children = template
+    if type(value) is not kind or len(value) != len(children):
+        return False
+    if kind is dict:
+        for key, child in children:
+            if not _fits(value.get(key), child):
+                return False
+        return True
+    for item, child in zip(value, children):
+        if not _fits(item, child):
+            return False
+    return True
 
 
 _NUMERIC_NAMES = frozenset(np.dtype(t).name for t in np.sctypeDict.values()

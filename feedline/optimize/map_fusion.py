@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from feedline.core.dataset import Dataset
+from feedline.core.element_dtypes import DtypeGuard
 from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import Element, normalize_output
@@ -83,7 +84,9 @@ class FusedInlineIterator(DatasetIterator):
         super().__init__(ctx, [upstream])
         self._upstream = upstream
         self._stages = stages
-        self._plan = [(s.is_filter, s.fn, s.unpack) for s in stages]
+        # Each map's elements keep its first one's dtypes, as the unfused map checks them.
+        self._plan = [(s.is_filter, s.fn, s.unpack, None if s.is_filter else DtypeGuard(s.name))
+                      for s in stages]
         # Elements each stage has received: the index its errors report.
         self._seen = [0] * len(stages)
         # The unfused chain, while it runs a restored state that needs re-reading.
@@ -95,13 +98,13 @@ class FusedInlineIterator(DatasetIterator):
         upstream, plan, seen = self._upstream, self._plan, self._seen
         while True:
             element = next(upstream)
-            for position, (is_filter, fn, unpack) in enumerate(plan):
+            for position, (is_filter, fn, unpack, dtypes) in enumerate(plan):
                 seen[position] += 1
                 try:
                     out = fn(*element) if unpack and type(element) is tuple else fn(element)
-                    if not is_filter:
+                    if dtypes is not None:
                         # Inside the try: a result that is no element is this stage's error.
-                        out = normalize_output(out)
+                        out = dtypes.check(normalize_output(out), seen[position] - 1)
                 except Exception as error:  # noqa: BLE001 - re-raised with the stage named
                     raise annotate_error(error, self._stages[position].name, seen[position] - 1)
                 if is_filter:

@@ -7,6 +7,7 @@ from typing import Any
 
 from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
+from feedline.core.element_dtypes import DtypeGuard
 from feedline.core.errors import CheckpointError, InvalidArgumentError
 from feedline.core.functions import (
     annotate_error,
@@ -140,6 +141,9 @@ class FlatMapIterator(UnaryIterator):
         self._reread: bool | None = None
         # The input's state before the current element (or why it could not give one).
         self._before: State | CheckpointError | None = None
+        # Every inner dataset's elements have the first one's dtypes (tf.data traces
+        # map_func once, so its datasets share one element_spec).
+        self._dtypes = DtypeGuard(name, of="an element of the dataset made from input element")
 
     def _set_inner(self, inner: DatasetIterator | None, element: Any = None) -> None:
         if self._inner is not None:
@@ -179,11 +183,13 @@ class FlatMapIterator(UnaryIterator):
                 # A failing map_func consumes its element: the next call goes on with the next.
                 self._set_inner(self._open(element, index), element)
             try:
-                return next(self._inner)  # type: ignore[arg-type]
+                element = next(self._inner)  # type: ignore[arg-type]
             except StopIteration:
                 self._set_inner(None)
+                continue
             except Exception as error:  # noqa: BLE001 - re-raised with a note
                 raise note_inner_error(error, self._name, self._index - 1)
+            return self._dtypes.check(element, self._index - 1)
 
     def _get_state(self) -> State:
         # A list, empty between inner datasets, so the state keeps one shape at every step:

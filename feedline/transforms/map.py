@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from feedline.core.dataset import Dataset
+from feedline.core.element_dtypes import DtypeGuard
 from feedline.core.functions import annotate_error, bind_free_variables, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import DerivedReader, RandomAccessReader
@@ -104,6 +105,7 @@ class MapReader(DerivedReader):
         self._fn = fn
         self._call = caller_of(fn)
         self._name = name
+        self._dtypes = DtypeGuard(name)
 
     def get(self, index: int) -> Any:
         return self._apply(self.input.get(index), index)
@@ -115,7 +117,7 @@ class MapReader(DerivedReader):
 
     def _apply(self, element: Any, index: int) -> Any:
         try:
-            return normalize_output(self._call(self._fn, element))
+            return self._dtypes.check(normalize_output(self._call(self._fn, element)), index)
         except Exception as error:  # noqa: BLE001 - re-raised with the stage named
             raise annotate_error(error, self._name, index)
 
@@ -138,6 +140,7 @@ class MapIterator(DatasetIterator):
         self._call = caller_of(map_func)
         self._name = name
         self._index = 0  # input elements received: the index errors report
+        self._dtypes = DtypeGuard(name)  # its elements keep the first one's dtypes
         # Set while re-reading after a restore from a read-ahead map's position.
         self._replay: PositionReader | None = None
 
@@ -149,7 +152,8 @@ class MapIterator(DatasetIterator):
             self._index += 1
         try:
             # Inside the try: a result that is no element is this stage's error.
-            return normalize_output(self._call(self._fn, element))
+            return self._dtypes.check(normalize_output(self._call(self._fn, element)),
+                                      self._index - 1)
         except Exception as error:  # noqa: BLE001 - re-raised with the stage named
             raise annotate_error(error, self._name, self._index - 1)
 
@@ -218,6 +222,8 @@ class ParallelMapIterator(DatasetIterator):
         runner.knobs.window = self._window  # its limit follows the tuner's setting
         # Computed but not yet handed out: (item, ok, result or error).
         self._ready: collections.deque[tuple[int, bool, Any]] = collections.deque()
+        # Checked where elements are handed out, whichever worker computed them.
+        self._dtypes = DtypeGuard(name)
 
     @property
     def replay_exact(self) -> bool:
@@ -279,7 +285,10 @@ class ParallelMapIterator(DatasetIterator):
         self._window.handed_out(item)
         runner.counters.elements += 1
         if ok:
-            return value
+            try:
+                return self._dtypes.check(value, item)
+            except Exception as error:  # noqa: BLE001 - re-raised with the stage named
+                raise annotate_error(error, self._name, item)
         raise annotate_error(value, self._name, item)
 
     def _fill(self) -> None:
@@ -388,14 +397,14 @@ class ParallelMapIterator(DatasetIterator):
         # side costs what a cheap call does.
         try:
             # Inside the try: a result that is no element is this stage's error.
-            return normalize_output(self._call(self._fn, value))
+            return self._dtypes.check(normalize_output(self._call(self._fn, value)), item)
         except Exception as error:  # noqa: BLE001 - re-raised with the stage named
             raise annotate_error(error, self._name, item)
 
     def _apply(self, item: int, value: Any) -> Any:
         try:
             # Inside the try: a result that is no element is this stage's error.
-            return normalize_output(self._call(self._fn, value))
+            return self._dtypes.check(normalize_output(self._call(self._fn, value)), item)
         except Exception as error:  # noqa: BLE001 - re-raised with the stage named
             raise annotate_error(error, self._name, item)
 

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from feedline.core.dataset import Dataset
+from feedline.core.element_dtypes import DtypeGuard
 from feedline.core.errors import StructureError
 from feedline.core.functions import annotate_error, call_with_element
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
@@ -142,6 +143,11 @@ class MapAndBatchIterator(DatasetIterator):
         self._pending: collections.deque[tuple[int, bool, Any]] = collections.deque()
         self._mapped = 0  # input elements the map received: the index its errors report
         self._batches = 0  # batches handed out: the index batch errors report
+        # The map's elements keep their first one's dtypes (as an unfused map's do), and so
+        # do the batches, whichever path made them (a batch form must give what batch
+        # stacks).
+        self._element_dtypes = DtypeGuard(self._map_name)
+        self._batch_dtypes = DtypeGuard(dataset.name)
 
     def read_aheads(self) -> list[ReadAhead]:
         return [self._window] if self._parallel else []
@@ -209,7 +215,7 @@ class MapAndBatchIterator(DatasetIterator):
         self._handed_out(group)
         self._mapped += len(group)
         self._batches += 1
-        return result
+        return self._batch_dtypes.check(result, self._batches - 1)
 
     def _next_raw(self) -> tuple[int, bool, Any]:
         if self._pending:
@@ -232,7 +238,8 @@ class MapAndBatchIterator(DatasetIterator):
                 raise value  # the input's error, in its place: the batch is dropped
             self._mapped += 1
             try:
-                elements.append(normalize_output(call_with_element(fn, value)))
+                elements.append(self._element_dtypes.check(
+                    normalize_output(call_with_element(fn, value)), self._mapped - 1))
             except Exception as error:  # noqa: BLE001 - re-raised with the stage named
                 raise annotate_error(error, self._map_name, self._mapped - 1)
         if not elements or (self._drop_remainder and len(elements) < self._size):
@@ -240,9 +247,10 @@ class MapAndBatchIterator(DatasetIterator):
         index = self._batches
         self._batches += 1
         try:
-            return stack_elements(elements)
+            batch = stack_elements(elements)
         except StructureError as error:
             raise annotate_error(error, self._batch_name, index)
+        return self._batch_dtypes.check(batch, index)
 
     # ------------------------------------------------------------------ checkpoints
     def _get_state(self) -> State:

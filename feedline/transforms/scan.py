@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from feedline.core.dataset import Dataset
+from feedline.core.element_dtypes import DtypeGuard
 from feedline.core.functions import annotate_error, bind_free_variables, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import decode, encode
@@ -107,6 +108,7 @@ class ScanIterator(UnaryIterator):
         self._fn = scan_func
         self._name = name
         self._index = 0
+        self._dtypes = DtypeGuard(name)  # its outputs keep the first one's dtypes
 
     def _step(self, element: Any) -> tuple[Element, Element]:
         result = normalize_output(self._fn(self._state, element))
@@ -119,7 +121,7 @@ class ScanIterator(UnaryIterator):
             raise TypeError(f"{self._name}: the new state must have the structure of the "
                             f"initial state: expected {describe(self._initial)}, got "
                             f"{describe(new_state)}")
-        return self._conform(new_state), output
+        return self._conform(new_state), self._dtypes.check(output, self._index - 1)
 
     def _conform(self, new_state: Element) -> Element:
         """The new state, when each leaf has its initial dtype; else a ``TypeError`` saying

@@ -196,7 +196,7 @@ def test_a_later_element_with_another_dtype_is_refused_by_the_guard():
         guard.check((np.int64(3), b"c"), 2)
     assert str(caught.value) == (
         "map(f): element 2 has dtype int64 at [0] where the dataset's elements have float32 "
-        "(element 0's, its element_spec); a dataset's dtypes are fixed, as in tf.data: "
+        "(its element_spec, from element 0); a dataset's dtypes are fixed, as in tf.data: "
         "convert the value (np.float32(...), .astype(np.float32)) in the function")
 
 
