@@ -37,9 +37,8 @@ def leaf_dtype(leaf: Any) -> str:
         >>> leaf_dtype(np.zeros(2, np.uint8)), leaf_dtype(b"x"), leaf_dtype(None)
         ('|u1', '|O', 'None')
     """
-    dtype = getattr(leaf, "dtype", None)
-    if isinstance(dtype, np.dtype):
-        return dtype.str
+    if isinstance(leaf, np.ndarray | np.generic):
+        return leaf.dtype.str
     if leaf is None:
         return "None"
     if isinstance(leaf, bytes):
@@ -49,7 +48,11 @@ def leaf_dtype(leaf: Any) -> str:
     from feedline.core.dataset import Dataset  # here: dataset.py imports structure, as this
 
     if isinstance(leaf, Dataset):
-        return "Dataset"  # of any class: tf.data's DatasetSpec, whatever built it
+        # Of any class (tf.data's DatasetSpec, whatever built it; range's has a dtype).
+        return "Dataset"
+    dtype = getattr(leaf, "dtype", None)  # RaggedValues, SparseValues: their values'
+    if isinstance(dtype, np.dtype):
+        return dtype.str
     return type(leaf).__qualname__
 
 
@@ -109,7 +112,8 @@ class DtypeGuard:
         """
         template = self._template
         if type(template) is not tuple:  # one leaf (inlined: the common case)
-            if getattr(element, "dtype", element.__class__) is template:
+            kind = type(element)
+            if kind is template or (kind is np.ndarray and element.dtype is template):
                 return element
         elif _fits(element, template):
             return element
@@ -150,10 +154,11 @@ _UNSET = object()
 
 def _template_of(value: Any) -> Any:
     """What :meth:`DtypeGuard.check` compares elements shaped as ``value`` with, by
-    identity: a leaf's NumPy dtype (NumPy keeps one object per builtin dtype) or ``bytes``
-    for a ``bytes`` leaf; ``(type, children)`` for a tuple or namedtuple, ``(dict, ((key,
-    child), ...))`` for a dict. ``None`` where a leaf has no such key (``None``, a dataset):
-    those elements take the pass over the leaves."""
+    identity: for a leaf, the type of a NumPy number or ``bytes`` (a number type has one
+    dtype), or an array's dtype (NumPy keeps one object per builtin dtype);
+    ``(type, children)`` for a tuple or namedtuple, ``(dict, ((key, child), ...))`` for a
+    dict. ``None`` where a leaf has no such key (``None``, a dataset, a datetime): those
+    elements take the pass over the leaves."""
     if isinstance(value, tuple | dict):
         items = value.items() if isinstance(value, dict) else enumerate(value)
         children = []
@@ -163,10 +168,12 @@ def _template_of(value: Any) -> Any:
                 return None
             children.append((key, child) if isinstance(value, dict) else child)
         return (type(value), tuple(children))
-    dtype = getattr(value, "dtype", None)
-    if isinstance(dtype, np.dtype):
-        return dtype
-    return bytes if type(value) is bytes else None
+    kind = type(value)
+    if kind is np.ndarray:
+        return value.dtype
+    if kind is bytes or (isinstance(value, np.generic) and value.dtype.kind in "biufc"):
+        return kind
+    return None
 
 
 def _fits(value: Any, template: Any) -> bool:
@@ -174,7 +181,8 @@ def _fits(value: Any, template: Any) -> bool:
     :func:`_template_of`) describes. ``False`` says only "not surely": the pass over the
     leaves decides."""
     if type(template) is not tuple:
-        return getattr(value, "dtype", value.__class__) is template
+        kind = type(value)
+        return kind is template or (kind is np.ndarray and value.dtype is template)
     kind, children = template
     if type(value) is not kind or len(value) != len(children):
         return False
