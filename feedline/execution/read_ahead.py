@@ -237,9 +237,12 @@ class ReadAhead:
         return bool(self._pending) and self._pending[0][1].done()
 
     def finished(self) -> int:
-        """Tasks done and not yet taken: what the window holds ready for its consumer (the
-        rest of :func:`len` is still in flight)."""
-        return sum(future.done() for _, future in tuple(self._pending))
+        """Tasks its consumer could take now without waiting: those done before the first
+        one still running, in order; any done one, in completion order."""
+        done = [future.done() for _, future in tuple(self._pending)]
+        if not self._deterministic:
+            return sum(done)
+        return done.index(False) if False in done else len(done)
 
     def take(self) -> tuple[Any, concurrent.futures.Future[Any]]:
         """Wait for the next task and return ``(tag, finished future)``.

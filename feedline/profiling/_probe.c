@@ -33,6 +33,12 @@
 #define MAX_THREADS 16
 #define SIZED_FIRST 8   /* the first timed calls whose elements are sized, then ... */
 #define SIZE_MASK 63    /* ... one timed call in 64 */
+/* Which calls are timed is a Weyl sequence of the call number (Fibonacci hashing: the top
+ * bits of n * 2^64/phi), not every 64th call: a stage called in a period of its own (a
+ * batch of 8 pulling chunks of 8) would otherwise time only its cheap or only its dear
+ * calls, and the mean of the sample would be off by the period's ratio. */
+#define WEYL 0x9E3779B97F4A7C15ULL
+#define SPREAD(n, bits) ((uint64_t)((n) * WEYL) >> (64 - (bits)))
 
 #ifdef Py_GIL_DISABLED
 #define ATOMIC_ADD(field, n) __atomic_add_fetch(&(field), (n), __ATOMIC_RELAXED)
@@ -160,7 +166,7 @@ static void size_element(Probe *p, PyObject *sizer, PyObject *element) {
 
 static PyObject *probe_iternext(Probe *p) {
     uint64_t call = ATOMIC_ADD(p->calls, 1);
-    if (call & ATOMIC_LOAD(p->mask)) {
+    if (SPREAD(call, 6) & ATOMIC_LOAD(p->mask)) {
         ATOMIC_ADD(p->untimed, 1);
         PyObject *result = p->inner_next(p->inner);
         if (result == NULL) note_end(p);
@@ -170,7 +176,7 @@ static PyObject *probe_iternext(Probe *p) {
      * GIL while other threads run (up to the 5 ms switch interval), its CPU time not. The
      * thread CPU clock is a system call (~0.5 us in a VM, the monotonic clock ~20 ns), so
      * only one timed call in CPU_EVERY reads it. */
-    int read_cpu = call == 1 || (ATOMIC_LOAD(p->sampled) % CPU_EVERY) == 0;
+    int read_cpu = call == 1 || SPREAD(ATOMIC_LOAD(p->sampled), 3) == 0;
     uint64_t cpu_start = read_cpu ? clock_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
     uint64_t start = now_ns();
     PyObject *result = p->inner_next(p->inner);

@@ -42,6 +42,8 @@ MAX_THROUGHPUT_POINTS = 200
 run sampled every 50 ms would otherwise draw noise wider than the chart has pixels."""
 
 _WIDTH = 1000
+LABEL_CHARACTERS = 34
+"""A stage's name is cut to this many characters beside its bar (the whole in its tooltip)."""
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color: #222;
        margin: 0; background: #fff; }
@@ -56,6 +58,10 @@ th, td { border: 1px solid #ddd; padding: 3px 4px; text-align: left; vertical-al
 th { background: #f3f3f3; }
 td.number { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 div.wide { overflow-x: auto; }
+table.stages, table.advice { width: 100%; }
+table.stages { font-size: 11px; }
+table.advice code { overflow-wrap: anywhere; }
+table.stages th, table.stages td.name { overflow-wrap: anywhere; }
 tr.bottleneck td { background: #fbe4e4; }
 code { background: #f4f4f4; padding: 1px 3px; font-size: 12px; }
 svg { display: block; font-size: 12px; }
@@ -182,13 +188,17 @@ def _advice(report: ProfileReport) -> str:
         return _empty("No advice: no rewrite is predicted to make this pipeline faster.")
     rows = []
     for number, advice in enumerate(report.advice, 1):
-        verified = ("not verified" if advice.verified_speedup is None
-                    else _speedup(advice.verified_speedup))
+        verified = "not verified"
+        if advice.verified_speedup is not None:
+            verified = _speedup(advice.verified_speedup)
+        if advice.verified_range is not None:
+            low, high = advice.verified_range
+            verified += f"<br><small>{_speedup(low)}–{_speedup(high)}</small>"
         rows.append(f'<tr><td class="number">{number}</td><td>{_e(advice.message)}</td>'
                     f"<td><code>{_e(advice.rewrite)}</code></td>"
                     f'<td class="number">{_speedup(advice.predicted_speedup)}</td>'
                     f'<td class="number">{verified}</td></tr>')
-    return ("<table>\n<tr><th>#</th><th>advice</th><th>rewrite</th>"
+    return ('<table class="advice">\n<tr><th>#</th><th>advice</th><th>rewrite</th>'
             "<th>predicted speed-up</th><th>verified speed-up</th></tr>\n"
             + "\n".join(rows) + "\n</table>")
 
@@ -221,11 +231,12 @@ def _stage_table(report: ProfileReport) -> str:
         cells = []
         for name in names:
             text, number = _stage_cell(name, getattr(stage, name), name in floats)
-            cells.append(f'<td class="number">{text}</td>' if number else f"<td>{text}</td>")
+            kind = "number" if number else "name" if name == "name" else ""
+            cells.append(f'<td class="{kind}">{text}</td>' if kind else f"<td>{text}</td>")
         cells.append(f'<td class="number">{stage.seconds_per_element * 1e6:,.1f}</td>')
         marker = ' class="bottleneck"' if stage.id == bottleneck else ""
         rows.append(f"<tr{marker}>{''.join(cells)}</tr>")
-    return (f'<div class="wide"><table>\n<tr>{header}</tr>\n' + "\n".join(rows)
+    return (f'<div class="wide"><table class="stages">\n<tr>{header}</tr>\n' + "\n".join(rows)
             + "\n</table></div>")
 
 
@@ -253,7 +264,8 @@ def _self_time_chart(report: ProfileReport) -> str:
     if not stages or total <= 0:
         return _empty("No stage time was measured.")
     bottleneck = report.bottleneck.stage if report.bottleneck else None
-    label_width, value_width, row, bar = 280, 150, 26, 18
+    # 34 characters of 12 px text fit the labels' 290 px even in wide letters (m, w, _).
+    label_width, value_width, row, bar = 290, 140, 26, 18
     span = _WIDTH - label_width - value_width
     longest = max(stage.self_seconds for stage in stages)
     height = row * len(stages) + 10
@@ -265,7 +277,7 @@ def _self_time_chart(report: ProfileReport) -> str:
         name = _e(stage.name)
         parts.append(
             f'<text x="{label_width - 8}" y="{y + bar - 4}" text-anchor="end">'
-            f"<title>{name}</title>{_e(_shorten(stage.name, 40))}</text>")
+            f"<title>{name}</title>{_e(_shorten(stage.name, LABEL_CHARACTERS))}</text>")
         parts.append(f'<rect x="{label_width}" y="{y}" width="{width:.1f}" height="{bar}" '
                      f'fill="{colour}"><title>{name}</title></rect>')
         parts.append(f'<text x="{label_width + width + 6:.1f}" y="{y + bar - 4}">'

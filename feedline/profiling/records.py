@@ -52,7 +52,8 @@ class StageStatistics:
     buffer_size: int | None = None
     """Elements the stage may hold ready ahead of its consumer (``None``: no buffer)."""
     buffer_mean: float | None = None
-    """Mean share of ``buffer_size`` that was filled when sampled (0: always empty)."""
+    """Mean share of ``buffer_size`` holding finished elements when sampled (0: always
+    empty; tasks still in flight do not count)."""
     executor: str = "inline"
     """Where its work runs: ``"inline"``, ``"threads"`` or ``"processes"``."""
     cpu_seconds: float = 0.0
@@ -180,11 +181,16 @@ class Advice:
     message: str
     """What to change, in words, naming the stage (``"parallelize map(parse): ..."``)."""
     rewrite: str
-    """The change as code (``"map(parse, num_parallel_calls=fl.AUTOTUNE)"``)."""
+    """The change as code, a method chain to put after the dataset it changes
+    (``".map(parse, num_parallel_calls=fl.AUTOTUNE)"``)."""
     predicted_speedup: float
     """Throughput after / before, as the model predicts."""
     verified_speedup: float | None = None
-    """Throughput after / before, measured (``None`` unless verified)."""
+    """Throughput after / before, measured: the median over the verification's rounds
+    (``None`` unless verified)."""
+    verified_range: tuple[float, float] | None = None
+    """The lowest and highest speed-up measured in those rounds (``None`` unless verified):
+    how far one measurement can be trusted on this machine."""
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ threads, the bottleneck) lives in :mod:`feedline.profiling.model`, which the tun
 A rewrite's predicted speed-up is the highest load before over the highest load after the
 change (a stage with no cost, a stage on more threads or processes, a buffer between the
 consumer and the pipeline). ``verify=True`` applies each rewrite it can build to the
-dataset, measures it for as long as the first run, and reports the measured speed-up beside
-the prediction.
+dataset and measures it against the pipeline as written, in alternating rounds (one
+measurement swings by 2x on a busy machine); advice measured slower is taken back, and the
+rounds' spread is reported with the median.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from statistics import median
 from typing import Any
 
 from feedline.core.constants import AUTOTUNE
@@ -44,6 +46,10 @@ INPUT_BOUND_WAIT = 0.10
 MIN_PREDICTED_SPEEDUP = 1.1
 """Rewrites predicted to gain less than this are not advised."""
 
+VERIFY_ROUNDS = 3
+"""Rounds of the verification: each measures the pipeline as written, then each rewrite,
+for ``seconds / VERIFY_ROUNDS``; a speed-up is the median of the rounds' ratios."""
+
 VECTORIZE_BELOW_SECONDS = 50e-6
 """Per-element map calls cheaper than this are mostly call overhead: batch first."""
 
@@ -64,8 +70,11 @@ def profile(dataset: Dataset, seconds: float = 5.0, consumer: Callable[[Any], No
         seconds: How long to read it (less if it ends or ``max_elements`` are read).
         consumer: Called with every element, as the training step would be (``None``: the
             elements are only pulled, which measures the pipeline alone).
-        verify: Apply each advised rewrite that can be built automatically, measure it for
-            ``seconds`` too, and report the measured speed-up.
+        verify: Apply each advised rewrite that can be built automatically and measure it
+            against the pipeline as written (:data:`VERIFY_ROUNDS` alternating rounds that
+            take ``seconds`` in all for each): the median speed-up and the rounds' range are
+            reported, and advice measured slower than the pipeline as written is taken back
+            (named in the notes).
         trace: Keep timed calls for :func:`feedline.profiling.trace.write_chrome_trace`.
         max_elements: Stop after this many elements.
 
@@ -87,13 +96,19 @@ def profile(dataset: Dataset, seconds: float = 5.0, consumer: Callable[[Any], No
     """
     if not seconds > 0:
         raise ValueError(f"profile(seconds) must be > 0, got {seconds!r}")
-    statistics, nodes, errors = _measure_with_statistics(dataset, seconds, consumer,
-                                                         max_elements, trace)
+    statistics, nodes, delivered, errors = _measure_with_statistics(
+        dataset, seconds, consumer, max_elements, trace)
     report = analyse(statistics)
     notes = list(report.notes)
     if errors.note():
         notes.append(errors.note())
-    if statistics.elements == 0:
+    if delivered == 0 and errors.count:
+        # Every element failed: the times measured are those of failing, and no rewrite
+        # makes a failing pipeline useful.
+        report = replace(report, advice=())
+        notes.append("no advice: every element raised an error; fix it first "
+                     "(or skip bad elements on purpose with ignore_errors())")
+    elif statistics.elements == 0:
         notes.append("the pipeline handed out no element while measured")
     if verify and report.advice:
         report, verify_notes = _verify(dataset, report, nodes, seconds, consumer, max_elements)
@@ -104,13 +119,14 @@ def profile(dataset: Dataset, seconds: float = 5.0, consumer: Callable[[Any], No
 def _measure_with_statistics(dataset: Dataset, seconds: float,
                              consumer: Callable[[Any], None] | None,
                              max_elements: int | None, trace: bool
-                             ) -> tuple[PipelineStatistics, list[Any], _Errors]:
+                             ) -> tuple[PipelineStatistics, list[Any], int, _Errors]:
+    """The statistics, the stages' dataset nodes, the elements delivered and the errors."""
     options = Options(profiling=ProfilingOptions(statistics=True, trace=trace))
     with iter(dataset.with_options(options)) as iterator:
-        _, _, errors = _drain(iterator, seconds, consumer, max_elements)
+        delivered, _, errors = _drain(iterator, seconds, consumer, max_elements)
         collector = iterator._collector
         collector.stop()
-        return iterator.statistics(), collector.stage_nodes(), errors
+        return iterator.statistics(), collector.stage_nodes(), delivered, errors
 
 
 @dataclass
@@ -192,7 +208,7 @@ def analyse(statistics: PipelineStatistics, cores: int | None = None) -> Profile
         ...     consumer=ConsumerStatistics(calls=100, wait_seconds=0.95, between_seconds=0.05))
         >>> report = analyse(stats, cores=4)
         >>> report.input_bound, report.bottleneck.name, report.advice[0].rewrite
-        (True, 'map(f)', 'map(f, num_parallel_calls=fl.AUTOTUNE)')
+        (True, 'map(f)', '.map(f, num_parallel_calls=fl.AUTOTUNE)')
     """
     cores = cores or schedulable_cpus()
     stages = statistics.stages
@@ -223,7 +239,6 @@ def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
             input_bound: bool) -> list[Advice]:
     stages = statistics.stages
     advice: list[Advice] = []
-    short = worst.operation
 
     def predict(own: dict[int, float] | None = None,
                 threads: dict[str, float] | None = None) -> float:
@@ -241,7 +256,7 @@ def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
             f"parallelize {worst.name}: stacking its elements into arrays runs on its "
             f"caller's thread and takes {_share(worst, segment_of, stages):.0%} of that "
             "thread's work (large elements: copies)",
-            f"{worst.operation}(batch_size, num_parallel_calls=fl.AUTOTUNE)",
+            f".{worst.operation}(batch_size, num_parallel_calls=fl.AUTOTUNE)",
             _parallel_prediction(statistics, segment_of, loads, worst, cores)))
     if worst.operation in model.MAPS and not worst.asynchronous:
         advice.append(Advice(
@@ -252,14 +267,14 @@ def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
             _parallel_rewrite(worst),
             _parallel_prediction(statistics, segment_of, loads, worst, cores)))
     gil_cores = model.gil_bound_cores(statistics, worst)
-    if gil_cores is not None:
+    if gil_cores is not None and worst.operation == "map":  # batch has no process executor
         workers = min(worst.parallelism, cores)
         advice.append(Advice(
             "processes", worst.id,
             f"run {worst.name} in worker processes: its {worst.parallelism} threads keep "
             f"only {gil_cores:.1f} cores busy while its consumer waits (the GIL serializes "
             "its Python)",
-            f'{short}({_function(worst)}, num_parallel_calls={workers}, executor="process")',
+            _chain(worst, {"map": f', num_parallel_calls={workers}, executor="process"'}),
             predict(threads={segment_of[worst.id]: workers})))
     if worst.operation in model.MAPS and worst.elements and \
             worst.seconds_per_element < VECTORIZE_BELOW_SECONDS and _batch_above(stages, worst):
@@ -268,7 +283,7 @@ def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
             f"batch before {worst.name} and vectorize it: each call costs "
             f"{worst.seconds_per_element * 1e6:.1f} us, mostly per-call overhead; the "
             "speed-up shown is the most it can give (the map free)",
-            f".batch(B).{short}({_function(worst)}_batched)",
+            ".batch(B)" + _chain(worst, suffix="_batched"),
             predict(own=_moved(statistics, worst.id, 0.0))))
     cache = _below(stages, worst, ("cache",))
     if worst.operation in model.MAPS and cache is not None:
@@ -276,17 +291,19 @@ def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
             "cache", cache.id,
             f"move {cache.name} after {worst.name}: the cache keeps the input of the "
             "expensive map, so every epoch computes it again",
-            f"{short}({_function(worst)}).cache()",
+            _chain(worst) + ".cache()",
             predict(own=_moved(statistics, worst.id, 0.0))))
+    # A snapshot of a prefix that shuffles differs every epoch, and one over a repeat() would
+    # write every epoch (an infinite repeat(): never finish).
     if worst.operation in model.MAPS + ("batch", "tfrecord", "text_line", "parquet") and \
-            _below(stages, worst, _RANDOM) is None and _above(stages, worst, ("snapshot",
-                                                                           "cache")) is None:
+            _below(stages, worst, _RANDOM + ("repeat",)) is None and \
+            _above(stages, worst, ("snapshot", "cache")) is None:
         prefix = _prefix_ids(stages, worst)
         advice.append(Advice(
             "snapshot", worst.id,
             f"snapshot the deterministic prefix ending at {worst.name}: later epochs read "
             "its output from disk instead of computing it (put shuffles after it)",
-            f"{short}(...).snapshot(path)",
+            _chain(worst) + ".snapshot(path)",
             predict(own={s.id: (0.0 if s.id in prefix else s.self_seconds) for s in stages})))
     top = stages[0]
     if not top.asynchronous and statistics.consumer.between_seconds > \
@@ -307,9 +324,33 @@ def _advise(statistics: PipelineStatistics, segment_of: dict[int, str],
 
 
 def _parallel_rewrite(stage: StageStatistics) -> str:
-    if stage.operation == "fused_inline":  # several maps/filters fused: each of them
-        return f"num_parallel_calls=fl.AUTOTUNE on the maps of {stage.name}"
-    return f"{stage.operation}({_function(stage)}, num_parallel_calls=fl.AUTOTUNE)"
+    return _chain(stage, {"map": ", num_parallel_calls=fl.AUTOTUNE"})
+
+
+def _chain(stage: StageStatistics, extra: dict[str, str] | None = None,
+           suffix: str = "") -> str:
+    """``stage`` as the code that builds it, a method chain (``".map(f).filter(g)"`` for a
+    fused stage), each operation's call given ``extra[operation]`` after its function and
+    each function name ``suffix``: what a rewrite tells the user to write."""
+    calls = []
+    for operation, function in _operations(stage):
+        calls.append(f".{operation}({function}{suffix}{(extra or {}).get(operation, '')})")
+    return "".join(calls)
+
+
+def _operations(stage: StageStatistics) -> list[tuple[str, str]]:
+    """(operation, function name) of each user function ``stage`` runs: a fused stage's
+    name lists its maps and filters, ``"map(f) -> filter(g)"``. A name that is not an
+    identifier (``<lambda>``) is written ``fn``."""
+    parts = stage.name.split(" -> ")
+    found = []
+    for part in parts:
+        operation, _, rest = part.partition("(")
+        function = rest[:-1] if rest.endswith(")") else ""
+        if len(parts) == 1 or not operation.isidentifier():
+            operation = stage.operation
+        found.append((operation, function if function.isidentifier() else "fn"))
+    return found
 
 
 def _parallel_prediction(statistics: PipelineStatistics, segment_of: dict[int, str],
@@ -329,13 +370,6 @@ def _share(stage: StageStatistics, segment_of: dict[int, str],
            stages: tuple[StageStatistics, ...]) -> float:
     total = sum(s.self_seconds for s in stages if segment_of[s.id] == segment_of[stage.id])
     return stage.self_seconds / total if total else 0.0
-
-
-def _function(stage: StageStatistics) -> str:
-    name = stage.name
-    if "(" in name and name.endswith(")"):
-        return name[name.index("(") + 1:-1]
-    return "fn"
 
 
 def _ancestors(stages: tuple[StageStatistics, ...], stage: StageStatistics
@@ -375,25 +409,53 @@ def _prefix_ids(stages: tuple[StageStatistics, ...], stage: StageStatistics) -> 
 def _verify(dataset: Dataset, report: ProfileReport, nodes: list[Any], seconds: float,
             consumer: Callable[[Any], None] | None, max_elements: int | None
             ) -> tuple[ProfileReport, list[str]]:
-    notes = []
-    baseline = measure_throughput(dataset, seconds, consumer, max_elements)
-    verified = []
-    for item in report.advice:
-        rewritten = _rewrite(dataset, item, nodes)
-        if rewritten is None:
-            verified.append(item)
+    """Measure each rewrite that can be built against ``dataset`` as written, in
+    :data:`VERIFY_ROUNDS` rounds that alternate them (a machine's load drifts: each ratio
+    compares measurements a few seconds apart), and take back advice measured slower."""
+    rewritten = {index: _rewrite(dataset, item, nodes)
+                 for index, item in enumerate(report.advice)}
+    built = {index: candidate for index, candidate in rewritten.items() if candidate is not None}
+    each = seconds / VERIFY_ROUNDS
+    ratios: dict[int, list[float]] = {index: [] for index in built}
+    baselines = []
+    for _ in range(VERIFY_ROUNDS):
+        baseline = measure_throughput(dataset, each, consumer, max_elements)
+        baselines.append(baseline)
+        for index, candidate in built.items():
+            throughput = measure_throughput(candidate, each, consumer, max_elements)
+            ratios[index].append(throughput / baseline if baseline else 0.0)
+    kept, taken_back = [], []
+    for index, item in enumerate(report.advice):
+        if index not in ratios:
+            kept.append(item)
             continue
-        throughput = measure_throughput(rewritten, seconds, consumer, max_elements)
-        speedup = throughput / baseline if baseline else 0.0
-        verified.append(replace(item, verified_speedup=speedup))
-    unverifiable = [item.kind for item in verified if item.verified_speedup is None
+        measured = replace(item, verified_speedup=median(ratios[index]),
+                           verified_range=(min(ratios[index]), max(ratios[index])))
+        if measured.verified_speedup < 1.0:
+            taken_back.append(f"{item.kind} ({item.rewrite}) measured "
+                              f"{_measured(measured)}")
+        else:
+            kept.append(measured)
+    notes = []
+    unverifiable = [item.kind for item in kept if item.verified_speedup is None
                     and item.kind != "consumer"]
     if unverifiable:
         notes.append(f"not verified (needs a change only you can make, or several epochs): "
                      f"{', '.join(unverifiable)}")
-    notes.append(f"verified against the pipeline as written: {baseline:,.1f} elements/s "
-                 "without statistics")
-    return replace(report, advice=tuple(verified)), notes
+    if taken_back:
+        notes.append("not advised, slower when measured: " + "; ".join(taken_back))
+    notes.append(f"verified against the pipeline as written ({median(baselines):,.1f} "
+                 f"elements/s without statistics) in {VERIFY_ROUNDS} alternating rounds of "
+                 f"{each:.2f} s each; a speed-up is the rounds' median (lowest-highest)")
+    return replace(report, advice=tuple(kept)), notes
+
+
+def _measured(item: Advice) -> str:
+    """``"1.42x (1.30-1.55)"``: the verified median and the rounds' range."""
+    if item.verified_range is None:
+        return f"{item.verified_speedup:.2f}x"
+    low, high = item.verified_range
+    return f"{item.verified_speedup:.2f}x ({low:.2f}-{high:.2f})"
 
 
 def _rewrite(dataset: Dataset, item: Advice, nodes: list[Any]) -> Dataset | None:
@@ -479,7 +541,7 @@ def format_report(report: ProfileReport) -> str:
         lines.append("advice:")
         for item in report.advice:
             verified = ("" if item.verified_speedup is None
-                        else f", measured {item.verified_speedup:.2f}x")
+                        else f", measured {_measured(item)}")
             lines.append(f"- {item.message}\n    {item.rewrite}  "
                          f"(predicted {item.predicted_speedup:.2f}x{verified})")
     if statistics.tuning:

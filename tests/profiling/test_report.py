@@ -38,7 +38,7 @@ def test_inline_map_is_the_bottleneck_and_parallelizing_it_is_advised():
     assert report.bottleneck.speedup_without == pytest.approx(9.0)
     assert [a.kind for a in report.advice] == ["parallelize", "prefetch", "snapshot"]
     parallelize, prefetch, snapshot = report.advice
-    assert parallelize.rewrite == "map(parse, num_parallel_calls=fl.AUTOTUNE)"
+    assert parallelize.rewrite == ".map(parse, num_parallel_calls=fl.AUTOTUNE)"
     # On 4 workers the map's 0.8 s is 0.2 of a second; the CPU (0.9 s over 4 cores) then
     # limits: 0.9 / 0.225.
     assert parallelize.predicted_speedup == pytest.approx(4.0)
@@ -60,7 +60,7 @@ def test_gil_bound_threaded_map_gets_worker_processes():
     assert report.bottleneck.speedup_without == pytest.approx(5.0)
     assert [a.kind for a in report.advice] == ["processes", "snapshot"]
     processes = report.advice[0]
-    assert processes.rewrite == 'map(tokenize, num_parallel_calls=4, executor="process")'
+    assert processes.rewrite == '.map(tokenize, num_parallel_calls=4, executor="process")'
     # Four processes: the map's load 1.0 becomes 0.25; the CPU (1.03 s over 4 cores) limits.
     assert processes.predicted_speedup == pytest.approx(1.0 / (1.03 / 4))
 
@@ -77,7 +77,7 @@ def test_a_batch_stacking_large_elements_is_parallelized():
     assert report.bottleneck.name == "batch"
     advice = report.advice[0]
     assert (advice.kind, advice.rewrite) == (
-        "parallelize", "batch(batch_size, num_parallel_calls=fl.AUTOTUNE)")
+        "parallelize", ".batch(batch_size, num_parallel_calls=fl.AUTOTUNE)")
     # Stacking on 2 workers: the prefetch thread's 0.9 s of batch becomes 0.45 per worker,
     # and the CPU (1.5 s over 2 cores, 0.75) then limits: 0.9 / 0.75.
     assert advice.predicted_speedup == pytest.approx(1.2)
