@@ -76,7 +76,9 @@ class DtypeGuard:
     keeps one dtype object per builtin dtype), at the cost of an attribute read per leaf;
     a difference (or a leaf without a dtype, such as ``None``) takes a pass over the
     leaves, which decides. Structure changes are left to the stages that stack or compare
-    elements (batch, zip), which name them already.
+    elements (batch, zip), which name them already; a ``None`` component where the first
+    element had a value, or the other way round, is one (tf.data's ``NoneTensorSpec`` is a
+    component of its own kind, not a dtype).
 
     Args:
         stage: The stage's name as errors show it (``"map(parse)"``).
@@ -136,7 +138,7 @@ class DtypeGuard:
     def _raise(self, element: Element, dtypes: list[str], index: int) -> None:
         paths = [path for path, _ in flatten_with_paths(element)]
         for path, got, want in zip(paths, dtypes, self._dtypes or []):
-            if got != want:
+            if got != want and "None" not in (got, want):
                 origin = ("its element_spec" if self._first is None
                           else f"its element_spec, from {self._of} {self._first}")
                 got, want = _name(got), _name(want)

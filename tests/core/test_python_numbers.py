@@ -200,13 +200,13 @@ def test_a_later_element_with_another_dtype_is_refused_by_the_guard():
         "convert the value (np.float32(...), .astype(np.float32)) in the function")
 
 
-def test_the_guard_tells_none_from_float64_and_arrays_by_dtype():
+def test_the_guard_leaves_none_to_batch_and_tells_arrays_by_dtype():
     guard = DtypeGuard("map(g)", [leaf_dtype(None), leaf_dtype(np.zeros(2))])
     guard.check((None, np.ones(5)), 7)  # shapes may vary; dtypes may not
-    with pytest.raises(fl.StructureError, match=r"element 8 has dtype float64 at \[0\] where "
-                                                r"the dataset's elements have None"):
-        guard.check((np.float64(1), np.ones(2)), 8)
-    with pytest.raises(fl.StructureError, match=r"element 9 has dtype object at \[1\]"):
+    # None where a value was is a structure change (NoneTensorSpec), which batch names.
+    assert guard.check((np.float64(1), np.ones(2)), 8)[0] == 1.0
+    with pytest.raises(fl.StructureError, match=r"element 9 has dtype object at \[1\] where "
+                                                r"the dataset's elements have float64"):
         guard.check((None, b"x"), 9)
 
 
