@@ -1,12 +1,20 @@
-"""``shard``: every ``num_shards``-th element, starting at ``index``."""
+"""``shard``: every ``num_shards``-th element, starting at ``index``.
+
+A shard's state may also carry a *re-deal* (:class:`Ownership`): the input positions this
+shard owns for the rest of the iteration when an elastic resume
+(:func:`feedline.resume.merge_states`) gave it another share than ``index`` of
+``num_shards``. A state without one is the plain layout, unchanged since version 1.
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import functools
+from dataclasses import dataclass, replace
 from typing import Any
 
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
+from feedline.core.errors import CheckpointError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import RandomAccessReader, StrideReader
 from feedline.core.traits import POSITIONAL
@@ -58,6 +66,73 @@ class ShardDataset(UnaryDataset):
         return StrideReader(self._inputs[0]._random_reader(ctx), self.index, self.num_shards)
 
 
+REDEAL_KEY = "redeal"
+"""Where a shard's state carries its :class:`Ownership` after an elastic resume."""
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """The input positions one shard owns: a few listed ones, then a regular tail.
+
+    Positions ``>= tail_start`` whose offset from it is ``tail_index`` modulo ``tail_step``
+    are owned, and so is every position in ``extra`` (all below ``tail_start``). A plain
+    ``shard(n, i)`` is ``Ownership((), 0, n, i)``. The shares of all shards of a job split
+    the positions ``>= tail_start`` exactly (same start and step, every index once); the
+    listed positions are the remainder an elastic resume re-dealt one by one.
+
+    Example:
+        >>> owner = Ownership((1, 4), 10, 3, 2)
+        >>> [p for p in range(20) if owner.owns(p)]
+        [1, 4, 12, 15, 18]
+        >>> owner.remaining(3, 16)
+        [4, 12, 15]
+    """
+
+    extra: tuple[int, ...]
+    tail_start: int
+    tail_step: int
+    tail_index: int
+
+    def owns(self, position: int) -> bool:
+        if position >= self.tail_start:
+            return (position - self.tail_start) % self.tail_step == self.tail_index
+        return position in self._extra_set
+
+    @functools.cached_property
+    def _extra_set(self) -> frozenset[int]:
+        return frozenset(self.extra)
+
+    def remaining(self, position: int, stop: int) -> list[int]:
+        """The owned positions in ``[position, stop)``, in order."""
+        first_tail = self.tail_start + self.tail_index
+        if position > first_tail:
+            first_tail += -(-(position - first_tail) // self.tail_step) * self.tail_step
+        return ([p for p in self.extra if position <= p < stop]
+                + list(range(first_tail, stop, self.tail_step)))
+
+    def to_state(self) -> State:
+        return {"extra": list(self.extra), "tail_start": self.tail_start,
+                "tail_step": self.tail_step, "tail_index": self.tail_index}
+
+    @classmethod
+    def from_state(cls, state: Any) -> Ownership:
+        """Read a re-deal back, refusing one that does not describe a share."""
+        try:
+            extra = tuple(int(p) for p in state["extra"])
+            owner = cls(extra, int(state["tail_start"]), int(state["tail_step"]),
+                        int(state["tail_index"]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise CheckpointError(f"damaged state for the shard stage: re-deal {error!r}") \
+                from None
+        if (owner.tail_step < 1 or not 0 <= owner.tail_index < owner.tail_step
+                or list(extra) != sorted(set(extra))
+                or any(not 0 <= p < owner.tail_start for p in extra)):
+            raise CheckpointError(f"damaged state for the shard stage: re-deal {state!r} is "
+                                  "not a share (sorted distinct positions below tail_start, "
+                                  "0 <= tail_index < tail_step)")
+        return owner
+
+
 class ShardIterator(UnaryIterator):
     """Pulls the elements of other shards only when asked for the next one of its own, so
     the input is never read past the last element this shard yields."""
@@ -68,6 +143,8 @@ class ShardIterator(UnaryIterator):
         self._num_shards = num_shards
         self._index = index
         self._position = 0  # position in the input of the next element to pull
+        # Set only by a re-dealt state; the plain stride is the fast path.
+        self._owner: Ownership | None = None
 
     def __next__(self) -> Any:
         while True:
@@ -82,11 +159,32 @@ class ShardIterator(UnaryIterator):
                 self._position += 1
                 raise
             self._position += 1
-            if position % self._num_shards == self._index:
+            owner = self._owner
+            if (position % self._num_shards == self._index if owner is None
+                    else owner.owns(position)):
                 return element
 
+    def ownership(self) -> Ownership:
+        """The positions this shard owns (its stride, or the re-deal it was restored with)."""
+        return self._owner or Ownership((), 0, self._num_shards, self._index)
+
     def _get_state(self) -> State:
-        return self._with_input_state({"position": self._position})
+        state = self._with_input_state({"position": self._position})
+        if self._owner is not None:
+            state[REDEAL_KEY] = self._owner.to_state()
+        return state
+
+    def load_state_dict(self, state: State) -> None:
+        # The re-deal is an optional key: states without it keep the version-1 layout (and
+        # the shape check), so checkpoints written before elastic resume still load.
+        owner = None
+        if isinstance(state, dict) and REDEAL_KEY in state:
+            owner = Ownership.from_state(state[REDEAL_KEY])
+            state = {key: value for key, value in state.items() if key != REDEAL_KEY}
+        self._owner = None
+        self._state_shape = None  # checked against the plain layout
+        super().load_state_dict(state)
+        self._owner = owner
 
     def _set_state(self, state: State) -> None:
         self._load_input_state(state)
