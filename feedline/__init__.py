@@ -66,6 +66,7 @@ from feedline.formats.tfrecord import TFRecordDataset, TFRecordWriter, write_tfr
 from feedline.formats.webdataset import WebDataset
 from feedline.pipeline import PipelineIterator
 from feedline.profiling.report import profile
+from feedline.resume.elastic import merge_states
 from feedline.snapshot.info import SnapshotInfo, snapshot_info
 from feedline.sources.sql import SqlDataset
 from feedline.transforms.group_by_reducer import Reducer
@@ -131,6 +132,7 @@ __all__ = [
     "load_state",
     "make_batched_features_dataset",
     "make_csv_dataset",
+    "merge_states",
     "parse_example",
     "parse_sequence_example",
     "parse_single_example",
