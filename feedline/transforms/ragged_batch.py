@@ -20,6 +20,7 @@ state keeps which leaves are). Row splits are int64 (tf.data's default ``row_spl
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,10 @@ from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.structure import (
     Element,
+    NoneTensorSpec,
+    RaggedTensorSpec,
     TensorSpec,
+    batched_spec,
     describe,
     flatten,
     flatten_with_paths,
@@ -106,6 +110,27 @@ def check_ranks(values: list[Any], rank: int, path: str) -> None:
                                  f"{found}, but element 0's has rank {rank}")
 
 
+def _ragged_batched_leaf(spec: Any, batch_dim: int | None) -> Any:
+    """A leaf's spec batched by ``ragged_batch`` (tf.data's ``to_ragged_spec``, then
+    ``batch``): an array of unknown dimensions becomes ragged up to its last unknown one.
+
+    Example:
+        >>> _ragged_batched_leaf(TensorSpec((2, None, 3), np.dtype(np.int64)), None)
+        RaggedTensorSpec(shape=(None, 2, None, 3), dtype=int64, ragged_rank=2)
+    """
+    plan = leaf_plans(spec)
+    if isinstance(spec, TensorSpec) and plan and plan[0] is not None:
+        return RaggedTensorSpec((batch_dim, *spec.shape), spec.dtype, plan[0] + 1)
+    return batched_spec(spec, batch_dim)
+
+
+def _with_batch_dim(spec: Any, batch_dim: int | None) -> Any:
+    """A batch's leaf spec with its first dimension ``batch_dim``."""
+    if isinstance(spec, NoneTensorSpec):
+        return spec
+    return dataclasses.replace(spec, shape=(batch_dim, *spec.shape[1:]))
+
+
 class ShapesSeen:
     """Which leaves of a dataset without a spec are ragged: those whose elements have not all
     had the first element's shape (the others are stacked, as tf.data stacks a leaf whose
@@ -171,7 +196,30 @@ class RaggedBatchDataset(UnaryDataset):
         self.name = name or "ragged_batch"
 
     def _element_spec(self) -> Element | None:
-        return None  # ragged leaves have no TensorSpec
+        return None  # found by _traced_element_spec: only the real input says how
+
+    def _traced_element_spec(self) -> Element | None:
+        """tf.data's spec: from the input's spec where the graph knows it (each leaf of
+        unknown dimensions a :class:`~feedline.RaggedTensorSpec`), else from the first
+        batch as its leaves come out; the batch dimension is ``None`` unless
+        ``drop_remainder`` (the last batch may be smaller), as ``batch``'s.
+
+        Example:
+            >>> import feedline as fl
+            >>> fl.Dataset.range(5).ragged_batch(2).element_spec
+            TensorSpec(shape=(None,), dtype=int64)
+        """
+        batch_dim = self.batch_size if self.drop_remainder else None
+        inner = self._inputs[0]._element_spec()
+        if inner is not None:
+            return pack_as(inner, [_ragged_batched_leaf(leaf, batch_dim)
+                                   for leaf in flatten(inner)])
+        from feedline.core.spec_inference import first_element_spec  # imports transforms
+
+        first = first_element_spec(self)
+        if first is None:
+            return None
+        return pack_as(first, [_with_batch_dim(leaf, batch_dim) for leaf in flatten(first)])
 
     def cardinality(self) -> int:
         return batched_cardinality(self._inputs[0].cardinality(), self.batch_size,

@@ -11,7 +11,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import DataLossError, InvalidArgumentError
 from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
-from feedline.core.structure import Element, TensorSpec
+from feedline.core.structure import Element, SparseTensorSpec, TensorSpec
 from feedline.core.traits import BATCHING
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.formats.example.sparse import SparseValues
@@ -110,7 +110,13 @@ class SparseBatchDataset(UnaryDataset):
                             f"{spec}")
 
     def _element_spec(self) -> Element | None:
-        return None  # a SparseValues: no TensorSpec (tf.data's SparseTensorSpec)
+        """tf.data's ``SparseTensorSpec([None, *row_shape], the input's dtype)``: the batch
+        dimension is unknown (the last batch may be smaller), as are ``row_shape``'s
+        ``None`` dimensions (the largest in each batch)."""
+        inner = self._inputs[0]._element_spec()
+        if not isinstance(inner, TensorSpec):
+            return None  # after a map: found from its spec (feedline.core.spec_inference)
+        return SparseTensorSpec((None, *self.row_shape), inner.dtype)
 
     def cardinality(self) -> int:
         return batched_cardinality(self._inputs[0].cardinality(), self.batch_size, False)

@@ -65,3 +65,16 @@ def test_cardinality_unbatch_and_checkpointing():
     rows = [(r.values.tolist(), r.dense_shape.tolist()) for r in ds.unbatch()]
     assert rows == [([], [2]), ([0], [2]), ([0, 1], [2])] * 2 + [([], [0])]
     check_checkpointing(ds)
+
+
+def test_element_spec_as_tf_data():
+    # tf 2.21 (sparse_batch_op.py): SparseTensorSpec(TensorShape([None]).concatenate(
+    # row_shape), the input's dtype): the batch dimension is None, row_shape's None stays None.
+    ds = fl.Dataset.range(5).map(lambda x: np.arange(x))
+    assert ds.sparse_batch(2, [5]).element_spec == fl.SparseTensorSpec((None, 5),
+                                                                        np.dtype(np.int64))
+    assert ds.sparse_batch(2, [None]).batch(1).element_spec == fl.SparseTensorSpec(
+        (None, None, None), np.dtype(np.int64))
+    slices = fl.Dataset.from_tensor_slices(np.zeros((4, 2, 3), np.float32))
+    assert slices.sparse_batch(3, [4, None]).element_spec == fl.SparseTensorSpec(
+        (None, 4, None), np.dtype(np.float32))

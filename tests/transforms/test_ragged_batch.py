@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import feedline as fl
+from feedline.core.structure import flatten, spec_of
 from feedline.testing import check_checkpointing, fail_at
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data" / "tfdata_golden"))
@@ -134,3 +135,48 @@ def test_unbatch_gives_the_rows_of_a_ragged_batch_back():
     nested = fl.Dataset.range(4).map(lambda i: rows[i]).ragged_batch(2).ragged_batch(2)
     assert [b.to_list() for b in nested.unbatch()] == [[[], [0, 1, 2]], [[0], [0, 1]]]
     assert [r.tolist() for r in nested.unbatch().unbatch()] == [r.tolist() for r in rows]
+
+
+# tf.data 2.21's spec (ragged_batch_op.py: _DenseToRaggedDataset.to_ragged_spec makes a leaf
+# of unknown dimensions RaggedTensorSpec(ragged_rank=its last unknown axis), then batch()
+# prepends the batch dimension: None unless drop_remainder, one more ragged level).
+RAGGED_SPECS = {
+    "vectors": fl.RaggedTensorSpec((None, None), np.dtype(np.int64), 1),
+    "vectors_drop_remainder": fl.RaggedTensorSpec((4, None), np.dtype(np.int64), 1),
+    "scalars": fl.TensorSpec((None,), np.dtype(np.float32)),
+    "fixed_shape": fl.TensorSpec((None, 3), np.dtype(np.int32)),
+    "inner_dense_dim": fl.RaggedTensorSpec((None, None, 3), np.dtype(np.float32), 1),
+    "ragged_inner_only": fl.RaggedTensorSpec((None, 2, None), np.dtype(np.int64), 2),
+    "two_ragged_dims": fl.RaggedTensorSpec((None, None, None), np.dtype(np.int64), 2),
+    "dict": {"ids": fl.RaggedTensorSpec((None, None), np.dtype(np.int64), 1),
+             "label": fl.TensorSpec((None,), np.dtype(np.int64))},
+    "tuple_mixed": (fl.TensorSpec((None,), np.dtype(np.int64)),
+                    fl.RaggedTensorSpec((None, None), np.dtype(np.float32), 1),
+                    fl.TensorSpec((None, 2), np.dtype(np.int64)),
+                    fl.RaggedTensorSpec((None, None), np.dtype(object), 1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RAGGED_SPECS))
+def test_element_spec_is_tf_data_s_and_fits_every_batch(name):
+    ds = batched(name, source(name))
+    assert ds.element_spec == RAGGED_SPECS[name]
+    for batch in ds:
+        for spec, found in zip(flatten(ds.element_spec), flatten(spec_of(batch))):
+            # A RaggedValues does not know that a ragged level is uniform (the 2 of
+            # ragged_inner_only): its own spec has None there.
+            assert (type(found), found.dtype, getattr(found, "ragged_rank", 0)) == \
+                (type(spec), spec.dtype, getattr(spec, "ragged_rank", 0))
+            assert len(found.shape) == len(spec.shape)
+            assert all(None in (a, b) or a == b for a, b in zip(spec.shape, found.shape))
+
+
+def test_element_spec_without_an_input_spec_is_the_first_batch_s_with_no_batch_size():
+    ds = fl.Dataset.range(5).map(lambda x: np.zeros(x, np.float32))
+    assert ds.ragged_batch(2).element_spec == fl.RaggedTensorSpec((None, None),
+                                                                  np.dtype(np.float32), 1)
+    assert ds.ragged_batch(2, drop_remainder=True).element_spec == fl.RaggedTensorSpec(
+        (2, None), np.dtype(np.float32), 1)
+    dense = fl.Dataset.range(5).map(lambda x: np.zeros(3, np.float32)).ragged_batch(2)
+    assert dense.element_spec == fl.TensorSpec((None, 3), np.dtype(np.float32))
+    assert fl.Dataset.range(0).map(lambda x: x).ragged_batch(2).element_spec is None
