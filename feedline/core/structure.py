@@ -423,8 +423,10 @@ def sequence_array(value: list[Any] | tuple[Any, ...]) -> np.ndarray:
         raise RaggedListError(
             f"a ragged (non-rectangular) list cannot become one array ({_ragged_where(value)};"
             " TensorFlow: \"Can't convert non-rectangular Python sequence to Tensor\"): make "
-            "one element per row with Dataset.from_list(rows), or pad the rows "
-            "(RaggedValues.from_row_lengths(values, lengths).to_padded(0))") from None
+            "one element per row with Dataset.from_list(rows), slice ragged rows as "
+            "tf.ragged.constant's (Dataset.from_tensor_slices(RaggedValues.from_row_lengths("
+            "values, lengths))), or pad the rows (RaggedValues.from_row_lengths(values, "
+            "lengths).to_padded(0))") from None
     kind = array.dtype.kind
     if kind == "O" and any(type(x) is int and not _INT64_MIN <= x <= _INT64_MAX
                            for x in array.ravel().tolist()):

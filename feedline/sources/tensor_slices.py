@@ -17,6 +17,7 @@ from feedline.core.structure import (
     flatten,
     flatten_with_paths,
     is_datasets_array,
+    is_registered_leaf,
     most_specific_common_spec,
     pack_as,
     spec_of,
@@ -26,13 +27,16 @@ from feedline.core.structure import (
 from feedline.core.traits import IN_MEMORY_SOURCE
 
 
-def as_leaf_arrays(structure: Element) -> tuple[Element, list[np.ndarray | None]]:
+def as_leaf_arrays(structure: Element, keep_ragged: bool = False
+                   ) -> tuple[Element, list[np.ndarray | None]]:
     """Convert every leaf of a user-given structure to a NumPy array (lists included), as
     tf.data makes tensors of them; ``None`` leaves stay ``None`` (tf.data's
     ``NoneTensorSpec`` components).
 
     Strings become object arrays of ``bytes``, ``str`` items of object arrays included (a
     pandas text column); a (nested) list of datasets becomes an object array of them.
+    With ``keep_ragged``, :class:`~feedline.RaggedValues` stay as they are (their rows are
+    sliced as ``tf.RaggedTensor``'s are).
 
     Returns:
         The structure (a list given as the whole structure becomes one array) and its
@@ -44,16 +48,35 @@ def as_leaf_arrays(structure: Element) -> tuple[Element, list[np.ndarray | None]
     """
     if isinstance(structure, list):
         structure = to_leaf_array(structure)
-    leaves = [None if leaf is None else to_leaf_array(leaf) for leaf in flatten(structure)]
+    leaves = [None if leaf is None else leaf if keep_ragged and _is_ragged(leaf)
+              else to_leaf_array(leaf) for leaf in flatten(structure)]
     return structure, leaves
 
 
+def _is_ragged(leaf: Any) -> bool:
+    """Whether ``leaf`` is a :class:`~feedline.RaggedValues` (known by its registered type
+    and its row splits: sources do not import the formats)."""
+    return is_registered_leaf(leaf) and hasattr(leaf, "nested_row_splits")
 
-def _row(leaf: np.ndarray, index: int) -> Any:
+
+
+def _row(leaf: Any, index: int) -> Any:
     """Row ``index`` of ``leaf``: a scalar, or a copy of a row (a view would let an in-place
-    update of the element change the source, and so later epochs; tf.data's are immutable)."""
+    update of the element change the source, and so later epochs; tf.data's are immutable).
+    A row of ragged values is an array (one ragged level) or ragged values, as tf.data's."""
     row = leaf[index]
-    return row.copy() if type(row) is np.ndarray else row
+    if type(row) is np.ndarray:
+        return row.copy()
+    if _is_ragged(row):
+        return type(row)(row.values.copy(), row.nested_row_splits)
+    return row
+
+
+def _rows(leaf: Any, rows: np.ndarray) -> Any:
+    """Rows ``rows`` of ``leaf`` (fancy indexing; ragged values row by row)."""
+    if _is_ragged(leaf):
+        return [_row(leaf, int(i)) for i in rows]
+    return leaf[rows]
 
 class TensorSlicesDataset(Dataset):
     """The node of ``Dataset.from_tensor_slices``."""
@@ -64,22 +87,22 @@ class TensorSlicesDataset(Dataset):
         super().__init__()
         self.name = name  # shown in errors and profiles; not part of the fingerprint
         try:
-            structure, leaves = as_leaf_arrays(structure)
+            structure, leaves = as_leaf_arrays(structure, keep_ragged=True)
         except RaggedListError as error:
             raise RaggedListError(f"from_tensor_slices(): {error}") from None
         if all(leaf is None for leaf in leaves):
             raise StructureError("from_tensor_slices() needs at least one leaf that is not None")
         paths = [path for path, _ in flatten_with_paths(structure)]
         for path, leaf in zip(paths, leaves):
-            if leaf is not None and leaf.ndim == 0:
+            if leaf is not None and not _is_ragged(leaf) and leaf.ndim == 0:
                 what = ("one dataset: Slicing dataset elements is not supported for rank 0"
                         if is_datasets_array(leaf[None]) else "a scalar")
                 raise StructureError(
                     f"from_tensor_slices(): leaf {path} is {what}; every leaf needs a "
                     "leading dimension to slice")
-        rows = {leaf.shape[0] for leaf in leaves if leaf is not None}
+        rows = {len(leaf) for leaf in leaves if leaf is not None}
         if len(rows) != 1:
-            sizes = ", ".join(f"{p}: {leaf.shape[0]}" for p, leaf in zip(paths, leaves)
+            sizes = ", ".join(f"{p}: {len(leaf)}" for p, leaf in zip(paths, leaves)
                               if leaf is not None)
             raise StructureError(
                 f"from_tensor_slices(): leaves have different first dimensions ({sizes})")
@@ -179,7 +202,7 @@ class TensorSlicesReader(RandomAccessReader):
 
     def get_many(self, indices: Sequence[int]) -> list[Any]:
         rows = np.asarray(indices, dtype=np.intp)
-        columns = [leaf[rows] for leaf in self._leaves]
+        columns = [_rows(leaf, rows) for leaf in self._leaves]
         if self._single:
             return list(columns[0])
         structure = self._structure

@@ -5,7 +5,9 @@ import pytest
 import feedline as fl
 from feedline.core.structure import RaggedListError
 
-SUGGESTION = (r"make one element per row with Dataset.from_list\(rows\), or pad the rows "
+SUGGESTION = (r"make one element per row with Dataset.from_list\(rows\), slice ragged rows "
+              r"as tf.ragged.constant's \(Dataset.from_tensor_slices\(RaggedValues."
+              r"from_row_lengths\(values, lengths\)\)\), or pad the rows "
               r"\(RaggedValues.from_row_lengths\(values, lengths\).to_padded\(0\)\)")
 
 
@@ -32,3 +34,5 @@ def test_the_error_suggests_what_works():
         fl.Dataset.from_tensors([[1, 2], [3]])
     rows = [[1, 2], [3]]
     assert [row.tolist() for row in fl.Dataset.from_list(rows)] == rows
+    ragged = fl.RaggedValues.from_row_lengths([1, 2, 3], [2, 1])
+    assert [row.tolist() for row in fl.Dataset.from_tensor_slices(ragged)] == rows

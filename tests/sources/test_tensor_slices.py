@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import feedline as fl
+from feedline.core.random_access import open_reader
 from feedline.testing import assert_elements_equal, check_checkpointing
 
 Point = collections.namedtuple("Point", ["x", "y"])
@@ -160,3 +161,44 @@ def test_object_arrays_of_str_slice_into_bytes():
     (whole,) = list(fl.Dataset.from_tensors(np.array(["x", "y"], dtype=object)))
     assert whole.dtype == object and whole.tolist() == [b"x", b"y"]
     check_checkpointing(ds)
+
+
+def test_ragged_values_are_sliced_into_their_rows_as_tf_data_slices_a_ragged_tensor():
+    # tf 2.21: from_tensor_slices(tf.ragged.constant([[1, 2], [], [3, 4, 5]], tf.int64)) ->
+    # [1, 2], [], [3, 4, 5] (its element_spec RaggedTensorSpec([None], int64, ragged_rank=0),
+    # which is a dense tensor per element: feedline's TensorSpec((None,), int64)).
+    ragged = fl.RaggedValues(np.array([1, 2, 3, 4, 5]), np.array([0, 2, 2, 5]))
+    ds = fl.Dataset.from_tensor_slices((ragged, np.array([10, 20, 30])))
+    assert ds.element_spec == (fl.TensorSpec((None,), np.dtype(np.int64)),
+                               fl.TensorSpec((), np.dtype(np.int64)))
+    assert ds.cardinality() == 3
+    assert_elements_equal(list(ds), [(np.array([1, 2]), np.int64(10)),
+                                     (np.array([], np.int64), np.int64(20)),
+                                     (np.array([3, 4, 5]), np.int64(30))])
+    check_checkpointing(ds)
+    with open_reader(ds) as reader:
+        assert_elements_equal(reader.get_many([2, 0]), [(np.array([3, 4, 5]), np.int64(30)),
+                                                       (np.array([1, 2]), np.int64(10))])
+    # A row is a copy: changing an element does not change the source (tf.data's are values).
+    first = next(iter(ds))[0]
+    first[0] = 99
+    assert ragged.to_list()[0] == [1, 2]
+    assert [b.to_list() for b in ds.map(lambda row, n: row).ragged_batch(2)] == [
+        [[1, 2], []], [[3, 4, 5]]]
+
+
+def test_ragged_values_of_two_levels_slice_into_ragged_rows():
+    # tf: from_tensor_slices(tf.ragged.constant([[[0, 1]], [[], [2, 3, 4, 5]]])) -> rows
+    # <tf.RaggedTensor [[0, 1]]>, <tf.RaggedTensor [[], [2, 3, 4, 5]]>, spec
+    # RaggedTensorSpec([None, None], int64, ragged_rank=1).
+    ragged = fl.RaggedValues(np.arange(6), [np.array([0, 1, 3]), np.array([0, 2, 2, 6])])
+    ds = fl.Dataset.from_tensor_slices({"t": ragged})
+    assert ds.element_spec == {"t": fl.RaggedTensorSpec((None, None), np.dtype(np.int64), 1)}
+    assert [e["t"].to_list() for e in ds] == [[[0, 1]], [[], [2, 3, 4, 5]]]
+
+
+def test_ragged_values_must_have_the_other_leaves_rows():
+    ragged = fl.RaggedValues.from_row_lengths([1, 2, 3], [2, 1])
+    with pytest.raises(fl.StructureError, match=r"leaves have different first dimensions "
+                                                r"\(\[0\]: 2, \[1\]: 3\)"):
+        fl.Dataset.from_tensor_slices((ragged, np.arange(3)))
