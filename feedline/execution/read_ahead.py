@@ -284,12 +284,16 @@ class ReadAhead:
         """Tags of the tasks not yet taken, in submission order."""
         return [tag for tag, _ in self._pending]
 
-    def discard(self, wait: bool = False) -> None:
+    def discard(self, wait: bool = False) -> list[concurrent.futures.Future[Any]]:
         """Forget every task in the window (their results are no longer wanted).
 
         Args:
             wait: Return only once the tasks already running have finished (a stage that
                 is about to move its input elsewhere needs its readers off it).
+
+        Returns:
+            The futures that had a task on them (running, or done): without ``wait``, the
+            caller owns them, and must wait for them before touching what those tasks read.
         """
         futures = [future for _, future in self._pending]
         self._pending.clear()
@@ -300,6 +304,7 @@ class ReadAhead:
         started = [future for future in futures if not future.cancel()]
         if wait:
             concurrent.futures.wait(started)
+        return started
 
     def shutdown(self, stop_all: bool = True, keep_executor: bool = False) -> Executor | None:
         """Wake a waiting :meth:`take`, cancel queued tasks, stop the executor. Idempotent.
@@ -421,6 +426,9 @@ class SequentialReader:
         self._run_pos = 0
         self._end_asked = False  # a task has seen the end: ask for nothing more
         self._ended = False  # the consumer has reached the end
+        # Futures dropped from the window at the end whose tasks were still running: they
+        # may be pulling from the source, so discard() waits for them before a restore.
+        self._still_reading: list[concurrent.futures.Future[Any]] = []
         self.seconds_per_item: float | None = None
         """Seconds the source takes per item, a moving average (``None`` before the first
         group): the producer's pace, excluding the time it waited for room."""
@@ -625,7 +633,9 @@ class SequentialReader:
             self._ended = self._end_asked = True
             ready.clear()
             self._run_pos = 0
-            self._window.discard()
+            # A task queued behind the one that saw the end may be pulling from the source
+            # now: a restore must wait for it (see discard()).
+            self._still_reading = [f for f in self._window.discard() if not f.done()]
             return END, None
         tracker = self._tracker
         if snapshot is not None:
@@ -662,6 +672,9 @@ class SequentialReader:
     def discard(self) -> None:
         """Drop what was read ahead (before a restore); waits for the task reading now."""
         self._window.discard(wait=True)
+        if self._still_reading:
+            concurrent.futures.wait(self._still_reading)
+            self._still_reading = []
         self._ready.clear()
         self._run_pos = 0
         self._in_window = 0
