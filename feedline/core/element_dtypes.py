@@ -181,7 +181,8 @@ def _template_of(value: Any) -> Any:
 def _fits(value: Any, template: Any) -> bool:
     """Whether ``value`` has the structure and leaf dtypes ``template`` (of
     :func:`_template_of`) describes. ``False`` says only "not surely": the pass over the
-    leaves decides."""
+    leaves decides. Leaves are compared here, not in a call each (a call costs what the
+    comparison does)."""
     if type(template) is not tuple:
         kind = type(value)
         return kind is template or (kind is np.ndarray and value.dtype is template)
@@ -190,11 +191,18 @@ def _fits(value: Any, template: Any) -> bool:
         return False
     if kind is dict:
         for key, child in children:
-            if not _fits(value.get(key), child):
+            item = value.get(key)
+            leaf = type(item)
+            if leaf is child or (leaf is np.ndarray and item.dtype is child):
+                continue
+            if type(child) is not tuple or not _fits(item, child):
                 return False
         return True
     for item, child in zip(value, children):
-        if not _fits(item, child):
+        leaf = type(item)
+        if leaf is child or (leaf is np.ndarray and item.dtype is child):
+            continue
+        if type(child) is not tuple or not _fits(item, child):
             return False
     return True
 
