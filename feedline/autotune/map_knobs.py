@@ -11,6 +11,7 @@ setting; what the tuner may change and read is all here.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from feedline.autotune.stage import CallMeasurement, TuningCounters
@@ -114,6 +115,39 @@ class MapKnobs(StageKnobs):
         self._input_bytes: float | None = None
         self._output_bytes: float | None = None
         self._tasks = self._results = 0
+        self.on_setting: Any = None
+        """A weak reference to what the stage calls when the tuner sets it (or ``None``):
+        an inline stage on its plain path goes back to its window."""
+        self.counting_from: Any = None
+        """The position reader whose items the stage hands out uncounted (its plain path:
+        :meth:`count_from`), or ``None``."""
+        self._counted_at = 0
+        # The consumer folds the uncounted elements in while the tuner may read them.
+        self._count_lock = threading.Lock()
+
+    def count_from(self, reader: Any) -> None:
+        """From now on the stage hands out ``reader``'s items (its ``pulled`` count) without
+        counting them (a count per element costs what a cheap call does): they are counted
+        here. ``None``: those handed out so far are added to the counters, and the stage
+        counts again (on the consumer's thread)."""
+        with self._count_lock:
+            if self.counting_from is not None:
+                handed = self.counting_from.pulled - self._counted_at
+                counters = self.counters
+                counters.elements += handed
+                counters.calls += handed
+            self.counting_from = reader
+            if reader is not None:
+                self._counted_at = reader.pulled
+
+    def tuning_counters(self) -> tuple[int, int, int, float, float, float]:
+        """As :meth:`StageKnobs.tuning_counters`, with the elements handed out uncounted."""
+        with self._count_lock:
+            counters = self.counters
+            reader = self.counting_from
+            uncounted = 0 if reader is None else reader.pulled - self._counted_at
+            return (counters.elements + uncounted, counters.calls + uncounted, counters.waits,
+                    counters.busy, counters.input, counters.cpu)
 
     # ------------------------------------------------------------------ the setting
     @property
@@ -126,6 +160,9 @@ class MapKnobs(StageKnobs):
     def tuned_workers(self, value: int) -> None:
         workers = max(1, min(int(value), self._ceiling))
         self.gate.limit = workers
+        follow = self.on_setting() if self.on_setting is not None else None
+        if follow is not None:
+            follow()
         # Two tasks per worker, as for a fixed parallelism: one running, one queued behind
         # it. A deeper window only reads the input further ahead on the consumer's thread.
         if self.window is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -148,8 +149,14 @@ class MapIterator(DatasetIterator):
         if self._replay is not None:
             element = self._next_replayed()
         else:
-            element = next(self._upstream)
-            self._index += 1
+            index = self._index
+            # The input's error counts as its element, as a parallel map numbers it.
+            self._index = index + 1
+            try:
+                element = next(self._upstream)
+            except StopIteration:
+                self._index = index
+                raise
         try:
             # Inside the try: a result that is no element is this stage's error.
             return self._dtypes.check(normalize_output(self._call(self._fn, element)),
@@ -222,6 +229,9 @@ class ParallelMapIterator(DatasetIterator):
         runner.knobs.window = self._window  # its limit follows the tuner's setting
         # Computed but not yet handed out: (item, ok, result or error).
         self._ready: collections.deque[tuple[int, bool, Any]] = collections.deque()
+        # The input's position reader while on the plain path (see :meth:`__next__`).
+        self._plain: PositionReader | None = None
+        runner.knobs.on_setting = weakref.WeakMethod(self._setting_changed)
         # Checked where elements are handed out, whichever worker computed them.
         self._dtypes = DtypeGuard(name)
 
@@ -272,7 +282,47 @@ class ParallelMapIterator(DatasetIterator):
 
     # ------------------------------------------------------------------ elements
     def __next__(self) -> Any:
+        positions = self._plain
+        if positions is None:
+            return self._next_general()
+        # Inline for good at one worker, nothing re-read or pending (:meth:`_go_plain`):
+        # what a plain inline map costs, its count kept in the input's position only.
+        item = positions.pulled
+        positions.pulled = item + 1  # the input's error counts as its element
+        try:
+            element = next(self._upstream)
+        except StopIteration:
+            positions.pulled = item
+            raise
+        try:
+            # Inside the try: a result that is no element is this stage's error.
+            return self._dtypes.check(normalize_output(self._call(self._fn, element)), item)
+        except Exception as error:  # noqa: BLE001 - re-raised with the stage named
+            raise annotate_error(error, self._name, item)
+
+    def _go_plain(self) -> None:
+        """Map on the plain path from the next element: the tuner reads the elements it
+        hands out from the input's position (:meth:`MapKnobs.count_from`), and a new setting
+        (:meth:`_setting_changed`, on the tuner's thread) sends it back to the window."""
+        positions = self._window.positions
+        self._runner.knobs.count_from(positions)
+        self._plain = positions
+        if self._runner.gate.limit != 1:  # set meanwhile by the tuner: back at once
+            self._leave_plain()
+
+    def _setting_changed(self) -> None:
+        # The tuner's thread: the consumer's next element takes the window's path.
+        self._plain = None
+
+    def _leave_plain(self) -> None:
+        """Off the plain path (on the consumer's thread): its elements counted."""
+        self._plain = None
+        self._runner.knobs.count_from(None)
+
+    def _next_general(self) -> Any:
         runner, window = self._runner, self._window
+        if runner.knobs.counting_from is not None:
+            self._leave_plain()  # the tuner set another setting meanwhile
         runner.counters.calls += 1
         if window.direct and runner.inline and runner.gate.limit == 1:
             return self._next_direct()  # the common case of an inline stage, first
@@ -395,6 +445,8 @@ class ParallelMapIterator(DatasetIterator):
                 runner.sizer.measured(1, time.perf_counter() - started, runner.kind)
         # Untimed: the tuner judges an inline stage on its rate, and a clock read on each
         # side costs what a cheap call does.
+        if runner.inline and self._window.direct and runner.gate.limit == 1:
+            self._go_plain()
         try:
             # Inside the try: a result that is no element is this stage's error.
             return self._dtypes.check(normalize_output(self._call(self._fn, value)), item)
@@ -416,11 +468,15 @@ class ParallelMapIterator(DatasetIterator):
         return self._window.position(exact)
 
     def _set_state(self, state: State) -> None:
+        if self._plain is not None:
+            self._leave_plain()
         self._runner.restored()  # its measured tasks in flight will never be recorded
         self._ready.clear()
         self._window.restore(state)
 
     def _release(self) -> None:
+        if self._plain is not None:
+            self._leave_plain()
         self._ready.clear()
         self._runner.release(self._window)
 
