@@ -1,5 +1,6 @@
 """``feedline`` command line: ``feedline demo`` runs a real pipeline on generated sample data;
-``feedline profile MODULE:FUNCTION`` measures a pipeline and names its bottleneck."""
+``feedline snapshots PATH`` lists what ``snapshot(PATH)`` wrote; ``feedline profile
+MODULE:FUNCTION`` measures a pipeline and names its bottleneck."""
 
 from __future__ import annotations
 
@@ -18,12 +19,27 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+_DESCRIPTION = ("feedline command line: 'feedline demo' runs a real pipeline on generated sample "
+                "data; 'feedline snapshots PATH' lists the snapshots a snapshot(PATH) wrote; "
+                "'feedline profile MODULE:FUNCTION' measures a pipeline and names its "
+                "bottleneck.")
+"""The ``--help`` text: plain words (the module docstring's markup shows as it is there)."""
+
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.data_dir:
+        return _run_demo(args, Path(args.data_dir))
+    # Its sample data goes with it: a demo run again and again must not fill /tmp.
+    with tempfile.TemporaryDirectory(prefix="feedline-demo-") as directory:
+        code = _run_demo(args, Path(directory))
+    print(f"removed the sample data in {directory} (--data-dir keeps it)")
+    return code
+
+
+def _run_demo(args: argparse.Namespace, directory: Path) -> int:
     import feedline as fl
     from feedline.demo import chess
 
-    directory = Path(args.data_dir or tempfile.mkdtemp(prefix="feedline-demo-"))
     started = time.perf_counter()
     files = chess.write_records(directory, args.records, args.files)
     print(f"wrote {args.records} chess-position records (tf.train.Example) into "
@@ -73,7 +89,13 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _snapshots(args: argparse.Namespace) -> int:
     from feedline.snapshot.info import remove_partial, snapshot_info
+    from feedline.snapshot.store import filesystem
 
+    fs, inner = filesystem(args.path)
+    if not fs.isdir(inner):
+        what = "not a folder" if fs.exists(inner) else "no such folder"
+        print(f"feedline snapshots: {args.path}: {what}", file=sys.stderr)
+        return 1
     if args.remove_partial:
         for folder in remove_partial(args.path):
             print(f"removed {folder}")
@@ -217,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     import feedline
 
-    parser = argparse.ArgumentParser(prog="feedline", description=__doc__)
+    parser = argparse.ArgumentParser(prog="feedline", description=_DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {feedline.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="run a real pipeline on generated sample data")

@@ -14,6 +14,7 @@ import dataclasses
 from typing import Any
 
 from feedline.core.dataset import Dataset
+from feedline.core.errors import DataLossError
 from feedline.core.fingerprint import PipelineFingerprint
 from feedline.snapshot.store import (
     MANIFEST,
@@ -38,9 +39,11 @@ class SnapshotInfo:
         elements: Elements committed.
         bytes: Bytes of chunk files committed.
         chunks: Chunk files committed.
-        compression: ``"ZSTD"``, ``"LZ4"``, ``"GZIP"`` or ``"NONE"``.
+        compression: ``"ZSTD"``, ``"LZ4"``, ``"GZIP"`` or ``"NONE"``; ``"-"`` before the
+            writer's first commit.
         writer: ``{"host", "pid"}`` of the writer holding the lock, if any.
-        matches: Whether it is the given pipeline's snapshot (``None``: none given).
+        matches: Whether it is the given pipeline's snapshot (``None``: none given, or
+            nothing committed yet to tell).
         difference: Why it is not (the first stage that differs), when a pipeline is given.
     """
 
@@ -83,14 +86,24 @@ def snapshot_info(path: str, dataset: Dataset | None = None) -> list[SnapshotInf
 
         wanted_files = input_files(dataset)
     found = []
-    for entry in sorted(fs.ls(inner, detail=False)):
+    folders = [e["name"] for e in fs.ls(inner, detail=True) if e.get("type") == "directory"]
+    for entry in sorted(folders):  # files beside the snapshots (notes, a README) are none
         name = entry.rstrip("/").rsplit("/", 1)[-1]
         folder = join(path, name)
         manifest = read_json(join(folder, MANIFEST))
         progress = manifest or read_json(join(folder, PROGRESS))
+        writer = _lock_owner(join(folder, LOCK))
         if progress is None:
+            if writer is None:
+                continue  # not a snapshot's folder
+            # A writer that has committed nothing yet, or crashed before its first commit:
+            # unfinished all the same.
+            found.append(SnapshotInfo(
+                fingerprint=name, path=folder,
+                status="writing" if lock_owner_alive(writer) else "partial", elements=0,
+                bytes=0, chunks=0, compression="-", writer=writer,
+                difference=None if dataset is None else "nothing committed yet"))
             continue
-        writer = read_json(join(folder, LOCK))
         if manifest is not None:
             status = "complete"
         elif writer is not None and lock_owner_alive(writer):
@@ -119,6 +132,15 @@ def snapshot_info(path: str, dataset: Dataset | None = None) -> list[SnapshotInf
             compression=str(progress["compression"]), writer=writer, matches=matches,
             difference=difference))
     return found
+
+
+def _lock_owner(path: str) -> dict[str, Any] | None:
+    """The ``{"host", "pid"}`` a writer's lock file holds; ``{}`` (an owner taken for alive)
+    while a writer is still filling it in; ``None`` without a lock."""
+    try:
+        return read_json(path)
+    except DataLossError:
+        return {}  # created, not yet written: a writer is taking the lock right now
 
 
 def remove_partial(path: str) -> list[str]:
