@@ -93,7 +93,7 @@ class DtypeGuard:
         ['tuple', 'tuple']
     """
 
-    __slots__ = ("_dtypes", "_first", "_of", "_stage", "_template")
+    __slots__ = ("_arrays", "_dtypes", "_first", "_of", "_stage", "_template", "_types")
 
     def __init__(self, stage: str, dtypes: list[str] | None = None, *,
                  of: str = "element") -> None:
@@ -104,6 +104,9 @@ class DtypeGuard:
         # The fast comparison (see _template_of), set from the first element that has one;
         # until then an object no leaf's dtype is.
         self._template: Any = _UNSET
+        # A flat tuple's shortcut: its leaves' types, and (position, dtype) of its arrays.
+        self._types: tuple[type, ...] | None = None
+        self._arrays: tuple[tuple[int, np.dtype], ...] = ()
 
     def check(self, element: Element, index: int) -> Element:
         """Return ``element`` when its leaf dtypes are the stage's, else raise.
@@ -113,10 +116,17 @@ class DtypeGuard:
                 the leaf's position and both dtypes.
         """
         template = self._template
+        kind = type(element)
         if type(template) is not tuple:  # one leaf (inlined: the common case)
-            kind = type(element)
             if kind is template or (kind is np.ndarray and element.dtype is template):
                 return element
+        elif kind is tuple and self._types is not None:  # a flat tuple: the types at once
+            if tuple(map(type, element)) == self._types:
+                for position, dtype in self._arrays:
+                    if element[position].dtype is not dtype:
+                        break
+                else:
+                    return element
         elif _fits(element, template):
             return element
         return self._check(element, index)
@@ -133,6 +143,12 @@ class DtypeGuard:
             template = _template_of(element)
             if template is not None:
                 self._template = template
+                kind, children = template if type(template) is tuple else (None, ())
+                if kind is tuple and not any(type(child) is tuple for child in children):
+                    # Classes compare by identity in ``==``; an array's class is ndarray.
+                    self._types = tuple(type(leaf) for leaf in element)
+                    self._arrays = tuple((i, child) for i, child in enumerate(children)
+                                         if isinstance(child, np.dtype))
         return element
 
     def _raise(self, element: Element, dtypes: list[str], index: int) -> None:
