@@ -27,25 +27,35 @@ def small_numpy_function(x: Any) -> np.ndarray:
     return np.sqrt(np.float64(x) * 2.0 + 1.0)
 
 
-def measure(n: int, parallel: bool, repeats: int) -> dict[str, Any]:
-    """Elements per second of ``range(n).map(f[, AUTOTUNE]).batch(256)``, median of repeats."""
+def run_once(n: int, parallel: bool) -> tuple[float, float]:
+    """(elements per second, CPU seconds per element) of one pass of
+    ``range(n).map(f[, AUTOTUNE]).batch(256)``. The CPU time is the process's (every
+    thread's): what a busy machine moves least, unlike the wall clock."""
     import feedline as fl
 
-    rates = []
-    for _ in range(repeats):
-        ds = fl.Dataset.range(n).map(small_numpy_function,
-                                     num_parallel_calls=fl.AUTOTUNE if parallel else None)
-        ds = ds.batch(256)
-        start = time.perf_counter()
-        count = 0
-        for batch in ds:
-            count += len(batch)
-        elapsed = time.perf_counter() - start
-        if count != n:
-            raise RuntimeError(f"the pipeline produced {count} elements, expected {n}")
-        rates.append(n / elapsed)
+    ds = fl.Dataset.range(n).map(small_numpy_function,
+                                 num_parallel_calls=fl.AUTOTUNE if parallel else None)
+    ds = ds.batch(256)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    count = 0
+    for batch in ds:
+        count += len(batch)
+    elapsed = time.perf_counter() - start
+    if count != n:
+        raise RuntimeError(f"the pipeline produced {count} elements, expected {n}")
+    return n / elapsed, (time.process_time() - cpu_start) / n
+
+
+def summary(runs: list[tuple[float, float]]) -> dict[str, Any]:
+    """Median, min and max rate and the median CPU µs per element of ``runs``."""
+    rates = [rate for rate, _ in runs]
     return {"median": statistics.median(rates), "min": min(rates), "max": max(rates),
-            "runs": repeats}
+            "runs": len(runs), "cpu_us": statistics.median(cpu for _, cpu in runs) * 1e6}
+
+
+def measure(n: int, parallel: bool, repeats: int) -> dict[str, Any]:
+    """Elements per second of ``range(n).map(f[, AUTOTUNE]).batch(256)``, median of repeats."""
+    return summary([run_once(n, parallel) for _ in range(repeats)])
 
 
 def function_cost(repeats: int = 20_000) -> float:
@@ -62,10 +72,14 @@ def markdown(results: dict[str, Any]) -> str:
     title = (f"### core — `range({n:,}).map(f).batch(256)`, f a small NumPy function "
              f"({results['function_us']:.1f} µs a call alone)")
     lines = [title, "",
-             "| map | elements/s (median) | min–max |", "|---|---|---|"]
+             "| map | elements/s (median) | min–max | CPU µs/element (median) | × inline |",
+             "|---|---|---|---|---|"]
+    inline = results["inline"]
     for label, key in (("inline", "inline"), ("num_parallel_calls=AUTOTUNE", "autotune")):
         r = results[key]
-        lines.append(f"| {label} | {r['median']:,.0f} | {r['min']:,.0f}–{r['max']:,.0f} |")
+        lines.append(f"| {label} | {r['median']:,.0f} | {r['min']:,.0f}–{r['max']:,.0f} | "
+                     f"{r['cpu_us']:.3f} | {r['median'] / inline['median']:.2f} (wall), "
+                     f"{inline['cpu_us'] / r['cpu_us']:.2f} (CPU) |")
     return "\n".join(lines)
 
 
@@ -78,9 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the results here as JSON")
     args = parser.parse_args(argv)
     n = 10**5 if args.small else args.n
+    # Interleaved (inline, AUTOTUNE, inline, ...): a machine whose load drifts moves both.
+    runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    for _ in range(args.repeats):
+        for parallel in (False, True):
+            runs[parallel].append(run_once(n, parallel))
     results = {"n": n, "function_us": function_cost() * 1e6,
-               "inline": measure(n, False, args.repeats),
-               "autotune": measure(n, True, args.repeats)}
+               "inline": summary(runs[False]), "autotune": summary(runs[True])}
     return emit(results, markdown(results), args.json)
 
 
