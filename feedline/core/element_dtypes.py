@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from feedline.core.errors import StructureError
-from feedline.core.structure import Element, flatten, flatten_with_paths
+from feedline.core.structure import Element, flatten, flatten_with_paths, is_registered_leaf
 
 
 
@@ -118,7 +118,8 @@ class DtypeGuard:
         template = self._template
         kind = type(element)
         if type(template) is not tuple:  # one leaf (inlined: the common case)
-            if kind is template or (kind is np.ndarray and element.dtype is template):
+            if kind is template or (kind is np.ndarray and element.dtype is template) or (
+                    is_registered_leaf(element) and getattr(element, "dtype", None) is template):
                 return element
         elif kind is tuple and self._types is not None:  # a flat tuple: the types at once
             if tuple(map(type, element)) == self._types:
@@ -173,7 +174,8 @@ _UNSET = object()
 def _template_of(value: Any) -> Any:
     """What :meth:`DtypeGuard.check` compares elements shaped as ``value`` with, by
     identity: for a leaf, the type of a NumPy number or ``bytes`` (a number type has one
-    dtype), or an array's dtype (NumPy keeps one object per builtin dtype);
+    dtype), or an array's dtype (NumPy keeps one object per builtin dtype), as for ragged
+    and sparse values;
     ``(type, children)`` for a tuple or namedtuple, ``(dict, ((key, child), ...))`` for a
     dict. ``None`` where a leaf has no such key (``None``, a dataset, a datetime): those
     elements take the pass over the leaves."""
@@ -187,8 +189,9 @@ def _template_of(value: Any) -> Any:
             children.append((key, child) if isinstance(value, dict) else child)
         return (type(value), tuple(children))
     kind = type(value)
-    if kind is np.ndarray:
-        return value.dtype
+    if kind is np.ndarray or (is_registered_leaf(value)
+                              and isinstance(getattr(value, "dtype", None), np.dtype)):
+        return value.dtype  # RaggedValues, SparseValues: their values' dtype, as leaf_dtype
     if kind is bytes or (isinstance(value, np.generic) and value.dtype.kind in "biufc"):
         return kind
     return None
@@ -201,7 +204,8 @@ def _fits(value: Any, template: Any) -> bool:
     comparison does)."""
     if type(template) is not tuple:
         kind = type(value)
-        return kind is template or (kind is np.ndarray and value.dtype is template)
+        return kind is template or (kind is np.ndarray or is_registered_leaf(value)) and \
+            getattr(value, "dtype", None) is template
     kind, children = template
     if type(value) is not kind or len(value) != len(children):
         return False
@@ -211,12 +215,16 @@ def _fits(value: Any, template: Any) -> bool:
             leaf = type(item)
             if leaf is child or (leaf is np.ndarray and item.dtype is child):
                 continue
+            if type(child) is not tuple and is_registered_leaf(item) and getattr(item, "dtype", None) is child:
+                continue
             if type(child) is not tuple or not _fits(item, child):
                 return False
         return True
     for item, child in zip(value, children):
         leaf = type(item)
         if leaf is child or (leaf is np.ndarray and item.dtype is child):
+            continue
+        if type(child) is not tuple and is_registered_leaf(item) and getattr(item, "dtype", None) is child:
             continue
         if type(child) is not tuple or not _fits(item, child):
             return False

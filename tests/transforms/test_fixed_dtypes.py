@@ -226,3 +226,19 @@ def test_the_shortcut_never_accepts_what_the_pass_refuses():
         guard.check(first, 0)
         with pytest.raises(fl.StructureError, match="element 1 has dtype"):
             guard.check(later, 1)
+
+
+def test_ragged_and_sparse_values_take_the_shortcut_by_their_values_dtype():
+    ragged = fl.RaggedValues.from_row_lengths(np.arange(3, dtype=np.int64), [1, 2])
+    sparse = fl.SparseValues([[0]], np.array([1.5], np.float32), [2])
+    for element in [ragged, {"tokens": ragged, "w": sparse}, (ragged, b"x")]:
+        guard = CountingGuard("map(parse)")
+        for index in range(3):
+            assert guard.check(element, index) is element
+        assert guard.passes == 1, element
+    guard = DtypeGuard("map(parse)")
+    guard.check({"tokens": ragged}, 0)
+    other = fl.RaggedValues.from_row_lengths(np.arange(3, dtype=np.int32), [1, 2])
+    with pytest.raises(fl.StructureError, match=r"element 1 has dtype int32 at \['tokens'\] "
+                                                r"where the dataset's elements have int64"):
+        guard.check({"tokens": other}, 1)
