@@ -47,6 +47,7 @@ resumed job checkpoints and merges again as often as it likes.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -59,13 +60,15 @@ from feedline.core.state_codec import declared_types_in_use
 from feedline.optimize import optimize
 from feedline.optimize.map_fusion import FusedInlineDataset
 from feedline.pipeline import PipelineIterator
+from feedline.sources.sample import SampleFromDatasetsDataset
 from feedline.transforms.batch import BatchDataset, pull_batch
 from feedline.transforms.filter import FilterDataset
 from feedline.transforms.interleave import InterleaveDataset
 from feedline.transforms.map import MapDataset
 from feedline.transforms.map_and_batch import MapAndBatchDataset
+from feedline.transforms.pack_sequences import PackSequencesDataset, held_rows
 from feedline.transforms.prefetch import PrefetchDataset
-from feedline.transforms.shard import REDEAL_KEY, Ownership, ShardDataset
+from feedline.transforms.shard import REDEAL_KEY, Ownership, Progression, ShardDataset
 from feedline.transforms.shuffle import ShuffleDataset
 from feedline.transforms.with_options import OptionsDataset
 
@@ -74,20 +77,33 @@ ReplicaPipeline = Callable[[int, int], Dataset]
 
 _PASS_THROUGH = (MapDataset, FilterDataset, BatchDataset, PrefetchDataset, MapAndBatchDataset,
                  FusedInlineDataset)
-_HOLDING = (ShuffleDataset, InterleaveDataset)
+_HOLDING = (ShuffleDataset, InterleaveDataset, PackSequencesDataset)
 _POSITION_KEYS = ("at", "next", "done", "errors")
 
 
 @dataclasses.dataclass
-class _Remainder:
-    """What one replica has not delivered: held items per holding stage (by depth from the
-    output), and the shard's unread positions over its input stream."""
+class _Unread:
+    """A shard's unread positions over its input stream, and where that stream stands."""
 
-    held: dict[int, list[Any]]
-    epochs: dict[int, int]
     owner: Ownership
     position: int
     stream: State
+
+
+@dataclasses.dataclass
+class _Left:
+    """What one replica has not delivered (once dealt: one new replica's share).
+
+    ``held``: per holding stage (by depth from the output), its state fields and their
+    items; ``epochs``: the epoch of each reshuffling stage; then either ``unread`` (the
+    chain ends at a shard) or ``sources`` (it ends at a mixture: each input's own
+    remainder, ``None`` for one that had ended).
+    """
+
+    held: dict[int, dict[str, list[Any]]]
+    epochs: dict[int, int | None]
+    unread: _Unread | None = None
+    sources: list[_Left | None] | None = None
 
 
 def merge_states(states: Sequence[State], num_replicas: int,
@@ -134,8 +150,8 @@ def merge_states(states: Sequence[State], num_replicas: int,
         raise ValueError(f"merge_states(num_replicas) must be an int >= 1, got {num_replicas!r}")
     if not states:
         raise ValueError("merge_states() needs the state of every replica, got none")
-    remainders = [_remainder(pipeline(len(states), i), state) for i, state in enumerate(states)]
-    shares = _deal(remainders, num_replicas)
+    left = [_replica_remainder(pipeline(len(states), i), state) for i, state in enumerate(states)]
+    shares = _deal(left, num_replicas)
     return [_resumed_state(pipeline(num_replicas, j), share) for j, share in enumerate(shares)]
 
 
@@ -149,28 +165,34 @@ def _chain(dataset: Dataset) -> tuple[IteratorContext, Dataset]:
     return IteratorContext(options=options), optimize(dataset, options)
 
 
-def _remainder(dataset: Dataset, sealed: State) -> _Remainder:
-    """Walk one replica's state from the output down to its shard (module docstring)."""
+def _replica_remainder(dataset: Dataset, sealed: State) -> _Left:
     root = pipeline_state.open_sealed(sealed, PipelineFingerprint.of(dataset))
     ctx, top = _chain(dataset)
-    stages, shard = _stages_above_shard(top)
-    held: dict[int, list[Any]] = {}
-    epochs: dict[int, int] = {}
-    state = root
     with declared_types_in_use(declared_types(dataset)):
-        for depth, node in enumerate(stages):
-            if isinstance(node, _PASS_THROUGH):
-                state = _delivered_input(node, state, ctx)
-                continue
-            if isinstance(node, ShuffleDataset):
-                held[depth] = list(state["buffer"])
-                epochs[depth] = int(state["epoch"])
-            else:
-                held[depth] = _open_parts(node, state)
-            state = state["input"]
-    owner = Ownership.from_state(state[REDEAL_KEY]) if REDEAL_KEY in state else \
-        Ownership((), 0, shard.num_shards, shard.index)
-    return _Remainder(held, epochs, owner, int(state["position"]), state["input"])
+        return _remainder(top, root, ctx)
+
+
+def _remainder(top: Dataset, state: State, ctx: IteratorContext) -> _Left:
+    """Walk one replica's state from ``top`` down to its shards (module docstring)."""
+    stages, bottom = _stages(top)
+    left = _Left({}, {})
+    for depth, node in enumerate(stages):
+        if isinstance(node, _PASS_THROUGH):
+            state = _delivered_input(node, state, ctx)
+            continue
+        left.held[depth] = _held(node, state)
+        if isinstance(node, ShuffleDataset):
+            left.epochs[depth] = int(state["epoch"])
+        state = state["input"]
+    if isinstance(bottom, ShardDataset):
+        owner = Ownership.from_state(state[REDEAL_KEY]) if REDEAL_KEY in state else \
+            Ownership.stride(bottom.num_shards, bottom.index)
+        left.unread = _Unread(owner, int(state["position"]), state["input"])
+        return left
+    left.epochs[len(stages)] = state["epoch"]
+    left.sources = [None if saved is None else _remainder(source, saved, ctx)
+                    for source, saved in zip(bottom._inputs, state["inputs"])]
+    return left
 
 
 def _adds_no_stage(node: Dataset) -> bool:
@@ -179,22 +201,40 @@ def _adds_no_stage(node: Dataset) -> bool:
         isinstance(node, PrefetchDataset) and node.buffer_size == 0)
 
 
-def _stages_above_shard(top: Dataset) -> tuple[list[Dataset], ShardDataset]:
-    """The stages from the output down to the shard (those that add no stage left out; a
-    stage's place in the list is its depth), and the shard. Refuses any other stage."""
+def _stages(top: Dataset) -> tuple[list[Dataset], Dataset]:
+    """The stages from ``top`` down to the shard or mixture below them (those that add no
+    stage left out; a stage's place in the list is its depth), and that shard or mixture.
+    Refuses any other stage."""
     stages: list[Dataset] = []
     node = top
-    while not isinstance(node, ShardDataset):
+    while not isinstance(node, ShardDataset | SampleFromDatasetsDataset):
         if not _adds_no_stage(node):
             if not isinstance(node, _PASS_THROUGH + _HOLDING):
                 raise _refusal(
                     node, "it is not one elastic resume can re-deal (between the output and "
-                    "the shard: map, filter, batch, prefetch, shuffle, interleave)"
-                    if node._inputs else "the pipeline has no shard stage (each replica reads "
-                    "everything; for one replica, shard(1, 0))")
+                    "the shard: map, filter, batch, prefetch, shuffle, interleave, "
+                    "pack_sequences, sample_from_datasets)" if node._inputs else
+                    "the pipeline has no shard stage (each replica reads everything; for "
+                    "one replica, shard(1, 0))")
             stages.append(node)
         node = node._inputs[0]
+    if isinstance(node, SampleFromDatasetsDataset):
+        if node.weights_dataset is not None:
+            raise _refusal(node, "its weights are a dataset: the mixing sequence of the "
+                           "resumed replicas cannot continue it exactly")
+        if node.stop_on_empty_dataset:
+            raise _refusal(node, "stop_on_empty_dataset=True ends the epoch at the first "
+                           "source to run out, which depends on the replica count")
     return stages, node
+
+
+def _held(node: Dataset, state: State) -> dict[str, list[Any]]:
+    """What a holding stage holds, by the state field it goes back into."""
+    if isinstance(node, ShuffleDataset):
+        return {"buffer": list(state["buffer"])}
+    if isinstance(node, InterleaveDataset):
+        return {"futures": _open_parts(node, state)}
+    return {"ready": held_rows(state, node.padding_value)}
 
 
 def _refusal(node: Dataset, why: str) -> CheckpointError:
@@ -262,56 +302,120 @@ def _open_parts(node: Dataset, state: State) -> list[State]:
     return parts
 
 
-def _deal(remainders: list[_Remainder], num_replicas: int) -> list[_Remainder]:
-    """Each new replica's share: held items in turn, unread positions as a new ownership."""
-    owners = [r.owner for r in remainders]
-    starts = {(o.tail_start, o.tail_step) for o in owners}
-    if len(starts) != 1 or sorted(o.tail_index for o in owners) != list(range(len(owners))) \
-            or owners[0].tail_step != len(owners):
-        raise CheckpointError(
-            f"elastic resume: the {len(owners)} states are not one checkpoint of every replica "
-            "of one job (their shards do not split the input between them: "
-            f"{[o.to_state() for o in owners]})")
-    depths = remainders[0].held.keys()
-    for r in remainders:
-        if r.held.keys() != depths:
+def _deal(lefts: list[_Left | None], num_replicas: int) -> list[_Left | None]:
+    """Each new replica's share: held items in turn, unread positions as new ownerships.
+
+    ``None`` is a mixture's input that had ended on that replica: nothing of it is left.
+    """
+    alive = [left for left in lefts if left is not None]
+    if not alive:
+        return [None] * num_replicas
+    first = alive[0]
+    for left in alive:
+        if left.held.keys() != first.held.keys() or (left.unread is None) != (
+                first.unread is None):
             raise CheckpointError("elastic resume: the states come from different pipelines")
-    epochs = {depth: {r.epochs[depth] for r in remainders} for depth in remainders[0].epochs}
-    for seen in epochs.values():
+    epochs = {}
+    for depth in first.epochs:
+        seen = {left.epochs[depth] for left in alive}
         if len(seen) != 1:
-            raise CheckpointError(f"elastic resume: the replicas' shuffles were in different "
-                                  f"epochs {sorted(seen)}: not one checkpoint")
-    frontier = max(max(o.tail_start, r.position) for o, r in zip(owners, remainders))
-    unread = sorted(p for o, r in zip(owners, remainders)
-                    for p in o.remaining(r.position, frontier))
-    first = min(remainders, key=lambda r: r.position)
-    shares = []
-    for j in range(num_replicas):
-        held = {depth: [item for r in remainders for item in r.held[depth]]
-                [j::num_replicas] for depth in depths}
-        owner = Ownership(tuple(unread[j::num_replicas]), frontier, num_replicas, j)
-        shares.append(_Remainder(held, {d: next(iter(e)) for d, e in epochs.items()}, owner,
-                                 first.position, first.stream))
+            raise CheckpointError(f"elastic resume: the replicas' stages at depth {depth} were "
+                                  f"in different epochs {sorted(seen)}: not one checkpoint")
+        epochs[depth] = seen.pop()
+    shares = [_Left({}, dict(epochs)) for _ in range(num_replicas)]
+    for depth, fields in first.held.items():
+        for field in fields:
+            items = [item for left in alive for item in left.held[depth][field]]
+            for j, share in enumerate(shares):
+                share.held.setdefault(depth, {})[field] = items[j::num_replicas]
+    if first.unread is not None:
+        unread = _deal_unread([None if left is None else left.unread for left in lefts],
+                              num_replicas)
+        for share, part in zip(shares, unread):
+            share.unread = part
+        return shares
+    columns = [_deal([None if left is None else left.sources[k] for left in lefts],
+                     num_replicas) for k in range(len(first.sources))]
+    for j, share in enumerate(shares):
+        share.sources = [column[j] for column in columns]
     return shares
 
 
-def _resumed_state(dataset: Dataset, share: _Remainder) -> State:
-    """A fresh state of ``dataset`` with ``share`` put into its holding stages and shard."""
+def _deal_unread(parts: list[_Unread | None], num_replicas: int) -> list[_Unread]:
+    """New ownerships of the positions the replicas left unread (``None``: a replica whose
+    stream had ended, so that it had read all it owned).
+
+    When the replicas' progressions together cover every position from the furthest start
+    on (every replica still reading, as the stride of ``shard`` and every re-deal of it
+    make them), the new replicas split those positions in turn, from there, and the unread
+    ones before it one by one: equal shares. Otherwise (a mixture's source that ended on
+    some replicas: where its stream ends is in no state) each progression goes whole to one
+    new replica, exact but not even.
+    """
+    alive = [part for part in parts if part is not None]
+    finite: list[int] = []
+    tails: list[Progression] = []
+    for part in alive:
+        listed, progressions = part.owner.unread(part.position)
+        finite += listed
+        tails += progressions
+    _check_disjoint(finite, tails)
+    steps = {step for _, step in tails}
+    if len(alive) == len(parts) and len(steps) == 1 and len(tails) == next(iter(steps)):
+        # From here on every position is in some progression, after its first unread one
+        # (one of each residue, all unread from their starts), and past every listed one.
+        step = len(tails)
+        frontier = max([start - step + 1 for start, _ in tails] + [p + 1 for p in finite])
+        for start, step in tails:
+            finite += range(start, frontier, step)
+        new_tails = [((frontier + j, num_replicas),) for j in range(num_replicas)]
+    else:
+        new_tails = [tuple(tails[j::num_replicas]) for j in range(num_replicas)]
+    finite.sort()
+    least = min(alive, key=lambda part: part.position)
+    return [_Unread(Ownership(tuple(finite[j::num_replicas]), new_tails[j]), least.position,
+                    least.stream) for j in range(num_replicas)]
+
+
+def _check_disjoint(finite: list[int], tails: list[Progression]) -> None:
+    """Refuse states whose shares overlap: they are not one checkpoint of one job."""
+    # Two endless progressions meet iff their starts agree modulo the gcd of their steps.
+    meet = any((a - b) % math.gcd(k, m) == 0
+               for i, (a, k) in enumerate(tails) for b, m in tails[i + 1:])
+    if meet or len(set(finite)) != len(finite) or any(
+            p >= start and (p - start) % step == 0 for p in finite for start, step in tails):
+        raise CheckpointError(
+            "elastic resume: the states are not one checkpoint of every replica of one job: "
+            f"their shards' shares overlap (listed {finite[:8]}..., progressions {tails})")
+
+
+def _resumed_state(dataset: Dataset, share: _Left) -> State:
+    """A fresh state of ``dataset`` with ``share`` put into its holding stages and shards."""
     with PipelineIterator(dataset) as fresh:
         root = fresh.state_dict()["root"]
-    stages, _ = _stages_above_shard(_chain(dataset)[1])
-    state = root
+    _resume_into(_chain(dataset)[1], root, share)
+    return pipeline_state.seal(root, PipelineFingerprint.of(dataset))
+
+
+def _resume_into(top: Dataset, state: State, share: _Left) -> None:
+    stages, bottom = _stages(top)
     for depth, node in enumerate(stages):
         if isinstance(node, _HOLDING) != (depth in share.held):
             raise CheckpointError(f"elastic resume: replica pipelines differ at {_stage(node)}")
-        if isinstance(node, ShuffleDataset):
-            state["buffer"] = share.held[depth]
+        state.update(share.held.get(depth, {}))
+        if depth in share.epochs:
             state["epoch"] = share.epochs[depth]
-        elif isinstance(node, InterleaveDataset):
-            state["futures"] = share.held[depth]
         for _ in range(len(node.stages) if isinstance(node, FusedInlineDataset) else 1):
             state = state["input"]
-    state["position"] = share.position
-    state["input"] = share.stream
-    state[REDEAL_KEY] = share.owner.to_state()
-    return pipeline_state.seal(root, PipelineFingerprint.of(dataset))
+    if share.unread is not None:
+        state["position"] = share.unread.position
+        state["input"] = share.unread.stream
+        state[REDEAL_KEY] = share.unread.owner.to_state()
+        return
+    if share.epochs.get(len(stages)) is not None:
+        state["epoch"] = share.epochs[len(stages)]
+    for k, (source, left) in enumerate(zip(bottom._inputs, share.sources)):
+        if left is None:
+            state["inputs"][k] = None
+        else:
+            _resume_into(source, state["inputs"][k], left)

@@ -84,6 +84,30 @@ class _Row:
         self.fill = {k: int(n) for k, n in state["fill"].items()}
 
 
+def held_rows(state: State, padding_value: int | float = 0) -> list[Any]:
+    """The rows a packer's state holds, encoded as its ``ready`` rows are: the open ones
+    closed as they stand (padded with ``padding_value``), then the ready ones.
+
+    An elastic resume (:func:`feedline.resume.merge_states`) hands them to the packers of
+    other replicas as ready rows: every token once, and never more than ``num_bins`` open.
+
+    Example:
+        >>> row = _Row({"t": 4}, {"t": np.dtype(np.int64)}, 0)
+        >>> row.add({"t": np.array([7, 8])})
+        >>> state = {"features": [["t", 4, "<i8"]], "open": [row.to_state()], "ready": []}
+        >>> decode(held_rows(state)[0])["t"].tolist()
+        [7, 8, 0, 0]
+    """
+    lengths = {k: int(n) for k, n, _ in state["features"]}
+    dtypes = {k: np.dtype(dtype) for k, _, dtype in state["features"]}
+    rows = []
+    for saved in state["open"]:
+        row = _Row(lengths, dtypes, padding_value)
+        row.load_state(saved)
+        rows.append(encode(row.output()))
+    return rows + list(state["ready"])
+
+
 class PackSequencesDataset(UnaryDataset):
     """The node of ``Dataset.pack_sequences``.
 

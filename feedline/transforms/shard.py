@@ -70,67 +70,67 @@ REDEAL_KEY = "redeal"
 """Where a shard's state carries its :class:`Ownership` after an elastic resume."""
 
 
+Progression = tuple[int, int]
+"""``(start, step)``: the positions ``start``, ``start + step``, ``start + 2 * step``, ..."""
+
+
 @dataclass(frozen=True)
 class Ownership:
-    """The input positions one shard owns: a few listed ones, then a regular tail.
+    """The input positions one shard owns: a few listed ones and some endless progressions.
 
-    Positions ``>= tail_start`` whose offset from it is ``tail_index`` modulo ``tail_step``
-    are owned, and so is every position in ``extra`` (all below ``tail_start``). A plain
-    ``shard(n, i)`` is ``Ownership((), 0, n, i)``. The shares of all shards of a job split
-    the positions ``>= tail_start`` exactly (same start and step, every index once); the
-    listed positions are the remainder an elastic resume re-dealt one by one.
+    A plain ``shard(n, i)`` owns one progression, ``(i, n)``. An elastic resume deals a
+    job's unread positions out again: those every replica left unread from some position on
+    as new progressions, the scattered rest one by one in ``extra``.
 
     Example:
-        >>> owner = Ownership((1, 4), 10, 3, 2)
-        >>> [p for p in range(20) if owner.owns(p)]
-        [1, 4, 12, 15, 18]
-        >>> owner.remaining(3, 16)
-        [4, 12, 15]
+        >>> owner = Ownership((1, 4), ((10, 3), (20, 5)))
+        >>> [p for p in range(26) if owner.owns(p)]
+        [1, 4, 10, 13, 16, 19, 20, 22, 25]
+        >>> owner.unread(12)
+        ([], [(13, 3), (20, 5)])
     """
 
     extra: tuple[int, ...]
-    tail_start: int
-    tail_step: int
-    tail_index: int
+    tails: tuple[Progression, ...]
+
+    @classmethod
+    def stride(cls, num_shards: int, index: int) -> Ownership:
+        """What ``shard(num_shards, index)`` owns."""
+        return cls((), ((index, num_shards),))
 
     def owns(self, position: int) -> bool:
-        if position >= self.tail_start:
-            return (position - self.tail_start) % self.tail_step == self.tail_index
-        return position in self._extra_set
+        return position in self._extra_set or any(
+            position >= start and (position - start) % step == 0 for start, step in self.tails)
 
     @functools.cached_property
     def _extra_set(self) -> frozenset[int]:
         return frozenset(self.extra)
 
-    def remaining(self, position: int, stop: int) -> list[int]:
-        """The owned positions in ``[position, stop)``, in order."""
-        first_tail = self.tail_start + self.tail_index
-        if position > first_tail:
-            first_tail += -(-(position - first_tail) // self.tail_step) * self.tail_step
-        return ([p for p in self.extra if position <= p < stop]
-                + list(range(first_tail, stop, self.tail_step)))
+    def unread(self, position: int) -> tuple[list[int], list[Progression]]:
+        """What is owned from ``position`` on: the listed positions and the progressions,
+        each starting at its first position there."""
+        tails = [(start + max(0, -(-(position - start) // step)) * step, step)
+                 for start, step in self.tails]
+        return [p for p in self.extra if p >= position], tails
 
     def to_state(self) -> State:
-        return {"extra": list(self.extra), "tail_start": self.tail_start,
-                "tail_step": self.tail_step, "tail_index": self.tail_index}
+        return {"extra": list(self.extra), "tails": [list(tail) for tail in self.tails]}
 
     @classmethod
     def from_state(cls, state: Any) -> Ownership:
         """Read a re-deal back, refusing one that does not describe a share."""
         try:
             extra = tuple(int(p) for p in state["extra"])
-            owner = cls(extra, int(state["tail_start"]), int(state["tail_step"]),
-                        int(state["tail_index"]))
+            tails = tuple((int(start), int(step)) for start, step in state["tails"])
         except (KeyError, TypeError, ValueError) as error:
             raise CheckpointError(f"damaged state for the shard stage: re-deal {error!r}") \
                 from None
-        if (owner.tail_step < 1 or not 0 <= owner.tail_index < owner.tail_step
-                or list(extra) != sorted(set(extra))
-                or any(not 0 <= p < owner.tail_start for p in extra)):
+        if (list(extra) != sorted(set(extra)) or any(p < 0 for p in extra)
+                or any(start < 0 or step < 1 for start, step in tails)):
             raise CheckpointError(f"damaged state for the shard stage: re-deal {state!r} is "
-                                  "not a share (sorted distinct positions below tail_start, "
-                                  "0 <= tail_index < tail_step)")
-        return owner
+                                  "not a share (sorted distinct positions >= 0, progressions "
+                                  "of a start >= 0 and a step >= 1)")
+        return cls(extra, tails)
 
 
 class ShardIterator(UnaryIterator):
@@ -166,7 +166,7 @@ class ShardIterator(UnaryIterator):
 
     def ownership(self) -> Ownership:
         """The positions this shard owns (its stride, or the re-deal it was restored with)."""
-        return self._owner or Ownership((), 0, self._num_shards, self._index)
+        return self._owner or Ownership.stride(self._num_shards, self._index)
 
     def _get_state(self) -> State:
         state = self._with_input_state({"position": self._position})
