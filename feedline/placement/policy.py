@@ -55,6 +55,22 @@ SHARED_MEMORY_BYTES_PER_SECOND = 1e9
 faults on both sides)."""
 PROCESS_TARGET_TASK_SECONDS = 0.005
 """Work per task on processes (the map's chunking target): what the fixed cost divides by."""
+FREE_THREADED_TASK_SECONDS = 0.002
+"""Least work per task on threads on a free-threaded interpreter (the map's chunking
+target). Its consumer runs beside its workers, and each task costs it a wait, a future and a
+hand-off that free threading makes dearer (the 3.13t tokenizer, 2 threads: 20-36 µs of the
+consumer's CPU a line with tasks of 0.5 ms, 11-14 with 2 ms)."""
+
+
+def thread_task_seconds(target: float) -> float:
+    """Work per task on threads for a chunking ``target`` (seconds): the target under the
+    GIL, at least :data:`FREE_THREADED_TASK_SECONDS` without it.
+
+    Example:
+        >>> thread_task_seconds(0.0005) in (0.0005, FREE_THREADED_TASK_SECONDS)
+        True
+    """
+    return max(target, FREE_THREADED_TASK_SECONDS) if gil_disabled() else target
 INLINE_MAX_CALL_SECONDS = 200e-6
 """Longest call (alone, per element) that a map whose calls hold the GIL makes inline, on its
 consumer's thread, once the tuner has it at one worker. A hand-off to a worker thread costs

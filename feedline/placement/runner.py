@@ -37,7 +37,12 @@ from feedline.execution.window import PositionedWindow
 from feedline.placement import process_executor  # noqa: F401 - registers kind "process"
 from feedline.placement.chunks import ChunkRunner, unpack_outcomes
 from feedline.placement.map_executor import ExecutorChoice, Probe
-from feedline.placement.policy import PROCESS_TARGET_TASK_SECONDS, ExecutorDecision, runs_inline
+from feedline.placement.policy import (
+    PROCESS_TARGET_TASK_SECONDS,
+    ExecutorDecision,
+    runs_inline,
+    thread_task_seconds,
+)
 
 OVERSUBSCRIPTION = 2
 """Threads per CPU a tuned threaded ``map`` whose calls compute may grow to when
@@ -77,9 +82,11 @@ where chunks end changes: elements, errors and positions are the same."""
 
 
 class ChunkSizer:
-    """How many elements the next task takes: about :data:`TARGET_TASK_SECONDS` of calls,
-    within :data:`MAX_CHUNK` (threads) or :data:`MAX_PROCESS_CHUNK` (processes), and, on
-    processes, only what a slow input gives within :data:`MAX_FILL_SECONDS`.
+    """How many elements the next task takes: about :data:`TARGET_TASK_SECONDS` of calls
+    (on threads of a free-threaded interpreter at least :data:`~feedline.placement.policy.
+    FREE_THREADED_TASK_SECONDS`), within :data:`MAX_CHUNK` (threads) or
+    :data:`MAX_PROCESS_CHUNK` (processes), and, on processes, only what a slow input gives
+    within :data:`MAX_FILL_SECONDS`.
 
     Example:
         >>> sizer = ChunkSizer(MapKnobs("map(f)", 1, 1, 1, 0))
@@ -106,9 +113,12 @@ class ChunkSizer:
         """The chunk size for tasks on ``kind`` from the calls' measured time."""
         if self._seconds_per_element is None:
             return
-        most = MAX_PROCESS_CHUNK if kind == "process" else MAX_CHUNK
+        if kind == "process":
+            most, target = MAX_PROCESS_CHUNK, TARGET_TASK_SECONDS[kind]
+        else:
+            most, target = MAX_CHUNK, thread_task_seconds(TARGET_TASK_SECONDS[kind])
         self.chunk_size = self._knobs.chunk_size = max(1, min(most, int(
-            TARGET_TASK_SECONDS[kind] / max(self._seconds_per_element, 1e-9))))
+            target / max(self._seconds_per_element, 1e-9))))
 
     def next_size(self, bounded: bool) -> int:
         """The next chunk's size; ``bounded`` (processes): shrunk for a slow input. On
