@@ -6,8 +6,8 @@ turns the N states of one checkpoint into M states, one per replica of the resum
 that every element of the epoch that no replica delivered before the checkpoint is delivered
 exactly once after it, and none that was delivered is delivered again.
 
-**What a replica has left.** Walking a replica's pipeline from its output down to its shard,
-each stage is one of:
+**What a replica has left.** Walking a replica's pipeline from its output down to its
+shard (or to a mixture, whose every input is walked the same way), each stage is one of:
 
 * *pass-through* (``map``, ``filter``, ``batch``, ``prefetch``, ``map_and_batch``): keeps
   its input's order and holds nothing once its read-ahead is rewound. Its state is a
@@ -17,27 +17,36 @@ each stage is one of:
   *delivered point*: it emitted exactly what delivered outputs consumed. A filtered-out
   element is consumed there too; a held one that is filtered out after the re-deal is
   dropped again (the predicate is deterministic), so it changes no delivered multiset.
-* *holding*: a ``shuffle`` buffer (its elements, by value, are in the state already) and an
+* *holding*: a ``shuffle`` buffer (its elements, by value, are in the state already), an
   ``interleave`` above the shard (its open datasets, as positions in them: the records
-  after a file's position). What they hold at the delivered point is neither delivered nor
-  left in the stream: it goes to the same stage of the resumed replicas, dealt in turn.
-* the *shard*: owns input positions (:class:`~feedline.transforms.shard.Ownership`); the
-  ones from its position on are unread. All shards of a job split the positions from a
-  common start exactly, so from ``A``, the furthest any replica had read, every position
-  is unread by all: replica ``j`` of ``M`` owns ``A + j``, ``A + j + M``, ... The owned
-  positions below ``A`` not yet read (replicas read at different speeds) are listed and
-  dealt one by one. The stream below the shard is the same for every replica (the shard
-  sits before any random stage), so the resumed replicas read it from the state of the
-  replica that had read least, skipping what they do not own.
+  after a file's position) and a ``pack_sequences`` packer (its rows, open ones closed as
+  they stand). What they hold at the delivered point is neither delivered nor left in the
+  stream: it goes to the same stage of the resumed replicas, dealt in turn.
+* a *mixture* (``sample_from_datasets`` with constant weights): holds nothing; each input
+  is its own pipeline with its own shard, re-dealt on its own. The resumed replicas draw
+  with the same weights from what each source has left; an input that had ended stays
+  ended.
+* the *shard*: owns input positions (:class:`~feedline.transforms.shard.Ownership`: a few
+  listed positions and endless progressions, ``shard(n, i)`` owning ``i, i + n, ...``);
+  those from its position on are unread. When the replicas' progressions have one step
+  and one residue each, they cover every position from some ``F`` on (each residue from
+  its first unread position), and nothing from ``F`` on is read: replica ``j`` of ``M``
+  owns ``F + j, F + j + M, ...``, and the unread positions below ``F`` are listed and
+  dealt one by one. When they do not (a mixture's source that ended on some replicas:
+  where its stream ends is in no state), each progression goes whole to one new replica.
+  The stream below the shard is the same for every replica (the shard sits before any
+  random stage), so the resumed replicas read it from the state of the replica that had
+  read least, skipping what they do not own.
 
 Every source element of the epoch is thus, for exactly one old replica, delivered, held by
 one stage, or owned and unread; the merge gives each held or unread one to exactly one new
 replica, into the stage that held it or the positions it owns, and nothing delivered to any.
 Anything else (another stage between output and shard, a stage that hands out of order, an
-input error held back, no shard) is refused with a :class:`~feedline.core.errors.
-CheckpointError` naming the stage, never approximated. Stages above the shard restart empty
-(fresh read-ahead, a fresh shuffle generator of the saved epoch): the order after the
-resume differs from any run on N replicas; the multiset does not.
+input error held back, no shard, shares that overlap) is refused with a
+:class:`~feedline.core.errors.CheckpointError` naming the stage, never approximated. Stages
+above the shard restart empty (fresh read-ahead, a fresh shuffle generator of the saved
+epoch): the order after the resume differs from any run on N replicas; the multiset does
+not. A ``batch(drop_remainder=True)`` still drops each resumed replica's last partial batch.
 
 The merged states are ordinary states of the M-replica pipeline: the re-deal is an optional
 key of the shard's state (states without it are the version-1 layout, and still load), so a
