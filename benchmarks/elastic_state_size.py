@@ -5,17 +5,19 @@
 Four replicas each run ``files.shard(4, i) -> interleave(TFRecordDataset) -> shuffle(buffer)
 -> batch(512) -> map(transform) -> prefetch`` (the chess workload, :mod:`feedline.demo.chess`)
 for 20 batches, save their states, and the states are re-dealt to 2 and 8 replicas
-(:func:`feedline.merge_states`). Printed: bytes of each state as JSON (what ``save_state``
-writes before compression), the shuffle buffer's share of them, and the bytes a record of the
-file takes. The buffer is stored by value (base64 of each serialized record); every other
-stage stores positions.
+(:func:`feedline.merge_states`). Printed per replica: bytes of the state as JSON, the
+shuffle buffer's share of them, bytes ``fl.save_state`` writes (binary leaves, no base64),
+and the seconds the merge took. The buffer is stored by value (each serialized record);
+every other stage stores positions.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import tempfile
+import time
 
 import feedline as fl
 from feedline.demo.chess import transform, write_records
@@ -63,14 +65,20 @@ def main() -> None:
         print(f"chess pipeline, {args.records} records in {args.files} files, shuffle buffer "
               f"{args.buffer}, {REPLICAS} replicas after {BATCHES_BEFORE_CHECKPOINT} batches "
               f"of {BATCH}")
-        for label, group in [(f"{REPLICAS} replicas (saved)", states),
-                             *[(f"re-dealt to {m}", fl.merge_states(states, m, build))
-                               for m in (2, 8)]]:
+        groups = [(f"{REPLICAS} replicas (saved)", states, 0.0)]
+        for m in (2, 8):
+            start = time.perf_counter()
+            merged = fl.merge_states(states, m, build)
+            groups.append((f"re-dealt to {m}", merged, time.perf_counter() - start))
+        for label, group, seconds in groups:
             sizes = [_size(s) for s in group]
             buffers = [_buffer_size(s) for s in group]
-            print(f"  {label:22} bytes per replica: mean {sum(sizes) / len(sizes):>11,.0f}, "
-                  f"max {max(sizes):>11,}; shuffle buffer {sum(buffers) / sum(sizes):.1%} "
-                  f"of it; the rest {(sum(sizes) - sum(buffers)) / len(sizes):,.0f} bytes")
+            saved = [fl.save_state(io.BytesIO(), s) for s in group]
+            print(f"  {label:22} JSON bytes per replica: mean {sum(sizes) / len(sizes):>11,.0f}"
+                  f" (shuffle buffer {sum(buffers) / sum(sizes):.1%}, the rest "
+                  f"{(sum(sizes) - sum(buffers)) / len(sizes):,.0f}); save_state bytes: mean "
+                  f"{sum(saved) / len(saved):>11,.0f}"
+                  + (f"; merge {seconds:.2f} s" if seconds else ""))
 
 
 if __name__ == "__main__":
