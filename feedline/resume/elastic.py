@@ -9,7 +9,8 @@ exactly once after it, and none that was delivered is delivered again.
 **What a replica has left.** Walking a replica's pipeline from its output down to its
 shard (or to a mixture, whose every input is walked the same way), each stage is one of:
 
-* *pass-through* (``map``, ``filter``, ``batch``, ``prefetch``, ``map_and_batch``): keeps
+* *pass-through* (``map``, ``filter``, ``batch``, ``padded_batch``, ``prefetch``,
+  ``map_and_batch``): keeps
   its input's order and holds nothing once its read-ahead is rewound. Its state is a
   position (:mod:`feedline.execution.positions`): a snapshot of its input plus the items
   handed out since. Restoring that snapshot into the stage's input and pulling the handed
@@ -76,6 +77,7 @@ from feedline.transforms.interleave import InterleaveDataset
 from feedline.transforms.map import MapDataset
 from feedline.transforms.map_and_batch import MapAndBatchDataset
 from feedline.transforms.pack_sequences import PackSequencesDataset, held_rows
+from feedline.transforms.padded_batch import PaddedBatchDataset
 from feedline.transforms.prefetch import PrefetchDataset
 from feedline.transforms.shard import REDEAL_KEY, Ownership, Progression, ShardDataset
 from feedline.transforms.shuffle import ShuffleDataset
@@ -84,8 +86,8 @@ from feedline.transforms.with_options import OptionsDataset
 ReplicaPipeline = Callable[[int, int], Dataset]
 """Builds replica ``index`` of ``num_replicas``: ``pipeline(num_replicas, index)``."""
 
-_PASS_THROUGH = (MapDataset, FilterDataset, BatchDataset, PrefetchDataset, MapAndBatchDataset,
-                 FusedInlineDataset)
+_PASS_THROUGH = (MapDataset, FilterDataset, BatchDataset, PaddedBatchDataset, PrefetchDataset,
+                 MapAndBatchDataset, FusedInlineDataset)
 _HOLDING = (ShuffleDataset, InterleaveDataset, PackSequencesDataset)
 _POSITION_KEYS = ("at", "next", "done", "errors")
 
@@ -221,8 +223,8 @@ def _stages(top: Dataset) -> tuple[list[Dataset], Dataset]:
             if not isinstance(node, _PASS_THROUGH + _HOLDING):
                 raise _refusal(
                     node, "it is not one elastic resume can re-deal (between the output and "
-                    "the shard: map, filter, batch, prefetch, shuffle, interleave, "
-                    "pack_sequences, sample_from_datasets)" if node._inputs else
+                    "the shard: map, filter, batch, padded_batch, prefetch, shuffle, "
+                    "interleave, pack_sequences, sample_from_datasets)" if node._inputs else
                     "the pipeline has no shard stage (each replica reads everything; for "
                     "one replica, shard(1, 0))")
             stages.append(node)

@@ -171,6 +171,29 @@ def test_a_fused_map_and_batch_resumes_on_another_replica_count(tfrecords, map_p
 
 
 @pytest.mark.timeout(60)
+def test_padded_batches_of_sequences_resume_on_another_replica_count(tfrecords):
+    def replica(n, i):
+        return (fl.Dataset.from_tensor_slices(tfrecords).shard(n, i)
+                .interleave(fl.TFRecordDataset, cycle_length=2).shuffle(8, seed=1)
+                .map(_parse).map(_tokens).map(lambda x: x["t"]).padded_batch(3).prefetch(1))
+
+    delivered: collections.Counter = collections.Counter()
+    states = []
+    with no_leaked_threads():
+        for i in range(3):
+            with iter(replica(3, i)) as it:
+                for _ in range(i + 1):
+                    delivered.update(v for v in next(it).ravel().tolist() if v)
+                states.append(it.state_dict())
+        for j, state in enumerate(fl.merge_states(states, 2, replica)):
+            with iter(replica(2, j)) as it:
+                it.load_state_dict(state)
+                delivered.update(v for batch in it for v in batch.ravel().tolist() if v)
+    expected = Packed(tuple(tfrecords)).epoch()  # every record's tokens, padding left out
+    assert _missing_and_extra(delivered, expected) == ([], [])
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("sharding", ["file", "data"])
 def test_text_lines_resume_on_another_replica_count(text_files, sharding):
     shape = Shape(tuple(text_files), sharding=sharding, reader="text", buffer_size=20,
