@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -87,8 +88,12 @@ class Shape:
     ``batch``, which the optimizer fuses into ``map_and_batch``)."""
     batch_size: int = 3
     prefetch: bool = True
+    built: Callable[[int, int], fl.Dataset] | None = None
+    """Builds the replicas instead (``distribute``): the shape above with no shard."""
 
     def replica(self, num_replicas: int, index: int) -> fl.Dataset:
+        if self.built is not None:
+            return self.built(num_replicas, index)
         ds = fl.Dataset.from_tensor_slices(list(self.files))
         if self.sharding == "file":
             ds = ds.shard(num_replicas, index)
@@ -167,6 +172,22 @@ def test_a_fused_map_and_batch_resumes_on_another_replica_count(tfrecords, map_p
     assert ".map_and_batch(" in repr(optimize(shape.replica(3, 0), fl.Options()))
     with no_leaked_threads():
         delivered = run_epoch(shape, [3, 2], [[2, 1, 3]])
+    assert _missing_and_extra(delivered, shape.epoch()) == ([], [])
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("policy", [fl.AutoShardPolicy.FILE, fl.AutoShardPolicy.DATA])
+def test_replicas_built_by_distribute_resume_on_another_count(tfrecords, policy):
+    options = fl.Options(distribute=fl.DistributeOptions(auto_shard_policy=policy))
+    shape = Shape(tuple(tfrecords), sharding="none")
+
+    def replica(n, i):
+        context = fl.InputContext(num_input_pipelines=n, input_pipeline_id=i)
+        return shape.replica(n, i).with_options(options).distribute(context)
+
+    with no_leaked_threads():
+        delivered = run_epoch(dataclasses.replace(shape, built=replica), [4, 2, 3],
+                              [[1, 2, 0, 1], [2, 1]])
     assert _missing_and_extra(delivered, shape.epoch()) == ([], [])
 
 
