@@ -282,6 +282,22 @@ def test_shuffle_buffers_are_dealt_in_turn(tfrecords):
 
 
 @pytest.mark.timeout(60)
+def test_merged_states_go_through_save_state_and_load_state(tfrecords, tmp_path):
+    shape = Shape(tuple(tfrecords), buffer_size=8)
+    with no_leaked_threads():
+        delivered, states = _checkpoint(shape, 3, 2)
+        paths = []
+        for i, state in enumerate(states):  # each replica saves its own
+            paths.append(tmp_path / f"replica-{i}.state")
+            fl.save_state(paths[-1], state)
+        merged = fl.merge_states([fl.load_state(path) for path in paths], 2, shape.replica)
+        for j, state in enumerate(merged):
+            fl.save_state(tmp_path / f"resumed-{j}.state", state)
+        _finish(shape, [fl.load_state(tmp_path / f"resumed-{j}.state") for j in range(2)],
+                delivered)
+
+
+@pytest.mark.timeout(60)
 def test_open_files_and_unread_files_are_re_dealt(tfrecords):
     shape = Shape(tuple(tfrecords), buffer_size=2, cycle_length=2, keep_modulo=10**9,
                   prefetch=False)
