@@ -164,10 +164,6 @@ class ShardIterator(UnaryIterator):
                     else owner.owns(position)):
                 return element
 
-    def ownership(self) -> Ownership:
-        """The positions this shard owns (its stride, or the re-deal it was restored with)."""
-        return self._owner or Ownership.stride(self._num_shards, self._index)
-
     def _get_state(self) -> State:
         state = self._with_input_state({"position": self._position})
         if self._owner is not None:
