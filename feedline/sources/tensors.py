@@ -6,7 +6,15 @@ from typing import Any
 
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
-from feedline.core.structure import Element, detached, pack_as, spec_of
+from feedline.core.structure import (
+    Element,
+    detached,
+    flatten,
+    is_registered_leaf,
+    map_structure,
+    pack_as,
+    spec_of,
+)
 from feedline.core.traits import IN_MEMORY_SOURCE
 from feedline.sources.tensor_slices import as_leaf_arrays, check_dataset_leaves
 
@@ -14,15 +22,32 @@ from feedline.sources.tensor_slices import as_leaf_arrays, check_dataset_leaves
 def as_element(structure: Element) -> Element:
     """A user-given structure as an element, as tf.data makes tensors of it: leaves become
     NumPy arrays (0-d ones NumPy scalars or ``bytes``); a dataset stays itself, a list of
-    datasets becomes an object array of them (a batch of datasets); ``None`` stays ``None``.
+    datasets becomes an object array of them (a batch of datasets); ``None`` stays ``None``;
+    :class:`~feedline.RaggedValues` stay ragged values (tf.data's ``from_tensors`` of a
+    ``tf.RaggedTensor`` yields it whole, spec ``RaggedTensorSpec``).
 
     Example:
         >>> as_element((1, [2.5, 3.5], "a", None))
         (np.int32(1), array([2.5, 3.5], dtype=float32), b'a', None)
     """
-    structure, leaves = as_leaf_arrays(structure)
-    return pack_as(structure, [leaf[()] if leaf is not None and leaf.ndim == 0 else leaf
-                               for leaf in leaves])
+    structure, leaves = as_leaf_arrays(structure, keep_ragged=True)
+    # Ragged values have no ndim: they are never 0-d (a ragged tensor has rank 2 or more).
+    return pack_as(structure, [leaf[()] if leaf is not None and getattr(leaf, "ndim", 1) == 0
+                               else leaf for leaf in leaves])
+
+
+def _fresh(element: Element) -> Element:
+    """A copy of ``element`` to hand out, as :func:`~feedline.core.structure.detached`
+    makes it, whose ragged values have their own values array too (an in-place update of
+    one epoch's ``values`` must not reach the next)."""
+    element = detached(element)
+    if not any(is_registered_leaf(leaf) and hasattr(leaf, "nested_row_splits")
+               for leaf in flatten(element)):
+        return element
+    return map_structure(
+        lambda leaf: type(leaf)(leaf.values.copy(), leaf.nested_row_splits)
+        if is_registered_leaf(leaf) and hasattr(leaf, "nested_row_splits") else leaf,
+        element)
 
 
 class TensorsDataset(Dataset):
@@ -67,7 +92,7 @@ class TensorsIterator(DatasetIterator):
         self._done = True
         # A copy: the same element is handed out again by the next iterator (repeat), and
         # the user's function may update it in place (tf.data's tensors are immutable).
-        return detached(self._element)
+        return _fresh(self._element)
 
     def _get_state(self) -> State:
         return {"done": self._done}
