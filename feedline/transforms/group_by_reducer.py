@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 from feedline.core.dataset import Dataset
+from feedline.core.element_dtypes import DtypeGuard
+from feedline.core.errors import StructureError
 from feedline.core.functions import (
     annotate_error,
     bind_free_variables,
@@ -108,6 +110,8 @@ class GroupByReducerIterator(UnaryIterator):
         self._specs: dict[int, Any] = {}  # each key's initial state spec (not stored)
         self._end_of_input = False
         self._emitted = 0  # keys finalized after the end of the input
+        # Every key's output has the first one's dtypes (tf.data traces finalize_func once).
+        self._dtypes = DtypeGuard(self._name)
 
     def _fold(self, element: Any, index: int) -> None:
         node = self._node
@@ -142,10 +146,15 @@ class GroupByReducerIterator(UnaryIterator):
         key = keys[self._emitted]
         self._emitted += 1
         try:
-            return call_with_element(self._node.finalize_func, self._states[key])
+            output = call_with_element(self._node.finalize_func, self._states[key])
         except Exception as error:  # noqa: BLE001 - re-raised with the stage named
             error.add_note(f"feedline: finalizing the state of key {key}")
             raise annotate_error(error, self._name)
+        try:
+            return self._dtypes.check(output, self._emitted - 1)
+        except StructureError as error:
+            error.add_note(f"feedline: the finalized state of key {key}")
+            raise
 
     def _get_state(self) -> State:
         states = [[key, encode(state)] for key, state in self._states.items()]

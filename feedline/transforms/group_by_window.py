@@ -17,6 +17,7 @@ import numpy as np
 
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
+from feedline.core.element_dtypes import DtypeGuard
 from feedline.core.functions import (
     annotate_error,
     bind_free_variables,
@@ -177,6 +178,9 @@ class GroupByWindowIterator(UnaryIterator):
         self._sizes: dict[int, int] = {}  # window size per key, computed once (as tf.data)
         self._key: int | None = None  # the key of the window being reduced
         self._inner: DatasetIterator | None = None
+        # Every reduced dataset's elements have the first one's dtypes (tf.data traces
+        # reduce_func once, so its datasets share one element_spec).
+        self._dtypes = DtypeGuard(name, of="an element of the dataset made from window")
 
     def _set_inner(self, key: int | None, inner: DatasetIterator | None) -> None:
         if self._inner is not None:
@@ -229,7 +233,7 @@ class GroupByWindowIterator(UnaryIterator):
         while True:
             if self._inner is not None:
                 try:
-                    return next(self._inner)
+                    element = next(self._inner)
                 except StopIteration:
                     del self._groups[self._key]  # type: ignore[arg-type]
                     self._set_inner(None, None)
@@ -239,6 +243,9 @@ class GroupByWindowIterator(UnaryIterator):
                     if note not in getattr(error, "__notes__", ()):
                         error.add_note(note)
                     raise
+                else:
+                    # The window's index: _start_window counted it.
+                    return self._dtypes.check(element, self._windows - 1)
             if not self._end_of_input:
                 self._read_until_full()
                 if self._inner is not None:

@@ -242,3 +242,39 @@ def test_ragged_and_sparse_values_take_the_shortcut_by_their_values_dtype():
     with pytest.raises(fl.StructureError, match=r"element 1 has dtype int32 at \['tokens'\] "
                                                 r"where the dataset's elements have int64"):
         guard.check({"tokens": other}, 1)
+
+
+def by_parity(x):
+    return x % 2
+
+
+def window_of_mixed_dtype(key, window):
+    # Even keys' windows as float32, odd keys' as the int64 elements they are.
+    return window.map(lambda x: np.float32(x)) if key == 0 else window
+
+
+def test_group_by_window_s_reduced_datasets_share_one_dtype():
+    # Was: [0., 2.] float32 then [1, 3] int64, batched silently into float64.
+    ds = fl.Dataset.range(4).group_by_window(by_parity, window_of_mixed_dtype, window_size=2)
+    with pytest.raises(fl.StructureError) as caught:
+        list(ds)
+    assert str(caught.value) == (
+        "group_by_window(by_parity): an element of the dataset made from window 1 has dtype "
+        "int64 where the dataset's elements have float32 (its element_spec, from an element "
+        f"of the dataset made from window 0); {HINT}")
+    same = fl.Dataset.range(4).group_by_window(
+        by_parity, lambda key, window: window.map(lambda x: np.float32(x)), window_size=2)
+    assert [x.dtype for x in same] == [np.float32] * 4
+
+
+def finalize_mixed(state):
+    return np.float32(state) if state < 3 else state
+
+
+def test_group_by_reducer_s_finalized_outputs_share_one_dtype():
+    reducer = fl.Reducer(lambda key: np.int64(0), lambda state, x: state + x, finalize_mixed)
+    ds = fl.Dataset.range(4).group_by_reducer(by_parity, reducer)
+    with pytest.raises(fl.StructureError) as caught:
+        list(ds)
+    assert str(caught.value) == message("group_by_reducer(by_parity)", 1, "int64")
+    assert "feedline: the finalized state of key 1" in caught.value.__notes__
