@@ -95,6 +95,31 @@ class PositionedWindow(ReadAhead):
         self.tracker.handed_out(item)
         self.positions.handed_out(item)
 
+    def handed_out_many(self, items: list[int]) -> None:
+        """The consumer received ``items`` (a task's, in order), as :meth:`handed_out` of each.
+
+        Example:
+            >>> import feedline as fl
+            >>> from feedline.core.iterator import IteratorContext
+            >>> source = fl.Dataset.range(3)._make_iterator(IteratorContext())
+            >>> window = PositionedWindow("doc", source, lambda: None, limit=1)
+            >>> window.mark_start(); items = [window.pull()[0] for _ in range(3)]
+            >>> window.handed_out_many(items[:2]); window.position()["next"]
+            2
+        """
+        tracker = self.tracker
+        if not items:
+            return
+        first, last = items[0], items[-1]
+        # The common case in one step: the next items in a row, none out of order before
+        # them, no input error pending.
+        if first == tracker.next and not tracker.done and last - first == len(items) - 1 \
+                and not self.positions.errors:
+            tracker.next = last + 1
+            return
+        for item in items:
+            self.handed_out(item)
+
     # ------------------------------------------------------------------ direct
     def may_go_direct(self) -> bool:
         """Switch to direct hand-outs if nothing is re-read or pending (call with nothing

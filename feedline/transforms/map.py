@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -227,8 +226,11 @@ class ParallelMapIterator(DatasetIterator):
             deterministic=deterministic, element_timeout=threading_options.element_timeout,
             describe=_describe_chunk)
         runner.knobs.window = self._window  # its limit follows the tuner's setting
-        # Computed but not yet handed out: (item, ok, result or error).
-        self._ready: collections.deque[tuple[int, bool, Any]] = collections.deque()
+        # The task being handed out: its input items and outcomes, the next to hand out,
+        # and how many went out before the window was told (:meth:`_report`).
+        self._items: list[int] = []
+        self._outcomes: list[tuple[bool, Any]] = []
+        self._next_out = self._reported = 0
         # The input's position reader while on the plain path (see :meth:`__next__`).
         self._plain: PositionReader | None = None
         runner.knobs.on_setting = weakref.WeakMethod(self._setting_changed)
@@ -320,26 +322,44 @@ class ParallelMapIterator(DatasetIterator):
         self._runner.knobs.count_from(None)
 
     def _next_general(self) -> Any:
+        at = self._next_out
+        if at < len(self._outcomes):
+            # A task's outcomes in hand, first: counted, and told to the window, per task.
+            self._next_out = at + 1
+            return self._hand_out(at)
         runner, window = self._runner, self._window
+        if self._reported < at:
+            self._report()
         if runner.knobs.counting_from is not None:
             self._leave_plain()  # the tuner set another setting meanwhile
         runner.counters.calls += 1
         if window.direct and runner.inline and runner.gate.limit == 1:
             return self._next_direct()  # the common case of an inline stage, first
-        if runner.inline_now(window, bool(self._ready)):
+        if runner.inline_now(window, False):
             return self._next_inline()
-        if not self._ready:
-            self._fill()
-            self._take_task()
-        item, ok, value = self._ready.popleft()
-        self._window.handed_out(item)
-        runner.counters.elements += 1
+        self._fill()
+        self._take_task()
+        self._next_out = 1
+        return self._hand_out(0)
+
+    def _hand_out(self, at: int) -> Any:
+        """Outcome ``at`` of the task in hand: its result, or its error raised."""
+        outcomes = self._outcomes
+        ok, value = outcomes[at]
+        outcomes[at] = _HANDED_OUT  # the consumer's from now: not kept alive here
         if ok:
             try:
-                return self._dtypes.check(value, item)
+                return self._dtypes.check(value, self._items[at])
             except Exception as error:  # noqa: BLE001 - re-raised with the stage named
-                raise annotate_error(error, self._name, item)
-        raise annotate_error(value, self._name, item)
+                raise annotate_error(error, self._name, self._items[at])
+        raise annotate_error(value, self._name, self._items[at])
+
+    def _report(self) -> None:
+        """Tell the window which items of the task in hand went out (before its position
+        is read, or the next task is taken)."""
+        reported, handed = self._reported, self._next_out
+        self._reported = handed
+        self._window.handed_out_many(self._items[reported:handed])
 
     def _fill(self) -> None:
         window, runner = self._window, self._runner
@@ -391,7 +411,7 @@ class ParallelMapIterator(DatasetIterator):
         return items, values, failure
 
     def _take_task(self) -> None:
-        """Wait for the next task of the window; its outcomes go to ``_ready``."""
+        """Wait for the next task of the window; it is the task in hand."""
         window, runner = self._window, self._runner
         if not len(window):
             raise StopIteration
@@ -405,7 +425,16 @@ class ParallelMapIterator(DatasetIterator):
             raise error
         # The chunk runner never raises; a dead worker does.
         outcomes = runner.finished(tag, future.result())
-        self._ready.extend((item, ok, value) for item, (ok, value) in zip(tag, outcomes))
+        # Counted when taken: elements handed out and calls, a task's at once.
+        counters = runner.counters
+        counters.elements += len(tag)
+        counters.calls += len(tag) - 1
+        self._items, self._outcomes = tag, outcomes
+        self._next_out = self._reported = 0
+
+    def _drop_task(self) -> None:
+        self._items, self._outcomes = [], []
+        self._next_out = self._reported = 0
 
     def _next_inline(self) -> Any:
         """The next element, its function called here (every earlier one handed out)."""
@@ -464,21 +493,28 @@ class ParallelMapIterator(DatasetIterator):
     def _get_state(self) -> State:
         runner = self._runner
         # Inline with everything pulled handed out: the position is exact.
-        exact = (runner.inline or runner.warming) and not self._ready and self._window.idle()
+        if self._reported < self._next_out:
+            self._report()
+        holding = self._next_out < len(self._outcomes)
+        exact = (runner.inline or runner.warming) and not holding and self._window.idle()
         return self._window.position(exact)
 
     def _set_state(self, state: State) -> None:
         if self._plain is not None:
             self._leave_plain()
         self._runner.restored()  # its measured tasks in flight will never be recorded
-        self._ready.clear()
+        self._drop_task()
         self._window.restore(state)
 
     def _release(self) -> None:
         if self._plain is not None:
             self._leave_plain()
-        self._ready.clear()
+        self._drop_task()
         self._runner.release(self._window)
+
+
+_HANDED_OUT = (False, None)
+"""What stays in a task's outcomes in place of one handed out."""
 
 
 def _describe_chunk(tag: Any) -> str:

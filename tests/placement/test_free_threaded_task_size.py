@@ -7,6 +7,7 @@ hand-off: tasks of at least ``FREE_THREADED_TASK_SECONDS`` (2 ms) instead of the
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import feedline as fl
@@ -72,3 +73,26 @@ def test_larger_tasks_keep_the_output_and_errors_in_place(monkeypatch):
             except ValueError as error:
                 out.append(str(error))
     assert out == [f"bad {i}" if i in (3, 170) else 3 * i for i in range(300)]
+
+
+def _array(x):
+    return np.full(4, int(x))
+
+
+def test_a_result_handed_out_is_not_kept_alive_by_the_task_in_hand():
+    # A task's outcomes are handed out from the task in hand, one by one: each result
+    # handed out is the consumer's alone (a budget of results in flight counts on it).
+    import gc
+    import weakref
+
+    ds = fl.Dataset.range(40).map(_array, num_parallel_calls=2, executor="thread")
+    with no_leaked_threads(), iter(ds) as it:
+        stage = it._root
+        stage._adapt_chunk_size(16, 16 * 40 * US)  # tasks of 12 elements
+        first = next(it)
+        assert first.tolist() == [0] * 4 and len(stage._outcomes) == 12
+        watch = weakref.ref(first)
+        del first
+        gc.collect()
+        assert watch() is None
+        assert [int(next(it)[0]) for _ in range(39)] == list(range(1, 40))
