@@ -144,6 +144,18 @@ class EpochFeeder:
                 self._pending_pipeline = None
             self._iterator = iterator
 
+    def ensure_current(self, loads: int) -> None:
+        """Refuse to go on with a loop begun when ``loads`` states had been loaded, if one
+        was loaded since (the loop's batches in flight are from the old position).
+
+        Raises:
+            RuntimeError: A state was loaded since.
+        """
+        if self.loads != loads:
+            raise RuntimeError("the loader loaded a state while this loop over it was under "
+                               "way: start a new loop (for batch in loader) to continue from "
+                               "the state")
+
     def pull(self) -> Any:
         """The next batch of the epoch (``StopIteration`` at its end)."""
         if self._restored:

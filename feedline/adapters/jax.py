@@ -8,7 +8,9 @@ process's share of the pipeline (``Dataset.distribute`` with ``jax.process_index
 step sees the global batch. The transfers of the next ``prefetch_to_device`` batches are
 started before the step needs them (JAX copies asynchronously), and ``state_dict()`` is the
 position of the batches the training loop has received, in-flight ones excluded (they are
-kept in the state as data, see :mod:`feedline.adapters.epochs`).
+kept in the state as data, see :mod:`feedline.adapters.epochs`). A state is loaded before
+anything reads (``Loader(..., state=...)``, or ``load_state_dict`` before iterating);
+resuming on another number of processes goes through :meth:`Loader.merge_states`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from typing import Any, Self
 
 import numpy as np
 
-from feedline.adapters.epochs import DatasetOrFunction, EpochFeeder, State, share_of
+from feedline.adapters.epochs import (
+    DatasetOrFunction,
+    EpochFeeder,
+    State,
+    merge_loader_states,
+    share_of,
+)
+from feedline.core.dataset import Dataset
 from feedline.core.options import AutoShardPolicy
 from feedline.core.structure import map_structure
 from feedline.distribute.input_context import InputContext
@@ -121,6 +130,8 @@ class Loader:
         policy: The :class:`~feedline.AutoShardPolicy` for ``distribute``.
         prefetch_to_device: Batches whose transfer is started ahead of the step.
         context: The input context (default :func:`input_context`).
+        state: A ``state_dict()`` to continue from (for another number of processes, one
+            of :meth:`merge_states`), loaded here, before any thread or process starts.
 
     Example:
         >>> import feedline as fl
@@ -131,7 +142,7 @@ class Loader:
 
     def __init__(self, dataset: DatasetOrFunction, *, sharding: NamedSharding | None = None,
                  policy: AutoShardPolicy | None = None, prefetch_to_device: int = 2,
-                 context: InputContext | None = None) -> None:
+                 context: InputContext | None = None, state: State | None = None) -> None:
         if prefetch_to_device < 1:
             raise ValueError(f"prefetch_to_device must be >= 1, got {prefetch_to_device}")
         self.context = context or input_context()
@@ -139,6 +150,49 @@ class Loader:
         self.sharding = sharding or batch_sharding()
         self.prefetch_to_device = prefetch_to_device
         self._feeder = EpochFeeder(self.dataset, self.context.num_input_pipelines)
+        if state is not None:
+            self.load_state_dict(state)
+
+    @classmethod
+    def merge_states(cls, states: list[State], num_replicas: int, dataset: DatasetOrFunction,
+                     *, policy: AutoShardPolicy | None = None,
+                     devices_per_process: int | None = None) -> list[State]:
+        """Re-deal the loader states of all N processes of a checkpoint to ``num_replicas``.
+
+        Every batch of the epoch that no process's loop received before the checkpoint is
+        received once after it (see :func:`~feedline.adapters.epochs.merge_loader_states`:
+        ``epoch`` is kept, ``steps`` becomes the most any process had taken).
+
+        Args:
+            states: Every process's ``state_dict()``, process ``i`` at place ``i``.
+            num_replicas: The processes of the resumed job.
+            dataset: What the loaders were given (a pipeline cut by ``distribute``, or a
+                ``dataset_fn(input_context)``).
+            policy: The loaders' ``policy``.
+            devices_per_process: Devices each process feeds, for the contexts'
+                ``num_replicas_in_sync`` (default: ``jax.local_device_count()``).
+
+        Returns:
+            One state per process of the resumed job: process ``j`` passes the ``j``-th
+            as ``Loader(..., state=...)``.
+
+        Example:
+            >>> import feedline as fl
+            >>> ds = fl.Dataset.range(8).batch(2)
+            >>> old = [Loader(ds, context=fl.InputContext(2, i, 2)) for i in range(2)]
+            >>> seen = [v for it in map(iter, old) for v in next(it).tolist()]
+            >>> states = Loader.merge_states([l.state_dict() for l in old], 1, ds)
+            >>> seen += [v for b in Loader(ds, state=states[0]) for v in b.tolist()]
+            >>> sorted(seen)
+            [0, 1, 2, 3, 4, 5, 6, 7]
+        """
+        devices = jax.local_device_count() if devices_per_process is None \
+            else devices_per_process
+
+        def share(num: int, index: int) -> Dataset:
+            return share_of(dataset, InputContext(num, index, num * devices), policy)
+
+        return merge_loader_states(states, num_replicas, share)
 
     @property
     def epoch(self) -> int:
@@ -156,11 +210,13 @@ class Loader:
 
     def __iter__(self) -> Iterator[Any]:
         feeder = self._feeder
+        loads = feeder.loads
         feeder.start()
         in_flight: collections.deque[Any] = collections.deque()
         ended = False
         try:
             while True:
+                feeder.ensure_current(loads)
                 while not ended and len(in_flight) < self.prefetch_to_device:
                     try:
                         batch = feeder.pull()

@@ -17,7 +17,11 @@
   step, so no rank waits forever in DDP's gradient all-reduce for a rank that ran out; the
   batches the longer shares had left are dropped and counted (:attr:`Loader.dropped`);
 * **checkpoints**: ``state_dict()`` is the position of the batches the loop has received
-  (epoch, step, the pipeline's position, the batches in flight), exact on restore.
+  (epoch, step, the pipeline's position, the batches in flight), exact on restore. A state
+  is loaded before anything reads (``Loader(..., state=...)``, or ``load_state_dict`` before
+  iterating): no element is read from the start first. Resuming on another number of ranks
+  goes through :meth:`Loader.merge_states` (every rank's state, re-dealt exactly); one
+  rank's state of another count is refused by ``load_state_dict``.
 
 Epochs: each ``for batch in loader`` runs to the end of the current epoch (continuing it if it
 was interrupted, or restored mid-way) and then moves to the next epoch, whose reshuffling
@@ -40,6 +44,7 @@ from feedline.adapters.epochs import (
     EpochFeeder,
     State,
     context_from_environment,
+    merge_loader_states,
     share_of,
 )
 from feedline.core.dataset import Dataset
@@ -155,6 +160,8 @@ class Loader:
             known to be equal).
         context: The input context (default: :func:`input_context`).
         group: The ``torch.distributed`` process group (default: the world).
+        state: A ``state_dict()`` to continue from (for another number of ranks, one of
+            :meth:`merge_states`), loaded here, before any thread or process starts.
 
     Example:
         >>> import feedline as fl
@@ -168,7 +175,8 @@ class Loader:
     def __init__(self, dataset: DatasetOrFunction, *, policy: AutoShardPolicy | None = None,
                  device: str | torch.device | None = None, pin_memory: bool | None = None,
                  prefetch_to_device: int = 2, even_steps: bool | None = None,
-                 context: InputContext | None = None, group: Any = None) -> None:
+                 context: InputContext | None = None, group: Any = None,
+                 state: State | None = None) -> None:
         self.context = context or input_context(group)
         self.dataset = share_of(dataset, self.context, policy)
         self.device = torch.device(device) if device is not None else torch.device("cpu")
@@ -202,6 +210,49 @@ class Loader:
         self._feeder = EpochFeeder(self.dataset, self.context.num_input_pipelines)
         self._cuda = _CudaPrefetch(self.device, self.pin_memory) \
             if self.device.type == "cuda" else None
+        if state is not None:
+            self.load_state_dict(state)
+
+    @classmethod
+    def merge_states(cls, states: list[State], num_replicas: int, dataset: DatasetOrFunction,
+                     *, policy: AutoShardPolicy | None = None) -> list[State]:
+        """Re-deal the loader states of all N ranks of a checkpoint to ``num_replicas`` ranks.
+
+        Every batch of the epoch that no rank received before the checkpoint is received
+        once after it, by one of the ``num_replicas`` ranks (see
+        :func:`~feedline.adapters.epochs.merge_loader_states`: ``epoch`` is kept, ``steps``
+        becomes the most any rank had taken, ``dropped`` starts again at 0).
+
+        Args:
+            states: Every rank's ``state_dict()``, rank ``i`` at place ``i``.
+            num_replicas: The ranks of the resumed job.
+            dataset: What the loaders were given (a pipeline cut by ``distribute``, whose
+                shares must be re-dealable: a FILE or DATA shard of a streaming pipeline or
+                a pipeline read by index; or a ``dataset_fn(input_context)``).
+            policy: The loaders' ``policy``.
+
+        Returns:
+            One state per rank of the resumed job: rank ``j`` passes the ``j``-th as
+            ``Loader(..., state=...)``.
+
+        Example:
+            >>> import feedline as fl
+            >>> def share(c):  # each rank's share of a streaming pipeline
+            ...     return (fl.Dataset.range(12).shard(c.num_input_pipelines,
+            ...             c.input_pipeline_id).shuffle(4, seed=0).batch(2))
+            >>> def loader(n, i, state=None):
+            ...     return Loader(share, context=fl.InputContext(n, i, n), state=state)
+            >>> old = [loader(2, i) for i in range(2)]
+            >>> seen = [v for it in map(iter, old) for v in next(it).tolist()]
+            >>> states = Loader.merge_states([l.state_dict() for l in old], 3, share)
+            >>> seen += [v for j in range(3) for b in loader(3, j, states[j]) for v in b.tolist()]
+            >>> sorted(seen) == list(range(12))
+            True
+        """
+        def share(num: int, index: int) -> Dataset:
+            return share_of(dataset, InputContext(num, index, num), policy)
+
+        return merge_loader_states(states, num_replicas, share)
 
     @property
     def epoch(self) -> int:
@@ -241,12 +292,14 @@ class Loader:
 
     def __iter__(self) -> Iterator[Any]:
         feeder = self._feeder
+        loads = feeder.loads
         feeder.start()
         depth = self.prefetch_to_device if self._cuda is not None else 1
         in_flight: collections.deque[Any] = collections.deque()
         try:
             ended = False
             while True:
+                feeder.ensure_current(loads)
                 while not ended and len(in_flight) < depth:
                     batch = self._pull()
                     if batch is None:
