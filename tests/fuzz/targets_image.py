@@ -77,6 +77,17 @@ def jpeg_corpus(folder: Path) -> list[bytes]:
     return out
 
 
+def _png_rgb16(pixels: np.ndarray) -> list[bytes]:
+    """A 16-bit RGB PNG of ``pixels``, where the PNG backend writes and reads 16-bit color
+    (OpenCV); none where it does not (Pillow, on free-threaded builds, which have no OpenCV
+    wheel: ``decode_png`` refuses such a file with ``InvalidArgumentError``, which a valid
+    corpus input must not raise)."""
+    try:
+        return [fli.encode_png(pixels)]
+    except fl.InvalidArgumentError:
+        return []
+
+
 def png_corpus(folder: Path) -> list[bytes]:
     _limits()
     image = _pil()
@@ -88,7 +99,7 @@ def png_corpus(folder: Path) -> list[bytes]:
     return [
         fli.encode_png(pictures["gradient"]),
         fli.encode_png(alpha),
-        fli.encode_png(wide),  # 16-bit RGB
+        *_png_rgb16(wide),
         fli.encode_png(wide[..., :1]),  # 16-bit gray
         fli.encode_png(pictures["noise"][..., :1], compression=9),
         _save(rgb.convert("LA"), format="PNG"),
@@ -350,10 +361,12 @@ def read_image(data: bytes, scratch: Path) -> None:
 
 
 def names_the_operation(error: BaseException, scratch: Path | None) -> str | None:
-    """Decoders take bytes, not files: an error says which operation and what it found."""
+    """Decoders take bytes, not files: an error says which operation and what it found (or,
+    refusing what its backend cannot decode, which backend that is: Pillow's 16-bit color
+    where OpenCV, with no free-threaded wheel, is missing)."""
     message = str(error)
     if message.startswith(("decode_", "extract_jpeg_shape", "element ")) and (
-            "got " in message or "decode limit" in message):
+            "got " in message or "decode limit" in message or "decoder here: " in message):
         return None
     return "the error does not name the operation and what it found"
 
