@@ -17,6 +17,7 @@ def test_no_unlisted_public_names():
                "testing", "demo", "cli", "autotune", "profiling", "adapters", "distribute",
                "snapshot", "service", "torch", "jax",  # torch and jax: optional, imported on demand
                "datasets",  # the dataset loaders (image_folder, TFDS directories)
-               "pipeline"}  # the runner (its PipelineIterator is exported)
+               "pipeline",  # the runner (its PipelineIterator is exported)
+               "resume"}  # elastic resume (merge_states)
     public = {name for name in vars(feedline) if not name.startswith("_")} - modules
     assert public - set(feedline.__all__) == set()

@@ -1230,11 +1230,11 @@ class _RefusesPickle:
 
 def _unsendable_at(bad: dict[int, str]):
     def f(x):
+        # Object arrays throughout: a dataset's dtypes are fixed (as in tf.data).
         kind = bad.get(int(x))
-        if kind is None:
-            return np.array([x])
         holder = np.empty(1, dtype=object)
-        holder[0] = threading.Lock() if kind == "lock" else _RefusesPickle()
+        holder[0] = (int(x) if kind is None else
+                     threading.Lock() if kind == "lock" else _RefusesPickle())
         return holder
 
     return f

@@ -38,13 +38,14 @@ def _scalar(x):
 
 
 def _ragged(x):
-    """Arrays of several shapes and dtypes, tuples, bytes: nothing to stack."""
+    """Arrays of several shapes, tuples, bytes: nothing to stack (one dtype per component:
+    a dataset's dtypes are fixed, as in tf.data)."""
     x = int(x)
     if x % 3 == 0:
         return np.arange(x % 5, dtype=np.int64)
     if x % 3 == 1:
         return (np.float32(x), b"b%d" % x)
-    return np.full((2, 2), x, dtype=np.int16)
+    return np.full((2, 2), x, dtype=np.int64)
 
 
 def _fails_at(*bad):
