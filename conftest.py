@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import doctest
 import importlib.util
+import re
 import sysconfig
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from _pytest.doctest import DoctestModule, MultipleDoctestFailures
@@ -72,6 +73,19 @@ def _skipping_missing_optional() -> Iterator[None]:
         if None in missing:
             raise
         pytest.skip(_skip_reason(", ".join(sorted(missing))))
+
+
+@pytest.fixture
+def skip_if_a_child_missed_an_optional_package() -> Callable[[str], None]:
+    """For a test that runs code in its own interpreter (a README example): given that
+    child's stderr, skips (with the reason) where it failed importing an optional package
+    that this interpreter lacks too; returns otherwise, and the test judges the failure."""
+    def check(stderr: str) -> None:
+        for name in re.findall(r"ModuleNotFoundError: No module named '([\w.]+)'", stderr):
+            top = name.split(".")[0]
+            if top in OPTIONAL_PACKAGES and importlib.util.find_spec(top) is None:
+                pytest.skip(_skip_reason(OPTIONAL_PACKAGES[top]))
+    return check
 
 
 @pytest.hookimpl(wrapper=True)

@@ -49,3 +49,28 @@ def example():
     result.assert_outcomes(skipped=6, failed=1)  # 2: the module (tests, doctests)
     result.stdout.fnmatch_lines(["*needs absent-extra, not installed for this*"])
     result.stdout.fnmatch_lines(["FAILED *test_other_import_error_fails*"])
+
+
+def test_a_child_interpreter_missing_an_optional_package_skips_and_other_failures_fail(
+        pytester):
+    conftest = _CONFTEST.read_text()
+    conftest += '\nOPTIONAL_PACKAGES["feedline_absent_extra"] = "absent-extra"\n'
+    pytester.makeconftest(conftest)
+    pytester.makepyfile(test_children='''
+import subprocess
+import sys
+
+import pytest
+
+@pytest.mark.parametrize("code", ["import feedline_absent_extra",
+                                  "import feedline_not_an_optional_extra",
+                                  "raise SystemExit(3)"])
+def test_child(code, skip_if_a_child_missed_an_optional_package):
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    skip_if_a_child_missed_an_optional_package(done.stderr)
+    assert done.returncode == 0, done.stderr
+''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfs")
+    result.assert_outcomes(skipped=1, failed=2)
+    result.stdout.fnmatch_lines(["*needs absent-extra, not installed for this*"])
