@@ -156,16 +156,27 @@ class DtypeGuard:
         paths = [path for path, _ in flatten_with_paths(element)]
         for path, got, want in zip(paths, dtypes, self._dtypes or []):
             if got != want and "None" not in (got, want):
-                origin = ("its element_spec" if self._first is None
-                          else f"its element_spec, from {self._of} {self._first}")
-                got, want = _name(got), _name(want)
-                hint = (f": convert the value (np.{want}(...), .astype(np.{want})) in the "
-                        "function" if want in _NUMERIC_NAMES else "")
-                at = "" if path == "<element>" else f" at {path}"
-                raise StructureError(
-                    f"{self._stage}: {self._of} {index} has dtype {got}{at} where the "
-                    f"dataset's elements have {want} ({origin}); a dataset's dtypes are "
-                    f"fixed, as in tf.data{hint}")
+                raise self.mismatch(index, path, _name(got), _name(want))
+
+    @property
+    def origin(self) -> str:
+        """Where the stage's dtypes come from, as errors say it (``"its element_spec, from
+        element 0"``)."""
+        return ("its element_spec" if self._first is None
+                else f"its element_spec, from {self._of} {self._first}")
+
+    def mismatch(self, index: int, path: str, got: str, want: str) -> Exception:
+        """The error :meth:`check` raises for element ``index``, whose leaf at ``path``
+        (``"<element>"`` for the element itself) has dtype ``got`` where the stage's have
+        ``want`` (dtype names). A stage whose error tf.data words otherwise overrides it.
+        """
+        hint = (f": convert the value (np.{want}(...), .astype(np.{want})) in the "
+                "function" if want in _NUMERIC_NAMES else "")
+        at = "" if path == "<element>" else f" at {path}"
+        return StructureError(
+            f"{self._stage}: {self._of} {index} has dtype {got}{at} where the dataset's "
+            f"elements have {want} ({self.origin}); a dataset's dtypes are fixed, as in "
+            f"tf.data{hint}")
 
 
 _UNSET = object()

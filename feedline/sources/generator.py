@@ -9,6 +9,7 @@ import numpy as np
 
 from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
+from feedline.core.element_dtypes import DtypeGuard
 from feedline.core.errors import CheckpointError, StructureError
 from feedline.core.functions import annotate_error, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
@@ -165,6 +166,48 @@ def signature_from_types(output_types: Element, output_shapes: Element) -> Eleme
         for dtype, shape in zip(types, shapes)])
 
 
+class YieldedDtypeGuard(DtypeGuard):
+    """Keeps a ``from_generator`` without ``output_signature`` (or ``output_types``) to the
+    dtypes of its first element, which its ``element_spec`` reports.
+
+    tf.data's generator always has fixed dtypes (``output_signature``, or the deprecated
+    ``output_types``), and a yielded value of another type is its ``InvalidArgumentError``
+    "TypeError: `generator` yielded an element of type ... where an element of type ...
+    was expected."; feedline words its :class:`~feedline.StructureError` (an
+    ``InvalidArgumentError``) the same way, naming the element and the component.
+
+    Example:
+        >>> guard = YieldedDtypeGuard("from_generator(gen)")
+        >>> guard.check(np.float32(1), 0)
+        np.float32(1.0)
+        >>> guard.check(np.int64(2), 1)
+        Traceback (most recent call last):
+        ...
+        feedline.core.errors.StructureError: from_generator(gen): element 1: TypeError: `generator` yielded an element of type int64 where an element of type float32 was expected (its element_spec, from element 0); a dataset's dtypes are fixed, as in tf.data (without output_signature, by the first element): yield np.float32(...) values (.astype(np.float32)), or give output_signature, which converts them
+    """
+
+    __slots__ = ()
+
+    def mismatch(self, index: int, path: str, got: str, want: str) -> Exception:
+        at = "" if path == "<element>" else f", component {path}"
+        hint = (f": yield np.{want}(...) values (.astype(np.{want})), or give "
+                "output_signature, which converts them" if _is_numeric(want)
+                else ": yield values of one type")
+        return StructureError(
+            f"{self._stage}: element {index}{at}: TypeError: `generator` yielded an element "
+            f"of type {got} where an element of type {want} was expected ({self.origin}); "
+            "a dataset's dtypes are fixed, as in tf.data (without output_signature, by the "
+            f"first element){hint}")
+
+
+def _is_numeric(name: str) -> bool:
+    """Whether ``name`` (a dtype's as errors show it, or a type's) names a numeric dtype."""
+    try:
+        return np.dtype(name).kind in "biufc"
+    except TypeError:
+        return False
+
+
 def _convert_arg(arg: Any) -> Any:
     """Pass ``args`` the way tf.data does: as NumPy values, ``str`` as UTF-8 ``bytes``."""
     if isinstance(arg, str):
@@ -281,6 +324,9 @@ class GeneratorIterator(DatasetIterator):
         self._iterator: Iterator[Any] | None = None
         self._taken = 0
         self._exhausted = False
+        # Without a signature or output types, the first element's dtypes are the spec's.
+        self._dtypes = (YieldedDtypeGuard(node.name) if node.output_signature is None
+                        and node.output_dtypes is None else None)
 
     def _start(self) -> Iterator[Any]:
         node = self._node
@@ -316,8 +362,9 @@ class GeneratorIterator(DatasetIterator):
                 # it is closed now, here.
                 _close(iterator)
         self._taken += 1
-        return normalize_element(value, self._node.output_signature, index,
-                                 self._node.output_dtypes)
+        element = normalize_element(value, self._node.output_signature, index,
+                                    self._node.output_dtypes)
+        return element if self._dtypes is None else self._dtypes.check(element, index)
 
     def _get_state(self) -> State:
         return {"taken": self._taken, "exhausted": self._exhausted}

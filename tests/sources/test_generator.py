@@ -36,16 +36,11 @@ def test_callable_is_called_once_per_iterator_and_epoch():
 
 
 def test_python_values_become_numpy():
-    def gen():
-        yield 1
-        yield 2.5
-        yield True
-        yield b"bytes"
-        yield [1, 2]
-        yield np.float32(3)
+    values = [1, 2.5, True, b"bytes", [1, 2], np.float32(3)]
 
-    # Python values as tf.data converts them everywhere (from_tensors, map results).
-    out = list(fl.Dataset.from_generator(gen))
+    # Python values as tf.data converts them everywhere (from_tensors, map results); one
+    # generator each, as a dataset's dtypes are fixed (test_fixed_dtypes.py).
+    out = [x for value in values for x in fl.Dataset.from_generator(lambda v=value: iter([v]))]
     assert [type(x) for x in out] == [np.int32, np.float32, np.bool_, bytes, np.ndarray,
                                       np.float32]
     assert out[4].tolist() == [1, 2] and out[4].dtype == np.int32

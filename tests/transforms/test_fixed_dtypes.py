@@ -278,3 +278,45 @@ def test_group_by_reducer_s_finalized_outputs_share_one_dtype():
         list(ds)
     assert str(caught.value) == message("group_by_reducer(by_parity)", 1, "int64")
     assert "feedline: the finalized state of key 1" in caught.value.__notes__
+
+
+def mixed():
+    yield np.float32(0), b"a"
+    yield np.float32(1), b"b"
+    yield np.int64(2), b"c"
+
+
+def test_from_generator_without_a_signature_keeps_the_first_element_s_dtypes():
+    # tf.data's generator always has fixed dtypes (output_signature or output_types); its
+    # py_func raises InvalidArgumentError "TypeError: `generator` yielded an element of type
+    # int64 where an element of type float32 was expected." (from_generator_op.py).
+    # Was: (0.0, 1.0, 2) batched silently into float64.
+    ds = fl.Dataset.from_generator(mixed)
+    assert ds.element_spec == (fl.TensorSpec((), np.float32), fl.TensorSpec((), object))
+    with pytest.raises(fl.StructureError) as caught:
+        list(ds.batch(3))
+    assert isinstance(caught.value, fl.InvalidArgumentError)
+    assert str(caught.value) == (
+        "from_generator(mixed): element 2, component [0]: TypeError: `generator` yielded an "
+        "element of type int64 where an element of type float32 was expected (its "
+        "element_spec, from element 0); a dataset's dtypes are fixed, as in tf.data (without "
+        "output_signature, by the first element): yield np.float32(...) values "
+        "(.astype(np.float32)), or give output_signature, which converts them")
+
+
+def test_from_generator_python_numbers_and_signatures_convert_as_before():
+    def numbers():
+        yield 0.5  # float32, as tf.data converts a Python float
+        yield np.float32(1.5)
+        yield 2.5
+
+    assert [x.dtype for x in fl.Dataset.from_generator(numbers)] == [np.float32] * 3
+    ds = fl.Dataset.from_generator(mixed, output_signature=(
+        fl.TensorSpec((), np.float32), fl.TensorSpec((), bytes)))
+    assert [x.dtype for x, _ in ds] == [np.float32] * 3
+    text = fl.Dataset.from_generator(lambda: iter([b"a", np.float32(1)]))
+    with pytest.raises(fl.StructureError, match=r"element 1: TypeError: `generator` yielded "
+                                                r"an element of type float32 where an "
+                                                r"element of type object was expected .*: "
+                                                r"yield values of one type$"):
+        list(text)
