@@ -210,6 +210,15 @@ def parse_name(name: str) -> tuple[str, str | None, str | None]:
         (('mnist', None, None), ('my_ds', 'config', '1.0.0'))
     """
     match = _NAME.match(name)
+    if (not match or "/" in name) and os.path.isdir(name):
+        # A path where a name belongs: say what reads a folder of images per class.
+        from feedline.datasets.image_folder import ALLOWLIST_FORMATS
+
+        if any(file.lower().endswith(ALLOWLIST_FORMATS)
+               for _, _, files in os.walk(name) for file in files):
+            raise ValueError(f"{name!r} is a folder of images per class; read it with "
+                             f"fl.datasets.image_folder({name!r}) (load() takes a prepared "
+                             "TFDS dataset's name, with data_dir=)")
     if not match or (match["version"] and not _WILDCARD.match(match["version"])):
         raise ValueError(f"dataset name {name!r} is not 'name', 'name/config', "
                          "'name:1.2.3' or 'name/config:1.2.3'")
@@ -309,6 +318,15 @@ def _default_config(builder_dir: str) -> str:
         return name
     if len(configs) == 1:
         return configs[0]
+    from feedline.datasets.image_folder import ALLOWLIST_FORMATS
+
+    # No config and no version, but images below (walked until the first: ImageNet's
+    # folder holds a million): the class folders Keras' image_dataset_from_directory reads.
+    if not configs and any(file.lower().endswith(ALLOWLIST_FORMATS)
+                           for _, _, files in os.walk(builder_dir) for file in files):
+        raise DatasetNotFoundError(
+            f"{builder_dir!r} is a folder of images per class, not a prepared TFDS dataset; "
+            f"read it with fl.datasets.image_folder({builder_dir!r})")
     raise DatasetNotFoundError(
         f"{builder_dir!r} holds several configs and no default ({metadata!r} is missing); "
         f"name one of {configs or 'none'} as '{os.path.basename(builder_dir)}/<config>'")
