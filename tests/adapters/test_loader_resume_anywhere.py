@@ -184,6 +184,19 @@ def test_one_replicas_state_of_another_count_is_refused_naming_the_re_deal(tfrec
         torch_loader(ds, 2, 0, states[0])
     for loader in loaders:
         loader.close()
+    # Read by index, with a shuffle buffer per replica after the shard: the state of one
+    # replica, loaded alone, would lose what the other replicas' buffers held.
+    buffered = fl.Dataset.range(40).shuffle(5, seed=1).batch(2)
+    loaders = [flt.Loader(buffered, context=fl.InputContext(4, i, 4),
+                          policy=fl.AutoShardPolicy.DATA) for i in range(4)]
+    _, states = checkpoint(loaders, [1, 1, 1, 1])
+    for loader in loaders:
+        loader.close()
+    two = flt.Loader(buffered, context=fl.InputContext(2, 0, 2), policy=fl.AutoShardPolicy.DATA)
+    with pytest.raises(fl.CheckpointError, match=r"cannot resume on 2 .*Loader.merge_states"):
+        two.load_state_dict(states[0])
+    with pytest.raises(fl.CheckpointError, match="cannot re-deal the index shard"):
+        flt.Loader.merge_states(states, 2, buffered, policy=fl.AutoShardPolicy.DATA)
 
 
 @pytest.mark.parametrize("resumed", [2, 3])
