@@ -317,6 +317,8 @@ def merge_loader_states(states: list[State], num_replicas: int,
         >>> for feeder in feeders:
         ...     feeder.start(); seen += feeder.pull().tolist(); feeder.handed_out()
         >>> merged = merge_loader_states([f.state_dict() for f in feeders], 3, share)
+        >>> for feeder in feeders:
+        ...     feeder.close()
         >>> for j, state in enumerate(merged):
         ...     feeder = EpochFeeder(share(3, j), 3)
         ...     feeder.load_state_dict(state); feeder.start()
