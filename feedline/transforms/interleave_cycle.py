@@ -11,6 +11,7 @@ import collections
 from collections.abc import Callable
 from typing import Any
 
+from feedline.core.element_dtypes import DtypeGuard
 from feedline.core.error_records import error_record, restore_error
 from feedline.core.errors import CheckpointError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
@@ -74,6 +75,9 @@ class InterleaveBase(DatasetIterator):
         self._end_of_input = False
         self._num_open = 0
         self._next_input_index = 0
+        # Every inner dataset's elements have the first one's dtypes (tf.data traces
+        # map_func once, so its datasets share one element_spec), as flat_map's.
+        self._dtypes = DtypeGuard(name, of="an element of the dataset made from input element")
 
     def _advance_to_next_in_cycle(self) -> None:
         self._block_index = 0
@@ -192,7 +196,7 @@ class InterleaveIterator(InterleaveBase):
                 self._block_index += 1
                 if self._block_index == self._block_length:
                     self._advance_to_next_in_cycle()
-                return element
+                return self._dtypes.check(element, current.index)
             if self._end_of_input and not self._pending:
                 self._advance_to_next_in_cycle()
                 continue

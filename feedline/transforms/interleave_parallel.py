@@ -333,7 +333,7 @@ class ParallelInterleaveIterator(InterleaveBase):
                     if self._block_index == self._block_length:
                         self._block_index = 0
                         self._cycle_index = (position + 1) % len(self._cycle)
-                    return value
+                    return self._dtypes.check(value, slot.index)
                 self._after_item(position, slot, tag, value)  # raises, or the dataset ended
         while self._num_open or self._futures or not self._end_of_input:
             position = self._cycle_index if self._deterministic else self._ready_position()
@@ -378,7 +378,8 @@ class ParallelInterleaveIterator(InterleaveBase):
             count = slot.reader.elements_in_hand(want)
             if not count:
                 break
-            out.extend(slot.reader.take_elements(count))
+            check, index = self._dtypes.check, slot.index
+            out.extend([check(element, index) for element in slot.reader.take_elements(count)])
             self._block_index += count
             if self._block_index == block:
                 self._block_index = 0
@@ -406,7 +407,10 @@ class ParallelInterleaveIterator(InterleaveBase):
 
     def _merge_rounds(self, rounds: int, out: list[Any]) -> None:
         block = self._block_length
-        taken = [slot.reader.take_elements(rounds * block) for slot in self._cycle]
+        check = self._dtypes.check
+        taken = [[check(element, slot.index)
+                  for element in slot.reader.take_elements(rounds * block)]
+                 for slot in self._cycle]
         if block == 1:
             merged: list[Any] = [None] * (rounds * len(taken))
             for offset, elements in enumerate(taken):  # one strided copy per dataset
@@ -430,7 +434,7 @@ class ParallelInterleaveIterator(InterleaveBase):
             self._block_index += 1
             if self._block_index == self._block_length:
                 self._advance_to_next_in_cycle()
-            return True, value
+            return True, self._dtypes.check(value, slot.index)
         self._after_item(position, slot, tag, value)
         return False, None
 

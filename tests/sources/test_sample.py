@@ -10,6 +10,7 @@ import pytest
 import feedline as fl
 from feedline.core.iterator import IteratorContext
 from feedline.testing import check_checkpointing, fail_at
+from feedline.transforms.window import ElementListDataset
 
 
 def ints(ds):
@@ -370,6 +371,14 @@ def test_choice_out_of_range_is_an_error_and_iteration_can_go_on(bad):
     assert int(next(it)) == 10
 
 
+class _Unchecked(ElementListDataset):
+    """Elements as given under an int64 spec: what a user's own Dataset class may yield
+    (from_generator keeps its first element's dtypes, issue 43)."""
+
+    def _element_spec(self):
+        return fl.TensorSpec((), np.int64)
+
+
 def test_choice_dataset_must_hold_int64_scalars():
     datasets = [fl.Dataset.range(3)]
     must = r"Elements of `choice_dataset` must be scalar int64 tensors but are "
@@ -383,7 +392,7 @@ def test_choice_dataset_must_hold_int64_scalars():
             datasets, fl.Dataset.from_tensor_slices(np.zeros(2, np.int32)))
     with pytest.raises(TypeError, match="must be a Dataset"):
         fl.Dataset.choose_from_datasets(datasets, [0, 0])
-    unchecked = fl.Dataset.from_generator(lambda: iter([np.int64(0), 0.5]))
+    unchecked = _Unchecked([np.int64(0), np.float32(0.5)])
     with pytest.raises(TypeError, match=r"must be scalar int64 tensors but choice element 1 "
                                         r"is 0\.5 \(float32"):
         list(fl.Dataset.choose_from_datasets(datasets, unchecked))

@@ -320,3 +320,35 @@ def test_from_generator_python_numbers_and_signatures_convert_as_before():
                                                 r"element of type object was expected .*: "
                                                 r"yield values of one type$"):
         list(text)
+
+
+# ------------------------------------------------------------------ interleave
+def _float_then_int(x):
+    return fl.Dataset.from_tensors(np.float32(x) if x == 0 else x).repeat(2)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kwargs", [{}, {"num_parallel_calls": 2},
+                                    {"num_parallel_calls": fl.AUTOTUNE}],
+                         ids=["sequential", "threads", "autotune"])
+def test_interleave_s_inner_datasets_share_one_dtype(kwargs):
+    # tf.data traces map_func once: every dataset it makes has one element_spec.
+    ds = fl.Dataset.range(3).interleave(_float_then_int, cycle_length=1, **kwargs)
+    with pytest.raises(fl.StructureError) as caught:
+        list(ds)
+    assert str(caught.value).startswith(
+        "interleave(_float_then_int): an element of the dataset made from input element 1 "
+        "has dtype int64 where the dataset's elements have float32 (its element_spec, from an "
+        "element of the dataset made from input element 0)")
+
+
+@pytest.mark.timeout(60)
+def test_interleave_checks_the_elements_it_hands_out_in_chunks():
+    mixed = fl.Dataset.range(3).interleave(_float_then_int, cycle_length=3,
+                                           num_parallel_calls=3).batch(64)
+    with pytest.raises(fl.StructureError, match="has dtype int64 where"):
+        list(mixed)
+    same = fl.Dataset.range(40).interleave(
+        lambda x: fl.Dataset.range(x).map(lambda y: np.float32(y)), cycle_length=4,
+        num_parallel_calls=4).batch(64)
+    assert sum(len(batch) for batch in same) == sum(range(40))

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import feedline as fl
 from feedline.core.errors import InvalidArgumentError
 from feedline.testing.checkpoint import check_checkpointing
+from feedline.transforms.window import ElementListDataset
 
 
 def _examples(lengths: list[int], feature: str = "t") -> list[dict[str, np.ndarray]]:
@@ -119,8 +120,9 @@ def test_concat_and_split_needs_features_of_one_length():
 
 
 def _generated(*elements: object) -> fl.Dataset:
-    """A dataset of ``elements`` as given (no common spec is required of them)."""
-    return fl.Dataset.from_generator(lambda: iter(elements))
+    """A dataset of ``elements`` as given (no common spec is required of them: a
+    from_generator without a signature keeps its first element's dtypes, issue 43)."""
+    return ElementListDataset(elements)
 
 
 @pytest.mark.parametrize("elements, message", [
