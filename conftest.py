@@ -137,3 +137,30 @@ def pytest_collect_file(file_path, parent):
 # module named "conftest", and one in a folder that sorts before this file (tests/autotune/)
 # then clashes with this one ("import file mismatch"). They hold no doctests.
 collect_ignore_glob = ["conftest.py", "*/conftest.py"]
+
+
+_WITHOUT_OPENCV_OR_SIMPLEJPEG = (
+    "on free-threaded CPython, which has no OpenCV or simplejpeg wheels, images go through "
+    "Pillow: {what}")
+FREE_THREADED_DOCTEST_SKIPS = {
+    "feedline.image.codecs.decode_jpeg": _WITHOUT_OPENCV_OR_SIMPLEJPEG.format(
+        what="its JPEG decoder scales by 1/2, 1/4 and 1/8 only (the example's 3/8 is "
+             "libjpeg-turbo's, through simplejpeg)"),
+    "feedline.image.codecs.encode_png": _WITHOUT_OPENCV_OR_SIMPLEJPEG.format(
+        what="it writes 16-bit gray PNGs, not 16-bit color (the example's, through OpenCV)"),
+    "feedline.image.jpeg_quality.adjust_jpeg_quality": _WITHOUT_OPENCV_OR_SIMPLEJPEG.format(
+        what="its JPEG decoder's pixels differ from TensorFlow's by a level or so (the "
+             "example's are simplejpeg's, TensorFlow's own)"),
+}
+"""Doctests whose examples show what packages with no free-threaded wheel give: skipped there,
+with the reason (they run wherever those packages are installed)."""
+
+
+def pytest_collection_modifyitems(config, items):
+    if not FREE_THREADED:
+        return
+    for item in items:
+        reason = FREE_THREADED_DOCTEST_SKIPS.get(item.name) \
+            if isinstance(item, pytest.Item) and type(item).__name__ == "DoctestItem" else None
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))

@@ -74,3 +74,28 @@ def test_child(code, skip_if_a_child_missed_an_optional_package):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfs")
     result.assert_outcomes(skipped=1, failed=2)
     result.stdout.fnmatch_lines(["*needs absent-extra, not installed for this*"])
+
+
+def test_doctests_showing_packages_without_free_threaded_wheels_skip_there_only(pytester):
+    conftest = _CONFTEST.read_text()
+    conftest += '\nFREE_THREADED_DOCTEST_SKIPS["shows_opencv.encode"] = "needs OpenCV here"\n'
+    pytester.makepyfile(shows_opencv='''
+def encode():
+    """
+    >>> 1 + 1
+    3
+    """
+
+def other():
+    """
+    >>> 1 + 1
+    3
+    """
+''')
+    for free_threaded, outcomes in ((True, {"skipped": 1, "failed": 1}), (False, {"failed": 2})):
+        pytester.makeconftest(conftest + f"\nFREE_THREADED = {free_threaded}\n")
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfs",
+                                               "--doctest-modules")
+        result.assert_outcomes(**outcomes)
+        if free_threaded:
+            result.stdout.fnmatch_lines(["*needs OpenCV here*"])
