@@ -286,6 +286,11 @@ class ParallelMapIterator(DatasetIterator):
     def __next__(self) -> Any:
         positions = self._plain
         if positions is None:
+            at = self._next_out
+            if at < len(self._outcomes):
+                # A task's outcomes in hand: counted, and told to the window, per task.
+                self._next_out = at + 1
+                return self._hand_out(at)
             return self._next_general()
         # Inline for good at one worker, nothing re-read or pending (:meth:`_go_plain`):
         # what a plain inline map costs, its count kept in the input's position only.
@@ -322,13 +327,9 @@ class ParallelMapIterator(DatasetIterator):
         self._runner.knobs.count_from(None)
 
     def _next_general(self) -> Any:
-        at = self._next_out
-        if at < len(self._outcomes):
-            # A task's outcomes in hand, first: counted, and told to the window, per task.
-            self._next_out = at + 1
-            return self._hand_out(at)
+        """The next element with no task's outcomes in hand: inline, or from the window."""
         runner, window = self._runner, self._window
-        if self._reported < at:
+        if self._reported < self._next_out:
             self._report()
         if runner.knobs.counting_from is not None:
             self._leave_plain()  # the tuner set another setting meanwhile
