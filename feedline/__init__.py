@@ -9,6 +9,8 @@ Example:
 
 import importlib as _importlib
 
+# Every operation module: each attaches the Dataset methods that build it (core.registry).
+from feedline import _operations  # noqa: F401
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.error_records import RestoredError

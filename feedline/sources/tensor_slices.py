@@ -11,6 +11,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import StructureError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import RandomAccessReader
+from feedline.core.registry import operation
 from feedline.core.structure import (
     Element,
     RaggedListError,
@@ -55,6 +56,7 @@ def _row(leaf: np.ndarray, index: int) -> Any:
     row = leaf[index]
     return row.copy() if type(row) is np.ndarray else row
 
+@operation("from_tensor_slices")
 class TensorSlicesDataset(Dataset):
     """The node of ``Dataset.from_tensor_slices``."""
 

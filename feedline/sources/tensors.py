@@ -6,6 +6,7 @@ from typing import Any
 
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.structure import Element, detached, pack_as, spec_of
 from feedline.core.traits import IN_MEMORY_SOURCE
 from feedline.sources.tensor_slices import as_leaf_arrays, check_dataset_leaves
@@ -25,6 +26,7 @@ def as_element(structure: Element) -> Element:
                                for leaf in leaves])
 
 
+@operation("from_tensors")
 class TensorsDataset(Dataset):
     """The node of ``Dataset.from_tensors``: its one element is the structure, leaves as arrays.
 

@@ -15,6 +15,7 @@ from feedline.core.errors import StructureError
 from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State, chunk_reader
 from feedline.core.random_access import DerivedReader, RandomAccessReader
+from feedline.core.registry import operation
 from feedline.core.structure import (
     Element,
     batched_spec,
@@ -150,6 +151,7 @@ def validate_batch_size(batch_size: Any, what: str = "batch(batch_size)") -> int
     return validate_int(batch_size, what, minimum=1, hint="a positive int")
 
 
+@operation("batch")
 class BatchDataset(Dataset):
     """The node of ``Dataset.batch``."""
 

@@ -11,6 +11,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, bind_free_variables, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import DerivedReader, RandomAccessReader
+from feedline.core.registry import operation
 from feedline.core.structure import normalize_output
 from feedline.core.traits import ONE_TO_ONE
 from feedline.core.validation import validate_parallelism
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 _Unsplit, _kept_pool = Unsplit, kept_pool
 
 
+@operation("map")
 class MapDataset(Dataset):
     """The node of ``Dataset.map``."""
 

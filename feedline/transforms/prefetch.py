@@ -11,6 +11,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.options import AUTOTUNE_FIXED_BUFFER
 from feedline.core.random_access import RandomAccessReader
+from feedline.core.registry import operation
 from feedline.core.structure import Element
 from feedline.core.traits import ONE_TO_ONE
 from feedline.core.validation import validate_int
@@ -18,6 +19,7 @@ from feedline.execution.executor import make_executor
 from feedline.execution.read_ahead import SequentialReader
 
 
+@operation("prefetch")
 class PrefetchDataset(Dataset):
     """The node of ``Dataset.prefetch``: ``buffer_size`` ``AUTOTUNE`` or ``None`` (tf.data's
     meaning: ``AUTOTUNE``) is tuned, 0 reads nothing ahead.

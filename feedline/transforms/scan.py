@@ -10,6 +10,7 @@ import numpy as np
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, bind_free_variables, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import (
     Element,
@@ -84,6 +85,7 @@ def _as_weak_number(leaf: Any, kind: Any) -> np.generic | None:
     return converted
 
 
+@operation("scan")
 class ScanDataset(UnaryDataset):
     """The node of ``Dataset.scan``: ``scan_func(state, element) -> (new_state, output)``.
 
