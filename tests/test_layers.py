@@ -36,19 +36,10 @@ cli, testing, demo) is above them all."""
 BELOW_THE_RUNNER = ("core", "sources", "transforms", "formats", "execution", "optimize",
                     "autotune", "placement", "snapshot", "distribute", "profiling")
 
-_KNOBS = ("a stage's knobs live in autotune, above the stage; goes when the tuner turns "
-          "setters the stage owns (issue 40)")
-
 ALLOWED: dict[tuple[str, str], str] = {
     ("feedline.transforms.map", "feedline.placement.runner"):
         "a parallel map takes its runner (where its calls run) from placement; goes when "
         "placement serves the runner to the stage instead of the stage importing it",
-    ("feedline.placement.runner", "feedline.autotune.map_knobs"): _KNOBS,
-    ("feedline.placement.runner", "feedline.autotune.stage_knobs"): _KNOBS,
-    ("feedline.placement.runner", "feedline.autotune.stage"): _KNOBS,
-    ("feedline.transforms.batch", "feedline.autotune.stage_knobs"): _KNOBS,
-    ("feedline.transforms.interleave_parallel", "feedline.autotune.stage_knobs"): _KNOBS,
-    ("feedline.transforms.prefetch", "feedline.autotune.buffer"): _KNOBS,
 }
 
 

@@ -9,7 +9,6 @@ from feedline.autotune.rules import (
     FILL_BUSY,
     MAX_FACTOR,
     RELIABLE_CONCURRENCY,
-    SERIAL_GIL_SHARE,
     TRIAL_TICKS,
     WAITING_BUSY,
 )
@@ -18,9 +17,11 @@ from feedline.autotune.stage import (
     TunableStage,
     gil_filling,
     idle_filling,
+    short_calls,
     stage_bound,
 )
 from feedline.core.interpreter import gil_disabled
+from feedline.placement.policy import SERIAL_GIL_SHARE
 
 
 class MeasuredStart:
@@ -40,7 +41,7 @@ class MeasuredStart:
         # whatever share of its few CPU microseconds the measurement gave the GIL (a 4 ms
         # sleep measured 80-100%, and ran one at a time instead of 64).
         holding = 0.0 if gil_disabled() else share * measured.busy_alone
-        if holding >= SERIAL_GIL_SHARE and workers > 1 and measured.short:
+        if holding >= SERIAL_GIL_SHARE and workers > 1 and short_calls(measured):
             # Judged on the rate measured with ``workers``: a machine busy with other work,
             # or the first calls' set-up, can make calls that run in parallel look serial.
             # The rate its consumer saw meanwhile where lower: the measurement's counts its

@@ -26,32 +26,22 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from feedline.autotune.map_knobs import MapKnobs
-from feedline.autotune.stage import CallMeasurement, holds_the_gil
-from feedline.autotune.stage_knobs import thread_bounds
 from feedline.core.constants import AUTOTUNE
 from feedline.core.iterator import IteratorContext
 from feedline.core.validation import resolve_parallelism
 from feedline.execution.executor import Executor, make_executor
+from feedline.execution.map_knobs import CallMeasurement, MapKnobs
+from feedline.execution.stage_knobs import MAX_THREADS, OVERSUBSCRIPTION, thread_bounds
 from feedline.execution.window import PositionedWindow
 from feedline.placement import process_executor  # noqa: F401 - registers kind "process"
 from feedline.placement.chunks import ChunkRunner, unpack_outcomes
 from feedline.placement.map_executor import ExecutorChoice, Probe
-from feedline.placement.policy import PROCESS_TARGET_TASK_SECONDS, ExecutorDecision, runs_inline
-
-OVERSUBSCRIPTION = 2
-"""Threads per CPU a tuned threaded ``map`` whose calls compute may grow to when
-``Options.autotune.cpu_budget`` and ``ThreadingOptions.max_parallelism`` are unset: its
-function may hold the GIL part of the time, leaving its cores idle meanwhile. The tuner
-keeps a thread only when the stage measures faster with it (images on 2 cores: 3-4 threads
-beat 2). Calls that wait may have more (:data:`MAX_THREADS`)."""
-
-MAX_THREADS = 256
-"""Most threads a tuned threaded ``map`` may have, whatever its calls wait for (unless
-``ThreadingOptions.max_parallelism`` sets another bound): the tuner gives calls that wait
-(files, the network, a sleep) threads past the CPU count while the stage measures faster
-with them (:mod:`feedline.autotune.tuner`), and each thread costs its stack and a share of
-the GIL's hand-offs (a 4 ms sleep on 2 cores: 64 threads ran 58x faster than one)."""
+from feedline.placement.policy import (
+    PROCESS_TARGET_TASK_SECONDS,
+    ExecutorDecision,
+    holds_the_gil,
+    runs_inline,
+)
 
 TARGET_TASK_SECONDS = {"thread": 0.0005, "process": PROCESS_TARGET_TASK_SECONDS}
 """How long one task should run: long enough that hand-off costs are small beside it (on

@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 
-from feedline.autotune.stage_knobs import ThreadStageKnobs, thread_bounds
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import StructureError
@@ -30,6 +29,7 @@ from feedline.core.validation import resolve_parallelism, validate_int, validate
 from feedline.execution.executor import make_executor
 from feedline.execution.positions import PositionReader, initial_position, replay_from
 from feedline.execution.read_ahead import ReadAhead
+from feedline.execution.stage_knobs import ThreadStageKnobs, thread_bounds
 from feedline.execution.window import PositionedWindow
 from feedline.formats.example.sparse import SparseValues
 
@@ -326,8 +326,8 @@ class ParallelBatchIterator(DatasetIterator):
     With ``tune`` (``num_parallel_calls=AUTOTUNE`` and a pipeline tuner) the pipeline's
     tuner (:mod:`feedline.autotune.tuner`) sets how many of its threads stack at once, and
     the window follows (one batch per worker), through the stage's :attr:`knobs`
-    (:class:`~feedline.autotune.stage_knobs.ThreadStageKnobs`), between one and its CPU
-    workers (:func:`~feedline.autotune.stage_knobs.thread_bounds`: stacking computes). The
+    (:class:`~feedline.execution.stage_knobs.ThreadStageKnobs`), between one and its CPU
+    workers (:func:`~feedline.execution.stage_knobs.thread_bounds`: stacking computes). The
     stage counts its stacking tasks' wall and CPU time, the time it pulls its input, and
     the ``next()`` calls that waited. Batches, their order, errors and checkpoints do not
     depend on the setting. ``stage_key`` identifies the stage across its iterators (its

@@ -32,7 +32,7 @@ from feedline.placement.runner import (
 )
 
 if TYPE_CHECKING:
-    from feedline.autotune.map_knobs import MapKnobs
+    from feedline.execution.map_knobs import MapKnobs
     from feedline.placement.policy import ExecutorDecision
 
 # Their names before they moved to ``placement`` (a rewrite and tests import them from here).
@@ -234,7 +234,7 @@ class ParallelMapIterator(DatasetIterator):
 
     @property
     def knobs(self) -> MapKnobs:
-        """What the tuner sets and reads of this stage (:mod:`feedline.autotune.map_knobs`)."""
+        """What the tuner sets and reads of this stage (:mod:`feedline.execution.map_knobs`)."""
         return self._runner.knobs
 
     @property
