@@ -22,6 +22,8 @@ from feedline.core.fingerprint import DeclaredTypes, PipelineFingerprint, declar
 from feedline.core.iterator import IteratorContext, State, serve_tuners
 from feedline.core.runner import serve_runner
 from feedline.core.state_codec import declared_types_in_use
+from feedline.execution.map_runner import serve_map_runners
+from feedline.placement.runner import map_runner
 
 if TYPE_CHECKING:
     from feedline.core.dataset import Dataset
@@ -284,3 +286,5 @@ def _make_tuner() -> Any:
 
 
 serve_tuners(_make_tuner)
+# Where a parallel map's calls run is placement's (above the map stage), served the same way.
+serve_map_runners(map_runner)

@@ -31,6 +31,7 @@ from feedline.core.iterator import IteratorContext
 from feedline.core.validation import resolve_parallelism
 from feedline.execution.executor import Executor, make_executor
 from feedline.execution.map_knobs import CallMeasurement, MapKnobs
+from feedline.execution.map_runner import MAX_FILL_SECONDS
 from feedline.execution.stage_knobs import MAX_THREADS, OVERSUBSCRIPTION, thread_bounds
 from feedline.execution.window import PositionedWindow
 from feedline.placement import process_executor  # noqa: F401 - registers kind "process"
@@ -55,15 +56,6 @@ MAX_PROCESS_CHUNK = 1024
 of the collector, which chunks of :data:`MAX_CHUNK` left large beside calls of a few
 microseconds (the identity on 2 processes: 29,000 elements/s with 64 a task, 46,000 with
 1024); the chunk stays within :data:`TARGET_TASK_SECONDS` of work."""
-
-MAX_FILL_SECONDS = 0.001
-"""Longest a task's chunk for worker processes waits for its input: past it (or when the
-input's measured time per element says it would be), the elements pulled go out as they
-are. A chunk is sized from the function's time per call, for its work to outweigh its
-hand-off; an input that gives elements slowly (a remote read, a generator, a stage upstream
-that is behind) must not hold back the elements it gave already, nor leave the workers idle
-while the consumer waits for more: with a slow input, chunks shrink to one element. Only
-where chunks end changes: elements, errors and positions are the same."""
 
 
 class ChunkSizer:

@@ -837,7 +837,7 @@ def test_a_tuned_map_may_grow_past_its_cpus_for_calls_that_wait_whatever_the_bud
     # Calls that compute: two threads per CPU without a budget, the budget with one. Calls
     # that wait use no CPU meanwhile: up to MAX_THREADS, budget or not (the tuner bounds
     # them by their measured CPU time and the RAM budget).
-    from feedline.transforms.map import MAX_THREADS, OVERSUBSCRIPTION
+    from feedline.execution.stage_knobs import MAX_THREADS, OVERSUBSCRIPTION
 
     options = fl.Options(autotune=fl.AutotuneOptions(processes=False, cpu_budget=budget))
     start = options.autotune_parallelism()
