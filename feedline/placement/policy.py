@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from feedline.core.interpreter import FREE_THREADED_REASON, gil_disabled
-from feedline.execution.map_knobs import CallMeasurement
+from feedline.execution.map_knobs import CallMeasurement, MeasuredDecision
 
 # ---------------------------------------------------------------- a map's calls
 MIN_BUSY = 0.4
@@ -414,7 +414,7 @@ def holds_the_gil(measured: CallMeasurement) -> bool:
     return measured.gil_share * measured.busy_alone >= SERIAL_GIL_SHARE and not gil_disabled()
 
 
-def runs_inline(decision: ExecutorDecision | None, holds_the_gil: bool) -> bool:
+def runs_inline(decision: MeasuredDecision | None, holds_the_gil: bool) -> bool:
     """Whether a map at one worker calls its function on its consumer's thread: its calls
     hold the GIL (``holds_the_gil``, the tuner's reading of the same measurement) and are
     short enough (:data:`INLINE_MAX_CALL_SECONDS`) that a hand-off to a worker thread costs

@@ -30,7 +30,7 @@ from feedline.core.constants import AUTOTUNE
 from feedline.core.iterator import IteratorContext
 from feedline.core.validation import resolve_parallelism
 from feedline.execution.executor import Executor, make_executor
-from feedline.execution.map_knobs import CallMeasurement, MapKnobs
+from feedline.execution.map_knobs import CallMeasurement, MapKnobs, MeasuredDecision
 from feedline.execution.map_runner import MAX_FILL_SECONDS
 from feedline.execution.stage_knobs import MAX_THREADS, OVERSUBSCRIPTION, thread_bounds
 from feedline.execution.window import PositionedWindow
@@ -355,7 +355,7 @@ class MapRunner:
             self.choice.reset()
 
     @property
-    def decision(self) -> ExecutorDecision | None:
+    def decision(self) -> MeasuredDecision | None:
         """The automatic choice and its measurement (``None``: measuring, or not chosen)."""
         return self.knobs.executor_decision
 
