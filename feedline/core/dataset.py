@@ -17,7 +17,7 @@ from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
 from feedline.core.registry import build
-from feedline.core.runner import run
+from feedline.core.runner import RunningPipeline, run
 from feedline.core.structure import Element
 from feedline.core.traits import POSITIONAL, OperationTraits, with_legacy_flags
 
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from feedline.core.options import AutoShardPolicy
     from feedline.core.random_access import RandomAccessReader
     from feedline.distribute.input_context import InputContext
-    from feedline.pipeline import PipelineIterator
 
 
 class Dataset(abc.ABC):
@@ -134,7 +133,7 @@ class Dataset(abc.ABC):
                 merged = merged.merge(own)
         return merged
 
-    def __iter__(self) -> PipelineIterator:
+    def __iter__(self) -> RunningPipeline:
         """Run the pipeline. Each new iterator of this dataset object is a new epoch for the
         seeded stages that reshuffle each iteration, as in tf.data
         (:mod:`feedline.core.seed_epochs`); ``PipelineIterator(ds, epoch=e)`` pins the epoch.
@@ -183,7 +182,7 @@ class Dataset(abc.ABC):
     def __bool__(self) -> bool:
         return True
 
-    def as_numpy_iterator(self) -> PipelineIterator:
+    def as_numpy_iterator(self) -> RunningPipeline:
         """An iterator of NumPy elements (feedline's elements already are NumPy).
 
         Example:
