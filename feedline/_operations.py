@@ -9,6 +9,7 @@ new operation module is listed here; ``tests/core/test_registry.py`` checks that
 
 # ruff: noqa: F401 - imported for what importing does
 
+import feedline.core.spec_inference
 import feedline.distribute.distribute
 import feedline.placement.multiprocess
 import feedline.snapshot.save_load

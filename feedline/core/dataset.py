@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
+from feedline.core.graph import Node
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
 from feedline.core.registry import build
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from feedline.distribute.input_context import InputContext
 
 
-class Dataset(abc.ABC):
+class Dataset(Node, abc.ABC):
     """A lazy, immutable pipeline of elements with tf.data's semantics.
 
     Example:
@@ -108,9 +109,7 @@ class Dataset(abc.ABC):
         if "_cached_spec" not in self.__dict__:
             spec = self._element_spec()
             if spec is None:
-                from feedline.core.spec_inference import infer_element_spec  # imports this
-
-                spec = infer_element_spec(self)
+                spec = build("element_spec", self)  # inferred: core.spec_inference
             self.__dict__["_cached_spec"] = spec
         return self.__dict__["_cached_spec"]
 

@@ -1,4 +1,6 @@
-"""The operations that :class:`~feedline.core.dataset.Dataset`'s fluent methods build.
+"""The operations that :class:`~feedline.core.dataset.Dataset`'s fluent methods build (and
+the one method's work that runs a pipeline: ``element_spec``'s inference, whose stand-in input
+is a ``Dataset`` too).
 
 Operations subclass ``Dataset``, so the core cannot import them without an arrow back up the
 layers. Each operation attaches itself instead: its module registers its builder under the

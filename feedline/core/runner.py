@@ -6,10 +6,9 @@ feedline`` imports it), so that no module below the runner imports it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import Any, Protocol, Self
 
-if TYPE_CHECKING:
-    from feedline.core.dataset import Dataset
+from feedline.core.graph import Node
 
 
 class RunningPipeline(Protocol):
@@ -50,7 +49,7 @@ def serve_runner(runner: Runner | None) -> Runner | None:
     return before
 
 
-def run(dataset: Dataset, *, epoch: int = 0, continue_epochs: bool = False
+def run(dataset: Node, *, epoch: int = 0, continue_epochs: bool = False
         ) -> RunningPipeline:
     """Start running ``dataset``: the pipeline's iterator (see ``PipelineIterator`` for the
     arguments).
