@@ -20,9 +20,9 @@ from typing import Any, Self
 import numpy as np
 
 from feedline.adapters.epochs import DatasetOrFunction, EpochFeeder, State, share_of
+from feedline.core.input_context import InputContext
 from feedline.core.options import AutoShardPolicy
 from feedline.core.structure import map_structure
-from feedline.distribute.input_context import InputContext
 
 try:
     import jax

@@ -23,9 +23,9 @@ from feedline.core.structure import Element
 from feedline.core.traits import POSITIONAL, OperationTraits, with_legacy_flags
 
 if TYPE_CHECKING:
+    from feedline.core.input_context import InputContext
     from feedline.core.options import AutoShardPolicy
     from feedline.core.random_access import RandomAccessReader
-    from feedline.distribute.input_context import InputContext
 
 
 class Dataset(Node, abc.ABC):

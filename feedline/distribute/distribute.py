@@ -42,6 +42,7 @@ import dataclasses
 
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
+from feedline.core.input_context import InputContext
 from feedline.core.options import AutoShardPolicy
 from feedline.core.random_access import random_access_blocker
 from feedline.core.registry import operation
@@ -53,7 +54,6 @@ from feedline.distribute.autoshard import (
     shard_pipeline,
 )
 from feedline.distribute.index_shard import IndexShardDataset
-from feedline.distribute.input_context import InputContext
 
 
 @operation("distribute")
