@@ -3,7 +3,9 @@
 A dataset is an immutable, picklable description of a pipeline: it holds no threads and
 no open files. Iterating it builds a tree of :class:`~feedline.core.iterator.DatasetIterator`
 that does the work. Each operation lives in its own module under ``feedline.sources`` or
-``feedline.transforms``; the methods here only build those nodes.
+``feedline.transforms`` (a few elsewhere: ``distribute``, ``multiprocess``, ``save``/``load``);
+the methods here keep their signatures and documentation and only build those nodes, through
+:mod:`feedline.core.registry`, where each operation attaches itself: the core imports none.
 """
 
 from __future__ import annotations
