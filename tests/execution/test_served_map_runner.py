@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import feedline as fl
+from feedline.core.iterator import IteratorContext
 from feedline.execution import map_runner as served
 from feedline.placement import runner as placement_runner
 from feedline.testing.threads import no_leaked_threads
@@ -13,7 +14,8 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def test_importing_feedline_serves_placements_map_runner():
-    assert served._make is placement_runner.map_runner
+    runner = served._make(IteratorContext(), abs, "map(abs)", 2, "process", stage_key=None)
+    assert type(runner) is placement_runner.MapRunner and runner.kind == "process"
 
 
 def test_a_parallel_map_asks_the_served_factory_for_its_runner():
