@@ -9,6 +9,8 @@ Example:
 
 import importlib as _importlib
 
+# Every operation module: each attaches the Dataset methods that build it (core.registry).
+from feedline import _operations  # noqa: F401
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.error_records import RestoredError
@@ -24,6 +26,7 @@ from feedline.core.errors import (
     WorkerProcessError,
 )
 from feedline.core.functions import late_bound
+from feedline.core.input_context import InputContext
 from feedline.core.options import (
     AutoShardPolicy,
     AutotuneOptions,
@@ -37,7 +40,6 @@ from feedline.core.state_file import load_state, save_state
 from feedline.core.structure import DatasetSpec, NoneTensorSpec, TensorSpec
 from feedline.core.structure import RaggedTensorSpec, SparseTensorSpec
 from feedline.distribute.distribute import StepSchedule, steps_per_epoch
-from feedline.distribute.input_context import InputContext
 from feedline.formats.array_record import ArrayRecordDataset, write_array_record
 from feedline.formats.batched_features import make_batched_features_dataset
 from feedline.formats.csv import CsvDataset, make_csv_dataset

@@ -22,6 +22,7 @@ from feedline.core.fingerprint import DeclaredTypes, PipelineFingerprint, declar
 from feedline.core.iterator import IteratorContext, State, serve_tuners
 from feedline.core.runner import serve_runner
 from feedline.core.state_codec import declared_types_in_use
+from feedline.execution.map_runner import serve_map_runners
 
 if TYPE_CHECKING:
     from feedline.core.dataset import Dataset
@@ -284,3 +285,14 @@ def _make_tuner() -> Any:
 
 
 serve_tuners(_make_tuner)
+
+
+def _make_map_runner(*args: Any, **kwargs: Any) -> Any:
+    """Where a parallel map's calls run: placement's runner (above the map stage), imported
+    on first use (a pipeline without a parallel map never loads placement's machinery)."""
+    from feedline.placement.runner import map_runner
+
+    return map_runner(*args, **kwargs)
+
+
+serve_map_runners(_make_map_runner)

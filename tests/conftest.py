@@ -139,8 +139,9 @@ def gil_build_rules(monkeypatch):
     give GIL measurements and expect the GIL build's decisions (a free-threaded interpreter
     keeps work on threads and counts cores only; tests/placement/test_placement_decisions.py
     tests both)."""
-    from feedline.autotune import stage, stage_knobs, start
+    from feedline.autotune import start
+    from feedline.execution import stage_knobs
     from feedline.placement import policy
 
-    for module in (policy, stage, start, stage_knobs):
+    for module in (policy, start, stage_knobs):
         monkeypatch.setattr(module, "gil_disabled", lambda: False)

@@ -27,9 +27,9 @@ from typing import Any
 from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError
 from feedline.core.fingerprint import declared_types
+from feedline.core.input_context import InputContext
 from feedline.core.options import AutoShardPolicy
 from feedline.core.state_codec import decode, encode_elements
-from feedline.distribute.input_context import InputContext
 from feedline.pipeline import PipelineIterator
 from feedline.resume.elastic import ReplicaPipeline, merge_states
 

@@ -29,9 +29,9 @@ from feedline.adapters.epochs import (
     share_of,
 )
 from feedline.core.dataset import Dataset
+from feedline.core.input_context import InputContext
 from feedline.core.options import AutoShardPolicy
 from feedline.core.structure import map_structure
-from feedline.distribute.input_context import InputContext
 
 try:
     import jax

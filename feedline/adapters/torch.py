@@ -48,10 +48,10 @@ from feedline.adapters.epochs import (
     share_of,
 )
 from feedline.core.dataset import Dataset
+from feedline.core.input_context import InputContext
 from feedline.core.options import AutoShardPolicy
 from feedline.core.structure import map_structure
 from feedline.distribute.distribute import equal_shares
-from feedline.distribute.input_context import InputContext
 
 try:
     import torch

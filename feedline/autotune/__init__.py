@@ -4,14 +4,16 @@
   on a thread of its own, sets the parallelism of each tuned stage from its counters, within
   the CPU and RAM budgets, and records every change with its reason and figures
   (``statistics().tuning``, the ``feedline.autotune`` logger);
-* :mod:`~feedline.autotune.map_knobs`: what a parallel ``map`` exposes to it (its setting,
-  bounds, counters, element sizes and measured calls), so that the iterator only counts and
-  follows;
-* :mod:`~feedline.autotune.stage_knobs`: the same for ``batch`` and ``interleave`` with
-  ``num_parallel_calls=AUTOTUNE`` (their stacking and reading threads);
-* :mod:`~feedline.autotune.buffer`: the rule of ``prefetch(AUTOTUNE)``'s buffer, run on the
-  consumer's calls and recorded with the same tuner;
+* :mod:`~feedline.autotune.stage`: what a stage offers it (its ``TunableStage``) and how far
+  it may grow;
 * :mod:`~feedline.autotune.status`: the optional live status line.
+
+The knobs it turns are the stages' own and live beside them, below the tuner:
+:mod:`feedline.execution.map_knobs` (a parallel ``map``'s setting, bounds, counters, element
+sizes and measured calls), :mod:`feedline.execution.stage_knobs` (the same for ``batch`` and
+``interleave`` with ``num_parallel_calls=AUTOTUNE``) and :mod:`feedline.execution.buffer_tuning`
+(the rule of ``prefetch(AUTOTUNE)``'s buffer, run on the consumer's calls and recorded with
+the same tuner).
 
 Where stages run (threads, a map's worker processes, a whole pipeline in processes) is the
 placement policy's decision (:mod:`feedline.placement.policy`), which the tuner's records

@@ -5,6 +5,9 @@ The rules themselves are in :mod:`feedline.autotune.tuner` (and benchmarks/RESUL
 
 from __future__ import annotations
 
+# SERIAL_GIL_SHARE, the share from which calls count as holding the GIL, is placement's
+# inline rule's as well as the tuner's start's: placement.policy owns it.
+
 PERIOD = 0.25
 """Seconds between two looks at the stages."""
 
@@ -48,15 +51,6 @@ consumer waits."""
 BUSY_TO_GROW = 0.6
 """Share of its workers' time a stage must be computing to get one more: idle workers
 mean its input, not its work, holds it back."""
-
-SERIAL_GIL_SHARE = 0.8
-"""Share of its calls' time holding the GIL (measured by the stage's executor choice) from
-which a stage of short calls (:attr:`CallMeasurement.short`) starts at one worker, inline:
-its calls run one at a time however many threads it has, and each hands off to a thread
-(the tokenizer: 2.5x faster inline). Longer calls keep the workers measured: their
-threads overlap the calls' GIL-free parts (NumPy) and the input's reads (chess, a 2 ms
-parse judged 100% serialized: one worker 194k records/s, two 310k), and the tuner's trials
-decide from there."""
 
 RELIABLE_CONCURRENCY = 0.9
 """Calls running at once while measured, per worker of the stage, needed for the tuner to

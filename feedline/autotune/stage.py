@@ -7,10 +7,15 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from feedline.autotune.rules import HEADROOM, SERIAL_GIL_SHARE, SHARE_FLOOR
-from feedline.core.interpreter import gil_disabled
-from feedline.placement.policy import INLINE_MAX_CALL_SECONDS
+from feedline.autotune.rules import HEADROOM, SHARE_FLOOR
+from feedline.execution.map_knobs import CallMeasurement, TuningCounters
+from feedline.placement.policy import INLINE_MAX_CALL_SECONDS, holds_the_gil
 from feedline.profiling.model import Snapshot
+
+# The stage's own measurements (its knobs hold them, below the tuner) and placement's reading
+# of them, under the names the tuner's modules use.
+__all__ = ["Bound", "CallMeasurement", "Look", "TunableStage", "TuningCounters", "gil_filling",
+           "holds_the_gil", "idle_filling", "short_calls", "stage_bound"]
 
 
 def gil_filling(stage: TunableStage, holding: float) -> int:
@@ -94,86 +99,16 @@ def stage_bound(stage: TunableStage, share: float | None) -> Bound:
     return Bound(workers, share, by_cpu, by_ram, limit)
 
 
-@dataclass(frozen=True)
-class CallMeasurement:
-    """How a stage's calls ran on threads, as its executor choice measured them.
-
-    Attributes:
-        gil_share: About 1 when the GIL serializes the calls, about 0 when they release it.
-        busy_together: Share of their time the calls running together spent on a CPU.
-        concurrency: Calls that could run at once, on average, while measured.
-        busy_alone: Share of its time a call running alone spent on a CPU.
-        rate: Elements per second while the calls ran together.
-        seconds_per_call: Wall time of one element's call, alone (``None``: not measured).
-        idle_cpus: CPUs the machine left idle while the calls ran together (``None``: not
-            measured).
-    """
-
-    gil_share: float
-    busy_together: float
-    concurrency: float
-    busy_alone: float = 1.0
-    rate: float = 0.0
-    seconds_per_call: float | None = None
-    idle_cpus: float | None = None
-
-    @property
-    def short(self) -> bool:
-        """Whether a call is short enough that a hand-off to a worker thread is much of its
-        cost (:data:`~feedline.placement.policy.INLINE_MAX_CALL_SECONDS`; unmeasured counts
-        as short)."""
-        return self.seconds_per_call is None or self.seconds_per_call < INLINE_MAX_CALL_SECONDS
-
-
-def holds_the_gil(measured: CallMeasurement) -> bool:
-    """Whether calls measured so hold the GIL at least :data:`SERIAL_GIL_SHARE` of their
-    time (the GIL share of their CPU time, times their share of time on a CPU alone): they
-    run one at a time however many threads run them. Once the tuner has such a stage at
-    one worker (from the measurement, or trimmed there), a tuned ``map`` calls its function
-    inline on its consumer's thread: one worker thread would only add a hand-off per task
-    (issue 25: the tokenizer, 40 µs of Python a line, ran 2.5x slower on AUTOTUNE's
-    threads than inline). Should the tuner set it more workers again (the measurement
-    misled: one worker was slower than the threads measured), the map goes back to its
-    threads.
+def short_calls(measured: CallMeasurement) -> bool:
+    """Whether a call is short enough that a hand-off to a worker thread is much of its
+    cost (:data:`~feedline.placement.policy.INLINE_MAX_CALL_SECONDS`; unmeasured counts
+    as short).
 
     Example:
-        >>> holds_the_gil(CallMeasurement(gil_share=0.95, busy_together=0.5,
-        ...                               concurrency=2.0, busy_alone=1.0))
+        >>> short_calls(CallMeasurement(1.0, 1.0, 2.0, seconds_per_call=40e-6))
         True
-        >>> holds_the_gil(CallMeasurement(gil_share=0.95, busy_together=0.5,
-        ...                               concurrency=2.0, busy_alone=0.1))
-        False
     """
-    # Without a GIL (a free-threaded interpreter) calls that looked serialized were slowed
-    # by something threads share (the machine, memory): more threads may still help.
-    return measured.gil_share * measured.busy_alone >= SERIAL_GIL_SHARE and not gil_disabled()
-
-
-class TuningCounters:
-    """What a stage counts for the tuner, shared by its iterators (each epoch of a
-    ``repeat`` builds one) so that the tuner sees one stage whatever the epochs' length.
-
-    Attributes:
-        elements: Elements handed out.
-        calls: ``next()`` calls.
-        waits: Calls that had to wait for a result.
-        busy: Seconds the stage's tasks took, summed over its workers (their occupied time:
-            computing, reading files, waiting for the GIL).
-        input: Seconds the stage spent pulling elements from its input (on its consumer's
-            thread).
-        cpu: CPU seconds of its tasks' threads while they ran (``cpu / busy``: the share
-            of its calls' time on a CPU; small for calls that wait).
-        inline: Whether the stage calls its function on its consumer's thread (a ``map``
-            of calls that hold the GIL, at one worker): its calls then never wait for a
-            worker, and are judged on its rate alone (they are not timed).
-    """
-
-    __slots__ = ("busy", "calls", "cpu", "elements", "inline", "input", "waits")
-
-    def __init__(self) -> None:
-        self.elements = self.calls = self.waits = 0
-        self.busy = self.input = self.cpu = 0.0
-        self.inline = False
+    return measured.seconds_per_call is None or measured.seconds_per_call < INLINE_MAX_CALL_SECONDS
 
 
 class TunableStage(Protocol):

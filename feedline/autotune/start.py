@@ -9,7 +9,6 @@ from feedline.autotune.rules import (
     FILL_BUSY,
     MAX_FACTOR,
     RELIABLE_CONCURRENCY,
-    SERIAL_GIL_SHARE,
     TRIAL_TICKS,
     WAITING_BUSY,
 )
@@ -18,9 +17,11 @@ from feedline.autotune.stage import (
     TunableStage,
     gil_filling,
     idle_filling,
+    short_calls,
     stage_bound,
 )
 from feedline.core.interpreter import gil_disabled
+from feedline.placement.policy import SERIAL_GIL_SHARE
 
 
 class MeasuredStart:
@@ -40,12 +41,12 @@ class MeasuredStart:
         # ran at once: judged on the rate, it costs nothing where wrong, while a cheap map
         # measured at 1.79 calls at once of 2 (a busy machine) ran 0.8 s on threads first.
         short_serial = holding >= SERIAL_GIL_SHARE and measured.seconds_per_call is not None \
-            and measured.short
+            and short_calls(measured)
         if measured.concurrency < RELIABLE_CONCURRENCY * workers and not short_serial:
             return False
         figures = {"gil_share": share, "busy_together": busy, "busy_alone": measured.busy_alone,
                    "concurrency": measured.concurrency, "rate": measured.rate}
-        if holding >= SERIAL_GIL_SHARE and workers > 1 and measured.short:
+        if holding >= SERIAL_GIL_SHARE and workers > 1 and short_calls(measured):
             # Judged on the rate measured with ``workers``: a machine busy with other work,
             # or the first calls' set-up, can make calls that run in parallel look serial.
             # The rate its consumer saw meanwhile where lower: the measurement's counts its

@@ -35,7 +35,6 @@ from feedline.autotune.rules import (
     INPUT_BOUND,
     PAUSE_TICKS,
     PERIOD,
-    SERIAL_GIL_SHARE,
     SETTLE_SECONDS,
     TRIAL_TICKS,
     WAIT_HEADROOM,
@@ -52,6 +51,7 @@ from feedline.autotune.stage import (
 )
 from feedline.autotune.start import MeasuredStart
 from feedline.autotune.trial import Trials
+from feedline.placement.policy import SERIAL_GIL_SHARE
 from feedline.profiling.model import StageWindow, most_loaded
 from feedline.profiling.records import TuningDecision
 
@@ -101,7 +101,7 @@ class Tuner(MeasuredStart, Trials):
         """Tune ``stage`` from now on (the tuner's thread starts with the first stage).
 
         Args:
-            stage: The stage's knobs (:class:`~feedline.autotune.map_knobs.MapKnobs`).
+            stage: The stage's knobs (:class:`~feedline.execution.map_knobs.MapKnobs`).
             key: What identifies the stage across its iterators (its dataset node;
                 default: its name).
 

@@ -3,7 +3,9 @@
 A dataset is an immutable, picklable description of a pipeline: it holds no threads and
 no open files. Iterating it builds a tree of :class:`~feedline.core.iterator.DatasetIterator`
 that does the work. Each operation lives in its own module under ``feedline.sources`` or
-``feedline.transforms``; the methods here only build those nodes.
+``feedline.transforms`` (a few elsewhere: ``distribute``, ``multiprocess``, ``save``/``load``);
+the methods here keep their signatures and documentation and only build those nodes, through
+:mod:`feedline.core.registry`, where each operation attaches itself: the core imports none.
 """
 
 from __future__ import annotations
@@ -14,20 +16,21 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
+from feedline.core.graph import Node
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
-from feedline.core.runner import run
+from feedline.core.registry import build
+from feedline.core.runner import RunningPipeline, run
 from feedline.core.structure import Element
 from feedline.core.traits import POSITIONAL, OperationTraits, with_legacy_flags
 
 if TYPE_CHECKING:
+    from feedline.core.input_context import InputContext
     from feedline.core.options import AutoShardPolicy
     from feedline.core.random_access import RandomAccessReader
-    from feedline.distribute.input_context import InputContext
-    from feedline.pipeline import PipelineIterator
 
 
-class Dataset(abc.ABC):
+class Dataset(Node, abc.ABC):
     """A lazy, immutable pipeline of elements with tf.data's semantics.
 
     Example:
@@ -108,9 +111,7 @@ class Dataset(abc.ABC):
         if "_cached_spec" not in self.__dict__:
             spec = self._element_spec()
             if spec is None:
-                from feedline.core.spec_inference import infer_element_spec  # imports this
-
-                spec = infer_element_spec(self)
+                spec = build("element_spec", self)  # inferred: core.spec_inference
             self.__dict__["_cached_spec"] = spec
         return self.__dict__["_cached_spec"]
 
@@ -133,7 +134,7 @@ class Dataset(abc.ABC):
                 merged = merged.merge(own)
         return merged
 
-    def __iter__(self) -> PipelineIterator:
+    def __iter__(self) -> RunningPipeline:
         """Run the pipeline. Each new iterator of this dataset object is a new epoch for the
         seeded stages that reshuffle each iteration, as in tf.data
         (:mod:`feedline.core.seed_epochs`); ``PipelineIterator(ds, epoch=e)`` pins the epoch.
@@ -182,7 +183,7 @@ class Dataset(abc.ABC):
     def __bool__(self) -> bool:
         return True
 
-    def as_numpy_iterator(self) -> PipelineIterator:
+    def as_numpy_iterator(self) -> RunningPipeline:
         """An iterator of NumPy elements (feedline's elements already are NumPy).
 
         Example:
@@ -202,7 +203,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.range(1, 8, 3)]
             [1, 4, 7]
         """
-        return _sources.range.RangeDataset(*args, dtype=dtype, name=name)
+        return build("range", *args, dtype=dtype, name=name)
 
     @staticmethod
     def from_tensor_slices(structure: Element, name: str | None = None) -> Dataset:
@@ -213,7 +214,7 @@ class Dataset(abc.ABC):
             >>> [(int(a), b) for a, b in fl.Dataset.from_tensor_slices(([1, 2], [b"x", b"y"]))]
             [(1, b'x'), (2, b'y')]
         """
-        return _sources.tensor_slices.TensorSlicesDataset(structure, name)
+        return build("from_tensor_slices", structure, name)
 
     @staticmethod
     def from_tensors(structure: Element, name: str | None = None) -> Dataset:
@@ -224,7 +225,7 @@ class Dataset(abc.ABC):
             >>> [x.tolist() for x in fl.Dataset.from_tensors([1, 2])]
             [[1, 2]]
         """
-        return _sources.tensors.TensorsDataset(structure, name)
+        return build("from_tensors", structure, name)
 
     @staticmethod
     def from_generator(generator: Callable[..., Iterable[Any]], output_signature: Element = None,
@@ -246,10 +247,8 @@ class Dataset(abc.ABC):
             >>> [x.tolist() for x in ds]
             [[1], [2]]
         """
-        return _sources.generator.GeneratorDataset(generator, output_signature, args,
-                                                    restorable=restorable,
-                                                    output_types=output_types,
-                                                    output_shapes=output_shapes)
+        return build("from_generator", generator, output_signature, args, restorable=restorable,
+                     output_types=output_types, output_shapes=output_shapes)
 
     @staticmethod
     def list_files(file_pattern: str | Sequence[str], shuffle: bool | None = None,
@@ -262,8 +261,7 @@ class Dataset(abc.ABC):
             >>> sorted(fl.Dataset.list_files("memory:///lf/*.txt").as_numpy_iterator())
             [b'memory:///lf/a.txt', b'memory:///lf/b.txt']
         """
-        return _sources.list_files.list_files(file_pattern, shuffle=shuffle, seed=seed,
-                                              name=name)
+        return build("list_files", file_pattern, shuffle=shuffle, seed=seed, name=name)
 
     @staticmethod
     def zip(*datasets: Dataset | Element, name: str | None = None) -> Dataset:
@@ -276,7 +274,7 @@ class Dataset(abc.ABC):
         """
         # As tf.data: one argument (a dataset or a nest of them) is the structure itself.
         structure = datasets[0] if len(datasets) == 1 else tuple(datasets)
-        return _sources.zip.ZipDataset(structure, name)
+        return build("zip", structure, name)
 
     @staticmethod
     def sample_from_datasets(datasets: Sequence[Dataset],
@@ -302,9 +300,8 @@ class Dataset(abc.ABC):
             >>> sorted(int(x) for x in ds)
             [0, 1, 2, 10, 11, 12]
         """
-        return _sources.sample.SampleFromDatasetsDataset(
-            datasets, weights, seed, stop_on_empty_dataset,
-            rerandomize_each_iteration=rerandomize_each_iteration)
+        return build("sample_from_datasets", datasets, weights, seed, stop_on_empty_dataset,
+                     rerandomize_each_iteration=rerandomize_each_iteration)
 
     @staticmethod
     def choose_from_datasets(datasets: Sequence[Dataset], choice_dataset: Dataset,
@@ -318,8 +315,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.choose_from_datasets([fl.Dataset.range(3), fl.Dataset.range(10, 13)], choice)]
             [0, 10, 1]
         """
-        return _sources.sample.ChooseFromDatasetsDataset(datasets, choice_dataset,
-                                                          stop_on_empty_dataset)
+        return build("choose_from_datasets", datasets, choice_dataset, stop_on_empty_dataset)
 
     @staticmethod
     def load(path: str, element_spec: Any = None, compression: str | None = None,
@@ -332,9 +328,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.load(folder)]
             [0, 1, 2]
         """
-        from feedline.snapshot.save_load import load
-
-        return load(path, element_spec, compression, reader_func)
+        return build("load", path, element_spec, compression, reader_func)
 
     @staticmethod
     def random(seed: int | None = None, rerandomize_each_iteration: bool | None = None,
@@ -351,7 +345,7 @@ class Dataset(abc.ABC):
             >>> a == [int(x) for x in fl.Dataset.random(seed=7).take(3)]
             True
         """
-        return _sources.random.RandomDataset(seed, rerandomize_each_iteration, name)
+        return build("random", seed, rerandomize_each_iteration, name)
 
     @staticmethod
     def counter(start: Any = 0, step: Any = 1, dtype: Any = "int64",
@@ -364,7 +358,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.counter(start=3, step=-2).take(4)]
             [3, 1, -1, -3]
         """
-        return _sources.counter.CounterDataset(start, step, dtype, name)
+        return build("counter", start, step, dtype, name)
 
     # ----------------------------------------------------------------- transformations
     def map(self, map_func: Callable[..., Any], num_parallel_calls: int | None = None,
@@ -388,8 +382,8 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.range(4).map(lambda x: x * x, num_parallel_calls=2)]
             [0, 1, 4, 9]
         """
-        return _transforms.map.MapDataset(self, map_func, num_parallel_calls, deterministic, name,
-                                          executor=executor)
+        return build("map", self, map_func, num_parallel_calls, deterministic, name,
+                     executor=executor)
 
     def filter(self, predicate: Callable[..., Any], name: str | None = None) -> Dataset:
         """Keep the elements for which ``predicate`` is true.
@@ -399,7 +393,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.range(6).filter(lambda x: x % 2 == 1)]
             [1, 3, 5]
         """
-        return _transforms.filter.FilterDataset(self, predicate, name)
+        return build("filter", self, predicate, name)
 
     def flat_map(self, map_func: Callable[..., Dataset], name: str | None = None) -> Dataset:
         """Map each element to a dataset and concatenate them in order.
@@ -409,7 +403,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.range(3).flat_map(lambda x: fl.Dataset.range(x))]
             [0, 0, 1]
         """
-        return _transforms.flat_map.FlatMapDataset(self, map_func, name)
+        return build("flat_map", self, map_func, name)
 
     def interleave(self, map_func: Callable[..., Dataset], cycle_length: int | None = None,
                    block_length: int = 1, num_parallel_calls: int | None = None,
@@ -424,8 +418,8 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in ds]
             [1, 1, 2, 2, 1, 2, 3, 3, 3]
         """
-        return _transforms.interleave.InterleaveDataset(
-            self, map_func, cycle_length, block_length, num_parallel_calls, deterministic, name)
+        return build("interleave", self, map_func, cycle_length, block_length, num_parallel_calls,
+                     deterministic, name)
 
     def batch(self, batch_size: int, drop_remainder: bool = False,
               num_parallel_calls: int | None = None, deterministic: bool | None = None,
@@ -437,8 +431,8 @@ class Dataset(abc.ABC):
             >>> [b.tolist() for b in fl.Dataset.range(5).batch(2)]
             [[0, 1], [2, 3], [4]]
         """
-        return _transforms.batch.BatchDataset(self, batch_size, drop_remainder,
-                                              num_parallel_calls, deterministic, name)
+        return build("batch", self, batch_size, drop_remainder, num_parallel_calls, deterministic,
+                     name)
 
     def padded_batch(self, batch_size: int, padded_shapes: Element = None,
                      padding_values: Element = None, drop_remainder: bool = False,
@@ -452,8 +446,8 @@ class Dataset(abc.ABC):
             >>> [b.tolist() for b in ds.padded_batch(2)]
             [[[1, 0], [2, 2]], [[3, 3, 3]]]
         """
-        return _transforms.padded_batch.PaddedBatchDataset(
-            self, batch_size, padded_shapes, padding_values, drop_remainder, name)
+        return build("padded_batch", self, batch_size, padded_shapes, padding_values,
+                     drop_remainder, name)
 
     def ragged_batch(self, batch_size: int, drop_remainder: bool = False,
                      name: str | None = None) -> Dataset:
@@ -467,8 +461,7 @@ class Dataset(abc.ABC):
             >>> [b.to_list() for b in ds]
             [[[], [0]], [[0, 1], [0, 1, 2]]]
         """
-        return _transforms.ragged_batch.RaggedBatchDataset(self, batch_size, drop_remainder,
-                                                           name)
+        return build("ragged_batch", self, batch_size, drop_remainder, name)
 
     def unbatch(self, name: str | None = None) -> Dataset:
         """Split each element along its first dimension into rows.
@@ -478,7 +471,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.range(5).batch(2).unbatch()]
             [0, 1, 2, 3, 4]
         """
-        return _transforms.unbatch.UnbatchDataset(self, name)
+        return build("unbatch", self, name)
 
     def rebatch(self, batch_size: int | Sequence[int], drop_remainder: bool = False,
                 name: str | None = None) -> Dataset:
@@ -491,7 +484,7 @@ class Dataset(abc.ABC):
             >>> [b.tolist() for b in fl.Dataset.range(6).batch(4).rebatch(3)]
             [[0, 1, 2], [3, 4, 5]]
         """
-        return _transforms.rebatch.RebatchDataset(self, batch_size, drop_remainder, name)
+        return build("rebatch", self, batch_size, drop_remainder, name)
 
     def shuffle(self, buffer_size: int, seed: int | None = None,
                 reshuffle_each_iteration: bool = True, name: str | None = None) -> Dataset:
@@ -502,8 +495,7 @@ class Dataset(abc.ABC):
             >>> sorted(int(x) for x in fl.Dataset.range(5).shuffle(5, seed=0))
             [0, 1, 2, 3, 4]
         """
-        return _transforms.shuffle.ShuffleDataset(self, buffer_size, seed,
-                                                  reshuffle_each_iteration, name)
+        return build("shuffle", self, buffer_size, seed, reshuffle_each_iteration, name)
 
     def global_shuffle(self, seed: int | None = None, reshuffle_each_iteration: bool = True,
                        name: str | None = None) -> Dataset:
@@ -521,8 +513,7 @@ class Dataset(abc.ABC):
             >>> sorted(int(x) for x in ds)
             [0, 1, 2, 3, 4, 5]
         """
-        return _transforms.global_shuffle.GlobalShuffleDataset(
-            self, seed, reshuffle_each_iteration, name)
+        return build("global_shuffle", self, seed, reshuffle_each_iteration, name)
 
     def rejection_resample(self, class_func: Callable[..., Any], target_dist: Sequence[float],
                            initial_dist: Sequence[float] | None = None,
@@ -540,8 +531,7 @@ class Dataset(abc.ABC):
             >>> bool(0.4 < share < 0.6)
             True
         """
-        return _transforms.rejection_resample.RejectionResampleDataset(
-            self, class_func, target_dist, initial_dist, seed, name)
+        return build("rejection_resample", self, class_func, target_dist, initial_dist, seed, name)
 
     def repeat(self, count: int | None = None, name: str | None = None) -> Dataset:
         """Repeat the input ``count`` times (``None`` or -1: forever).
@@ -551,7 +541,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.range(2).repeat(2)]
             [0, 1, 0, 1]
         """
-        return _transforms.repeat.RepeatDataset(self, count, name)
+        return build("repeat", self, count, name)
 
     def take(self, count: int, name: str | None = None) -> Dataset:
         """The first ``count`` elements (-1: all).
@@ -561,7 +551,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.range(5).take(2)]
             [0, 1]
         """
-        return _transforms.take.TakeDataset(self, count, name)
+        return build("take", self, count, name)
 
     def skip(self, count: int, name: str | None = None) -> Dataset:
         """All but the first ``count`` elements (-1: skip everything).
@@ -571,7 +561,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.range(5).skip(3)]
             [3, 4]
         """
-        return _transforms.skip.SkipDataset(self, count, name)
+        return build("skip", self, count, name)
 
     def take_while(self, predicate: Callable[..., Any], name: str | None = None) -> Dataset:
         """Elements up to (not including) the first for which ``predicate`` is false.
@@ -581,7 +571,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.range(10).take_while(lambda x: x < 3)]
             [0, 1, 2]
         """
-        return _transforms.take_while.TakeWhileDataset(self, predicate, name)
+        return build("take_while", self, predicate, name)
 
     def shard(self, num_shards: int, index: int, name: str | None = None) -> Dataset:
         """Every ``num_shards``-th element starting at ``index``.
@@ -591,7 +581,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.range(10).shard(3, 1)]
             [1, 4, 7]
         """
-        return _transforms.shard.ShardDataset(self, num_shards, index, name)
+        return build("shard", self, num_shards, index, name)
 
     def distribute(self, input_context: InputContext, policy: AutoShardPolicy | None = None
                    ) -> Dataset:
@@ -610,9 +600,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.range(7).distribute(ctx)]
             [1, 3, 5]
         """
-        from feedline.distribute.distribute import distribute
-
-        return distribute(self, input_context, policy)
+        return build("distribute", self, input_context, policy)
 
     def enumerate(self, start: int = 0, name: str | None = None) -> Dataset:
         """Pairs ``(index, element)`` with index counting from ``start``.
@@ -622,7 +610,7 @@ class Dataset(abc.ABC):
             >>> [(int(i), x) for i, x in fl.Dataset.from_tensor_slices([b"a", b"b"]).enumerate(5)]
             [(5, b'a'), (6, b'b')]
         """
-        return _transforms.enumerate.EnumerateDataset(self, start, name)
+        return build("enumerate", self, start, name)
 
     def window(self, size: int, shift: int | None = None, stride: int = 1,
                drop_remainder: bool = False, name: str | None = None) -> Dataset:
@@ -634,7 +622,7 @@ class Dataset(abc.ABC):
             >>> [b.tolist() for b in ds]
             [[0, 1, 2], [2, 3, 4], [4]]
         """
-        return _transforms.window.WindowDataset(self, size, shift, stride, drop_remainder, name)
+        return build("window", self, size, shift, stride, drop_remainder, name)
 
     def group_by_window(self, key_func: Callable[..., Any],
                         reduce_func: Callable[[Any, Dataset], Dataset],
@@ -653,8 +641,8 @@ class Dataset(abc.ABC):
             >>> [b.tolist() for b in ds]
             [[0, 2, 4, 6], [1, 3, 5, 7], [8], [9]]
         """
-        return _transforms.group_by_window.GroupByWindowDataset(
-            self, key_func, reduce_func, window_size, window_size_func, name)
+        return build("group_by_window", self, key_func, reduce_func, window_size, window_size_func,
+                     name)
 
     def bucket_by_sequence_length(self, element_length_func: Callable[..., Any],
                                   bucket_boundaries: Sequence[int],
@@ -675,9 +663,9 @@ class Dataset(abc.ABC):
             >>> [b.shape for b in ds]
             [(2, 2), (2, 5)]
         """
-        return _transforms.bucket_by_sequence_length.BucketBySequenceLengthDataset(
-            self, element_length_func, bucket_boundaries, bucket_batch_sizes, padded_shapes,
-            padding_values, pad_to_bucket_boundary, no_padding, drop_remainder, name)
+        return build("bucket_by_sequence_length", self, element_length_func, bucket_boundaries,
+                     bucket_batch_sizes, padded_shapes, padding_values, pad_to_bucket_boundary,
+                     no_padding, drop_remainder, name)
 
     def scan(self, initial_state: Element, scan_func: Callable[[Any, Any], tuple[Any, Any]],
              name: str | None = None) -> Dataset:
@@ -689,7 +677,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in ds]
             [0, 1, 3, 6]
         """
-        return _transforms.scan.ScanDataset(self, initial_state, scan_func, name)
+        return build("scan", self, initial_state, scan_func, name)
 
     def pack_sequences(self, length: int | Mapping[str, int], method: str = "first_fit",
                        num_bins: int = 16, overflow: str = "split",
@@ -707,8 +695,7 @@ class Dataset(abc.ABC):
             >>> row["t"].tolist(), row["t_segment_ids"].tolist(), row["t_positions"].tolist()
             ([1, 2, 3, 0], [1, 1, 2, 0], [0, 1, 0, 0])
         """
-        return _transforms.pack_sequences.PackSequencesDataset(
-            self, length, method, num_bins, overflow, padding_value)  # type: ignore[arg-type]
+        return build("pack_sequences", self, length, method, num_bins, overflow, padding_value)
 
     def unique(self, name: str | None = None) -> Dataset:
         """Drop elements seen before (scalar int or bytes elements, as in tf.data).
@@ -718,7 +705,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.from_tensor_slices([1, 2, 1, 3, 2]).unique()]
             [1, 2, 3]
         """
-        return _transforms.unique.UniqueDataset(self, name)
+        return build("unique", self, name)
 
     def prefetch(self, buffer_size: int | None, name: str | None = None) -> Dataset:
         """Produce up to ``buffer_size`` elements ahead on a background thread (``AUTOTUNE``
@@ -729,7 +716,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.range(3).prefetch(2)]
             [0, 1, 2]
         """
-        return _transforms.prefetch.PrefetchDataset(self, buffer_size, name)
+        return build("prefetch", self, buffer_size, name)
 
     def multiprocess(self, num_workers: int = AUTOTUNE, *, deterministic: bool | None = None,
                      buffer_size: int = 2, name: str | None = None) -> Dataset:
@@ -756,9 +743,7 @@ class Dataset(abc.ABC):
             >>> [b.tolist() for b in ds]
             [[0, 10], [20, 30], [40, 50], [60, 70]]
         """
-        from feedline.placement.multiprocess import MultiprocessDataset
-
-        return MultiprocessDataset(self, num_workers, deterministic, buffer_size, name)
+        return build("multiprocess", self, num_workers, deterministic, buffer_size, name)
 
     def snapshot(self, path: str, compression: str | None = "AUTO",
                  reader_func: Callable[[list[Dataset]], Dataset] | None = None,
@@ -776,8 +761,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in ds.repeat(2)]
             [1, 2, 3, 1, 2, 3]
         """
-        return _transforms.snapshot.SnapshotDataset(self, path, compression, reader_func,
-                                                    shard_func, name)
+        return build("snapshot", self, path, compression, reader_func, shard_func, name)
 
     def cache(self, filename: str = "", name: str | None = None) -> Dataset:
         """Keep the elements of the first complete pass in memory and replay them afterwards.
@@ -788,7 +772,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in ds.repeat(2)]
             [0, 1, 2, 0, 1, 2]
         """
-        return _transforms.cache.CacheDataset(self, filename, name)
+        return build("cache", self, filename, name)
 
     def ignore_errors(self, log_warning: bool = False, name: str | None = None) -> Dataset:
         """Drop elements whose computation raised an error, counting them.
@@ -799,7 +783,7 @@ class Dataset(abc.ABC):
             >>> [float(x) for x in ds.ignore_errors()]
             [1.0, 0.5]
         """
-        return _transforms.ignore_errors.IgnoreErrorsDataset(self, log_warning, name)
+        return build("ignore_errors", self, log_warning, name)
 
     def concatenate(self, dataset: Dataset, name: str | None = None) -> Dataset:
         """This dataset's elements followed by ``dataset``'s.
@@ -809,7 +793,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.range(2).concatenate(fl.Dataset.range(5, 7))]
             [0, 1, 5, 6]
         """
-        return _transforms.concatenate.ConcatenateDataset(self, dataset, name)
+        return build("concatenate", self, dataset, name)
 
     def apply(self, transformation_func: Callable[[Dataset], Dataset]) -> Dataset:
         """``transformation_func(self)``: lets reusable pipeline pieces chain fluently.
@@ -832,7 +816,7 @@ class Dataset(abc.ABC):
             >>> fl.Dataset.range(3).with_options(fl.Options(seed=4)).options().seed
             4
         """
-        return _transforms.with_options.OptionsDataset(self, options, name)
+        return build("with_options", self, options, name)
 
     def save(self, path: str, compression: str | None = None,
              shard_func: Callable[[Any], Any] | None = None,
@@ -851,9 +835,7 @@ class Dataset(abc.ABC):
             >>> [int(x) for x in fl.Dataset.load(folder)]
             [0, 1, 4, 9]
         """
-        from feedline.snapshot.save_load import save
-
-        save(self, path, compression, shard_func, checkpoint_args)
+        build("save", self, path, compression, shard_func, checkpoint_args)
 
     def reduce(self, initial_state: Element, reduce_func: Callable[[Any, Any], Any]) -> Element:
         """Fold every element into a state: ``state = reduce_func(state, element)``.
@@ -867,7 +849,7 @@ class Dataset(abc.ABC):
             >>> int(fl.Dataset.range(5).reduce(np.int64(0), lambda s, x: s + x))
             10
         """
-        return _transforms.reduce.reduce_dataset(self, initial_state, reduce_func)
+        return build("reduce", self, initial_state, reduce_func)
 
     def __repr__(self) -> str:
         """The pipeline: the calls that build it, with their key arguments.
@@ -877,7 +859,7 @@ class Dataset(abc.ABC):
             >>> fl.Dataset.range(8).batch(4, drop_remainder=True)
             <feedline.Dataset range(0, 8).batch(4, drop_remainder=True)>
         """
-        return _transforms.pipeline_repr.pipeline_repr(self)
+        return build("__repr__", self)
 
     def get_single_element(self, name: str | None = None) -> Element:
         """The dataset's only element (tf.data's ``get_single_element``): an empty dataset or
@@ -888,7 +870,7 @@ class Dataset(abc.ABC):
             >>> int(fl.Dataset.range(3).skip(2).get_single_element())
             2
         """
-        return _transforms.get_single_element.get_single_element(self, name)
+        return build("get_single_element", self, name)
 
     @staticmethod
     def from_list(elements: list[Any], name: str | None = None) -> Dataset:
@@ -900,7 +882,7 @@ class Dataset(abc.ABC):
             >>> [(int(a), b) for a, b in fl.Dataset.from_list([(1, b"x"), (2, b"y")])]
             [(1, b'x'), (2, b'y')]
         """
-        return _sources.from_list.ListDataset(elements, name)
+        return build("from_list", elements, name)
 
     def assert_cardinality(self, expected_cardinality: int, name: str | None = None) -> Dataset:
         """The same elements, reporting ``expected_cardinality`` (tf.data's
@@ -912,8 +894,7 @@ class Dataset(abc.ABC):
             >>> fl.Dataset.range(9).filter(lambda x: x % 3 == 0).assert_cardinality(3).cardinality()
             3
         """
-        return _transforms.assert_cardinality.AssertCardinalityDataset(
-            self, expected_cardinality, name)
+        return build("assert_cardinality", self, expected_cardinality, name)
 
     def pad_to_cardinality(self, cardinality: int, mask_key: str = "valid",
                            name: str | None = None) -> Dataset:
@@ -926,8 +907,7 @@ class Dataset(abc.ABC):
             >>> [(int(e["x"]), bool(e["valid"])) for e in ds.pad_to_cardinality(2)]
             [(7, True), (0, False)]
         """
-        return _transforms.pad_to_cardinality.pad_to_cardinality(self, cardinality, mask_key,
-                                                                 name)
+        return build("pad_to_cardinality", self, cardinality, mask_key, name)
 
     def group_by_reducer(self, key_func: Callable[..., Any], reducer: Any,
                          name: str | None = None) -> Dataset:
@@ -941,8 +921,7 @@ class Dataset(abc.ABC):
             >>> [int(n) for n in fl.Dataset.range(5).group_by_reducer(lambda x: x % 2, r)]
             [3, 2]
         """
-        return _transforms.group_by_reducer.GroupByReducerDataset(self, key_func, reducer,
-                                                                  name)
+        return build("group_by_reducer", self, key_func, reducer, name)
 
     def sparse_batch(self, batch_size: int, row_shape: Any,
                      name: str | None = None) -> Dataset:
@@ -955,7 +934,7 @@ class Dataset(abc.ABC):
             >>> next(iter(ds)).to_dense().tolist()
             [[0, 0], [1, 0], [2, 2]]
         """
-        return _transforms.sparse_batch.SparseBatchDataset(self, batch_size, row_shape, name)
+        return build("sparse_batch", self, batch_size, row_shape, name)
 
 
 def _upstream_first(dataset: Dataset) -> list[Dataset]:
@@ -974,12 +953,6 @@ def _upstream_first(dataset: Dataset) -> list[Dataset]:
         stack.append((node, True))
         stack.extend((child, False) for child in reversed(node._inputs))
     return order
-
-
-# Operations subclass Dataset, so they can only be imported once it exists; the methods
-# above look them up through these modules at call time.
-from feedline import sources as _sources
-from feedline import transforms as _transforms
 
 
 def _routing_statistics(make: Callable[[Any, IteratorContext], DatasetIterator]

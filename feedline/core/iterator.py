@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from feedline.core import pipeline_state
 from feedline.core.errors import CheckpointError
 from feedline.core.options import Options
+from feedline.core.state_shape import shape_mismatch, state_shape
 
 State = dict[str, Any]
 
@@ -298,7 +298,7 @@ class DatasetIterator(abc.ABC):
                 error._feedline_stage_named = True  # type: ignore[attr-defined]
             raise
         state = {"type": self.state_type(), "version": self.STATE_VERSION, **own}
-        self._state_shape = pipeline_state.state_shape(state)
+        self._state_shape = state_shape(state)
         return state
 
     def rewound_state(self, count: int) -> State | None:
@@ -327,9 +327,9 @@ class DatasetIterator(abc.ABC):
         # the stage sees it. The shape comes from the stage's own state (cheap before it runs).
         expected = getattr(self, "_state_shape", None)
         if expected is None:
-            expected = pipeline_state.state_shape(
+            expected = state_shape(
                 {"type": kind, "version": self.STATE_VERSION, **self._get_state()})
-        problem = pipeline_state.shape_mismatch(expected, state)
+        problem = shape_mismatch(expected, state)
         if problem:
             raise CheckpointError(f"damaged state for the {kind} stage: {problem}")
         try:

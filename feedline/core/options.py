@@ -26,7 +26,7 @@ class ThreadingOptions:
     Attributes:
         max_parallelism: Upper bound on threads any one parallel stage uses; ``None`` means
             the number of CPUs this process may run on (an ``AUTOTUNE`` map whose calls
-            wait may then have more, :data:`feedline.transforms.map.MAX_THREADS` at most).
+            wait may then have more, :data:`feedline.execution.stage_knobs.MAX_THREADS` at most).
         element_timeout: Seconds a read-ahead stage (prefetch, parallel map/batch/interleave)
             waits for one element before raising ``TimeoutError`` naming the stage and the
             element (PyTorch DataLoader's ``timeout``); ``None`` waits as long as it takes.

@@ -23,16 +23,30 @@ from __future__ import annotations
 import abc
 import operator
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Protocol, Self, TypeVar
 
 from feedline.core.errors import OutOfRangeError
-from feedline.core.graph import graph_nodes
+from feedline.core.graph import Node, graph_nodes
 from feedline.core.iterator import IteratorContext
-
-if TYPE_CHECKING:
-    from feedline.core.dataset import Dataset
+from feedline.core.options import Options
+from feedline.core.traits import OperationTraits
 
 State = dict[str, Any]
+
+
+class RandomAccessNode(Protocol):
+    """What random access asks of a dataset node (every :class:`~feedline.core.dataset.
+    Dataset` is one; this module is below it, which imports it)."""
+
+    @property
+    def _inputs(self) -> Sequence[RandomAccessNode]: ...
+    def traits(self) -> OperationTraits: ...
+    def options(self) -> Options: ...
+    def _offers_random_access(self) -> bool: ...
+    def _random_reader(self, ctx: IteratorContext) -> RandomAccessReader: ...
+
+
+NodeT = TypeVar("NodeT", bound=RandomAccessNode)
 
 RANDOM_ACCESS_STAGES = ("range", "from_tensor_slices", ("TFRecordDataset (uncompressed, a list "
                         "of file names)"), "map", "batch", "take", "skip", "shard", "prefetch",
@@ -175,7 +189,7 @@ class StrideReader(DerivedReader):
         return self.input.get_many([offset + int(i) * stride for i in indices])
 
 
-def reads_vary_by_epoch(dataset: Dataset) -> bool:
+def reads_vary_by_epoch(dataset: Node) -> bool:
     """Whether the elements a reader of ``dataset`` gives depend on the epoch it is opened in
     (a ``global_shuffle`` that reshuffles each iteration), so that one reader cannot stand
     for several epochs (``repeat``).
@@ -191,7 +205,7 @@ def reads_vary_by_epoch(dataset: Dataset) -> bool:
     return False
 
 
-def supports_random_access(dataset: Dataset) -> bool:
+def supports_random_access(dataset: RandomAccessNode) -> bool:
     """Whether ``ds[i]`` works for ``dataset`` (decided from the graph, nothing is opened).
 
     Example:
@@ -204,7 +218,7 @@ def supports_random_access(dataset: Dataset) -> bool:
     return dataset._offers_random_access()
 
 
-def random_access_blocker(dataset: Dataset) -> Dataset | None:
+def random_access_blocker(dataset: NodeT) -> NodeT | None:
     """The stage that keeps ``dataset`` from random access (``None`` if it has it).
 
     Example:
@@ -217,18 +231,18 @@ def random_access_blocker(dataset: Dataset) -> Dataset | None:
         inputs = node._inputs
         if (len(inputs) == 1 and node.traits().random_access_from_input
                 and not inputs[0]._offers_random_access()):
-            node = inputs[0]
+            node = inputs[0]  # type: ignore[assignment]  # a node's inputs are of its kind
             continue
         return node
     return None
 
 
-def describe_stage(node: Dataset) -> str:
+def describe_stage(node: object) -> str:
     """A stage's name for messages: its ``name`` if it has one, else its class."""
     return str(getattr(node, "name", None) or type(node).__name__)
 
 
-def require_random_access(dataset: Dataset, operation: str) -> None:
+def require_random_access(dataset: RandomAccessNode, operation: str) -> None:
     """Raise a ``TypeError`` naming the stage that keeps ``dataset`` from random access.
 
     Example:
@@ -252,7 +266,7 @@ def require_random_access(dataset: Dataset, operation: str) -> None:
         "random-access input")
 
 
-def open_reader(dataset: Dataset, ctx: IteratorContext | None = None,
+def open_reader(dataset: RandomAccessNode, ctx: IteratorContext | None = None,
                 operation: str = "random access") -> RandomAccessReader:
     """Open a reader of ``dataset`` (a ``TypeError`` if it has no random access).
 
@@ -276,7 +290,7 @@ def _as_index(index: Any) -> int:
             f"dataset indices must be integers, not {type(index).__name__}") from None
 
 
-def element_at(dataset: Dataset, index: Any) -> Any:
+def element_at(dataset: RandomAccessNode, index: Any) -> Any:
     """``dataset[index]``: negative indices count from the end, as for a list.
 
     Raises:
@@ -298,7 +312,7 @@ def element_at(dataset: Dataset, index: Any) -> Any:
         return reader.get(position)
 
 
-def at(dataset: Dataset, index: Any) -> Any:
+def at(dataset: RandomAccessNode, index: Any) -> Any:
     """Element ``index`` of ``dataset``, as tf.data's ``tf.data.experimental.at``.
 
     Unlike ``dataset[index]``, a negative index does not count from the end: like any index

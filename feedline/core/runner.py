@@ -6,13 +6,29 @@ feedline`` imports it), so that no module below the runner imports it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, Self
 
-if TYPE_CHECKING:
-    from feedline.core.dataset import Dataset
-    from feedline.pipeline import PipelineIterator
+from feedline.core.graph import Node
 
-Runner = Callable[..., "PipelineIterator"]
+
+class RunningPipeline(Protocol):
+    """What running a pipeline gives (:class:`feedline.pipeline.PipelineIterator`, which
+    documents each member): the layers below the runner name it so, for they cannot import
+    the runner (it imports them)."""
+
+    def __iter__(self) -> Self: ...
+    def __next__(self) -> Any: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(self, *exc_info: object) -> None: ...
+    def process_decision(self) -> Any: ...
+    def statistics(self) -> Any: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def rewound_state_dict(self, count: int) -> dict[str, Any] | None: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def close(self) -> None: ...
+
+
+Runner = Callable[..., RunningPipeline]
 """Called as ``runner(dataset, epoch=..., continue_epochs=...)``."""
 
 _runner: Runner | None = None
@@ -33,7 +49,8 @@ def serve_runner(runner: Runner | None) -> Runner | None:
     return before
 
 
-def run(dataset: Dataset, *, epoch: int = 0, continue_epochs: bool = False) -> PipelineIterator:
+def run(dataset: Node, *, epoch: int = 0, continue_epochs: bool = False
+        ) -> RunningPipeline:
     """Start running ``dataset``: the pipeline's iterator (see ``PipelineIterator`` for the
     arguments).
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext
+from feedline.core.registry import operation
 from feedline.core.runner import run
 from feedline.core.structure import Element, spec_of
 from feedline.core.traits import ONE_TO_ONE
@@ -64,6 +65,7 @@ def first_element_spec(dataset: Dataset) -> Element | None:
     return None if first is None else spec_of(first)
 
 
+@operation("element_spec")
 def infer_element_spec(dataset: Dataset) -> Element | None:
     """``dataset``'s element spec when its ``_element_spec()`` does not know it statically.
 

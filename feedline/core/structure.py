@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from feedline.core.errors import StructureError
+from feedline.core.graph import Node
 
 Element = Any
 
@@ -618,10 +619,8 @@ def _contains_bytes(value: Any) -> bool:
 
 
 def _dataset_class() -> type:
-    # Imported here: dataset.py imports this module.
-    from feedline.core.dataset import Dataset
-
-    return Dataset
+    # Node, not Dataset: core.dataset imports this module (every Dataset is a Node).
+    return Node
 
 
 def _contains_dataset(value: Any) -> bool:

@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import operator
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from feedline.core.constants import AUTOTUNE
-
-if TYPE_CHECKING:
-    from feedline.core.iterator import IteratorContext
 
 __all__ = [
     "as_int",
@@ -178,7 +175,19 @@ def validate_parallelism(value: Any, what: str) -> int | None:
                         hint="None, AUTOTUNE or a positive int")
 
 
-def resolve_parallelism(value: int, ctx: IteratorContext) -> int:
+class _Budget(Protocol):
+    def autotune_parallelism(self) -> int: ...
+
+
+class _WithBudget(Protocol):
+    """What :func:`resolve_parallelism` reads of an ``IteratorContext``: its options (this
+    module is below ``core.iterator`` and ``core.options``, which import it)."""
+
+    @property
+    def options(self) -> _Budget: ...
+
+
+def resolve_parallelism(value: int, ctx: _WithBudget) -> int:
     """Threads for a parallel stage: the given count, or the pipeline's budget for AUTOTUNE."""
     return ctx.options.autotune_parallelism() if value == AUTOTUNE else value
 

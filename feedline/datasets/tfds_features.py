@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from feedline.core.errors import InvalidArgumentError
+from feedline.datasets.tfds_metadata import MAX_METADATA_BYTES, read_json
 from feedline.formats.example import RaggedValues
 
 __all__ = [
@@ -276,8 +277,6 @@ class ClassLabel(Tensor):
         self.num_classes = len(self.names) if names is not None else num_classes
 
     def load_metadata(self, directory: str, name: str | None) -> None:
-        from feedline.datasets.tfds_info import MAX_METADATA_BYTES
-
         path = os.path.join(directory, f"{name}.labels.txt")
         if not os.path.isfile(path):
             return
@@ -599,8 +598,6 @@ def load_features(directory: str) -> FeaturesDict | Feature:
         >>> load_features(d)["label"].names
         ['no', 'yes']
     """
-    from feedline.datasets.tfds_info import read_json
-
     path = os.path.join(directory, "features.json")
     try:
         proto = read_json(path, missing=FeatureError)

@@ -18,6 +18,7 @@ from typing import Any
 
 from feedline.core.errors import FeedlineError, InvalidArgumentError
 from feedline.datasets.tfds_features import Feature, load_features
+from feedline.datasets.tfds_metadata import MAX_METADATA_BYTES, read_json
 
 __all__ = ["MAX_METADATA_BYTES", "MAX_SHARDS", "DatasetInfo", "DatasetNotFoundError", "SplitInfo",
            "default_data_dir", "find_dataset_dir", "list_datasets", "parse_name", "read_info",
@@ -41,9 +42,6 @@ _CONFIG_NAME = re.compile(r"^[\w\-.+]+$")
 _INT64_MAX = (1 << 63) - 1
 _MAX_NESTING = 32
 
-#: Largest ``dataset_info.json``/``features.json`` read (TFDS's are kilobytes; the cap keeps
-#: a damaged or hostile one from taking the memory of a JSON parse of any size).
-MAX_METADATA_BYTES = 64 << 20
 #: Most shards one split may list (TFDS's largest datasets have a few thousand).
 MAX_SHARDS = 100_000
 
@@ -51,55 +49,6 @@ MAX_SHARDS = 100_000
 class DatasetNotFoundError(FeedlineError, FileNotFoundError):
     """No prepared dataset (or config, version, split) by that name; the message lists
     what is there."""
-
-
-def read_json(path: str, missing: type[Exception] | None = None) -> Any:
-    """The decoded JSON of a metadata file, any problem a feedline error naming it.
-
-    Args:
-        path: The file.
-        missing: Raised (with a message naming the file) when it does not exist; default
-            :class:`InvalidArgumentError`.
-
-    Raises:
-        InvalidArgumentError: unreadable, larger than :data:`MAX_METADATA_BYTES`, not UTF-8
-            or not JSON (or nested deeper than Python's JSON parser goes).
-
-    Example:
-        >>> import json, os, tempfile
-        >>> path = os.path.join(tempfile.mkdtemp(), "x.json")
-        >>> with open(path, "w") as f:
-        ...     _ = f.write('{"a": [1]}')
-        >>> read_json(path)
-        {'a': [1]}
-    """
-    try:
-        # A FIFO or a device would block or never end: only a regular file is read.
-        if os.path.exists(path) and not os.path.isfile(path):
-            raise InvalidArgumentError(f"{path}: not a regular file", path=path)
-        size = os.path.getsize(path)
-        if size > MAX_METADATA_BYTES:
-            raise InvalidArgumentError(
-                f"{path}: {size} bytes, more than the {MAX_METADATA_BYTES} a TFDS metadata "
-                "file may have (feedline.datasets.tfds_info.MAX_METADATA_BYTES)", path=path)
-        with open(path, "rb") as f:
-            data = f.read(MAX_METADATA_BYTES + 1)
-    except FileNotFoundError:
-        raise (missing or InvalidArgumentError)(f"{path}: no such file") from None
-    except OSError as error:
-        raise InvalidArgumentError(f"{path}: cannot be read ({error.strerror or error})",
-                                   path=path) from None
-    try:
-        return json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as error:
-        raise InvalidArgumentError(f"{path}: not valid JSON (not UTF-8 at byte {error.start})",
-                                   path=path, offset=error.start) from None
-    except RecursionError:
-        raise InvalidArgumentError(f"{path}: not valid JSON for TFDS (nested too deeply)",
-                                   path=path) from None
-    except ValueError as error:
-        raise InvalidArgumentError(f"{path}: not valid JSON ({error})", path=path,
-                                   offset=getattr(error, "pos", None)) from None
 
 
 def _bad(path: str, field: str, message: str) -> InvalidArgumentError:

@@ -42,8 +42,10 @@ import dataclasses
 
 from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
+from feedline.core.input_context import InputContext
 from feedline.core.options import AutoShardPolicy
 from feedline.core.random_access import random_access_blocker
+from feedline.core.registry import operation
 from feedline.distribute.autoshard import (
     ShardPlan,
     _names,
@@ -52,9 +54,9 @@ from feedline.distribute.autoshard import (
     shard_pipeline,
 )
 from feedline.distribute.index_shard import IndexShardDataset
-from feedline.distribute.input_context import InputContext
 
 
+@operation("distribute")
 def distribute(dataset: Dataset, input_context: InputContext,
                policy: AutoShardPolicy | int | None = None) -> Dataset:
     """This input pipeline's share of ``dataset`` (see the module doc for the policies).

@@ -8,7 +8,10 @@
   interleave) runs on, and the :class:`~feedline.execution.read_ahead.SequentialReader`
   built on it;
 * :mod:`~feedline.execution.positions`: checkpoints of read-ahead stages as positions in
-  their input, never copies of the elements read ahead.
+  their input, never copies of the elements read ahead;
+* :mod:`~feedline.execution.map_knobs`, :mod:`~feedline.execution.stage_knobs` and
+  :mod:`~feedline.execution.buffer_tuning`: the setters and counters a tuned stage owns, which
+  the tuner (:mod:`feedline.autotune`, above) turns and reads.
 
 Transformations ask for these and never start threads themselves, so a process-based
 executor (:mod:`feedline.placement.process_executor`) can replace the thread one without

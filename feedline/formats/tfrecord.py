@@ -31,7 +31,6 @@ from typing import IO, Any, Self
 
 import numpy as np
 
-from feedline.core import checksum
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.errors import DataLossError
@@ -43,6 +42,7 @@ from feedline.core.validation import validate_optional_int
 from feedline.formats._file_reader import ChunkedReader, FileReaderDataset, RecordCursor
 from feedline.formats.compression_hint import file_compression_hint
 from feedline.formats.files import compression_name, open_file, path_name
+from feedline.formats.tfrecord_crc import masked_crc32c
 
 __all__ = ["TFRecordDataset", "TFRecordWriter", "masked_crc32c", "write_tfrecord"]
 
@@ -61,18 +61,6 @@ _AHEAD_BYTES = 1 << 20
 deque): a call on 50 kB images returns ~20 of them, not 256 (12 MB) ahead."""
 
 
-def _load_crc32c() -> Any:
-    # A C implementation is required: a pure-Python CRC would be ~1000x slower than reading.
-    if not checksum.IN_C:
-        raise ImportError(
-            "feedline needs a C implementation of CRC32C to read TFRecord files, but "
-            "google-crc32c was installed without its C extension and the 'crc32c' package "
-            "is missing; reinstall google-crc32c from a wheel or `pip install crc32c`")
-    return checksum.value
-
-
-_crc32c = _load_crc32c()
-_MASK_DELTA = 0xA282EAD8
 _HEADER = struct.Struct("<QI")  # length, masked CRC of the length
 _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
@@ -84,17 +72,6 @@ DEFAULT_BUFFER_SIZE = 1 << 20
 # No single read asks for more than this (a longer record is read on in parts), so a damaged
 # (huge) length never makes the reader allocate much more than the file actually holds.
 _MAX_READ = 1 << 24
-
-
-def masked_crc32c(data: bytes | bytearray) -> int:
-    """The masked CRC32C TFRecord stores after the length and after the data.
-
-    Example:
-        >>> hex(masked_crc32c(b"")), hex(masked_crc32c(bytearray()))
-        ('0xa282ead8', '0xa282ead8')
-    """
-    crc = _crc32c(bytes(data))  # google-crc32c takes read-only buffers only
-    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
 # ---------------------------------------------------------------------------------- reading
@@ -406,6 +383,7 @@ class TFRecordDataset(FileReaderDataset):
                 f"compression_type={self.compression_type!r}, num_parallel_reads="
                 f"{self.num_parallel_reads!r}, names from "
                 f"{'a list' if self.filenames is not None else 'a dataset'})")
+        # Imported on first use: only random access needs the index (and what it imports).
         from feedline.formats.tfrecord_index import TFRecordRandomReader
 
         return TFRecordRandomReader(self.filenames)

@@ -39,6 +39,8 @@ import numpy as np
 
 from feedline.core.errors import DataLossError
 from feedline.core.random_access import RandomAccessReader
+from feedline.formats.compression_hint import file_compression_hint
+from feedline.formats.tfrecord_crc import MASK_DELTA, crc32c, masked_crc32c
 
 INDEX_SUFFIX = ".flidx"
 _MAGIC = b"FLTFRIDX"
@@ -47,7 +49,6 @@ _PREAMBLE = struct.Struct("<8sIQQQ")  # magic, version, file size, mtime_ns, rec
 _FOOTER = struct.Struct("<I")  # CRC32C of everything before it
 _HEADER = struct.Struct("<QI")
 _HEADER_SIZE, _FOOTER_SIZE = 12, 4
-_MASK_DELTA = 0xA282EAD8
 
 try:  # the optional C fast path (setup.py); FEEDLINE_PURE_PYTHON=1 ignores a built one
     if os.environ.get("FEEDLINE_PURE_PYTHON", "") not in ("", "0"):
@@ -118,11 +119,9 @@ _MEMORY_LOCK = threading.Lock()
 
 
 def _encode(offsets: np.ndarray, size: int, mtime_ns: int) -> bytes:
-    from feedline.formats.tfrecord import _crc32c
-
     body = _PREAMBLE.pack(_MAGIC, _VERSION, size, mtime_ns, len(offsets) - 1) + \
         offsets.astype("<i8").tobytes()
-    return body + _FOOTER.pack(_crc32c(body))
+    return body + _FOOTER.pack(crc32c(body))
 
 
 def _decode(data: bytes, size: int, mtime_ns: int, path: str = "<data file>",
@@ -135,12 +134,10 @@ def _decode(data: bytes, size: int, mtime_ns: int, path: str = "<data file>",
             describe ``path``: they must start at 0, step by at least a record's framing
             (16 bytes) and end at the file's size.
     """
-    from feedline.formats.tfrecord import _crc32c
-
     if len(data) < _PREAMBLE.size + 8 + _FOOTER.size:
         return None
     body, (crc,) = data[:-_FOOTER.size], _FOOTER.unpack(data[-_FOOTER.size:])
-    if _crc32c(body) != crc:
+    if crc32c(body) != crc:
         return None
     magic, version, saved_size, saved_mtime, records = _PREAMBLE.unpack_from(body)
     if (magic != _MAGIC or version != _VERSION or saved_size != size
@@ -184,8 +181,6 @@ def scan_offsets(path: str, size: int) -> np.ndarray:
         >>> scan_offsets("memory://doc/ix.tfrecord", 35).tolist()
         [0, 18, 35]
     """
-    from feedline.formats.tfrecord import masked_crc32c
-
     offsets: list[int] = []
     with fsspec.open(path, "rb") as file:
         position, buffer, buffer_start = 0, b"", 0
@@ -219,8 +214,6 @@ def scan_offsets(path: str, size: int) -> np.ndarray:
 def _damaged(path: str, position: int, index: int, message: str) -> DataLossError:
     """The error for damage at ``position``; damage from the first byte says whether the file
     looks compressed (read without ``compression_type``)."""
-    from feedline.formats.compression_hint import file_compression_hint
-
     hint = file_compression_hint(path) if position == 0 else ""
     return DataLossError(f"{message}; {hint}" if hint else message, path=path, offset=position,
                          record_index=index)
@@ -391,8 +384,6 @@ class TFRecordRandomReader(RandomAccessReader):
         return self.get_many([index])[0]
 
     def get_many(self, indices: Sequence[int]) -> list[bytes]:
-        from feedline.formats.tfrecord import _crc32c
-
         positions = np.asarray(indices, dtype=np.int64)
         files = np.searchsorted(self._starts, positions, side="right") - 1
         at = positions + files
@@ -417,7 +408,7 @@ class TFRecordRandomReader(RandomAccessReader):
                 return records
             # From the record that does not check out, Python reads and names the damage.
             file_list, starts, ends = file_list[bad:], starts[bad:], ends[bad:]
-        append, unpack = records.append, _HEADER.unpack_from
+        append, unpack, crc_of = records.append, _HEADER.unpack_from, crc32c
         # One loop, checks inlined: this is the whole cost of a shuffled read.
         for file_index, start, end in zip(file_list, starts, ends):
             handle = handles[file_index]
@@ -432,12 +423,12 @@ class TFRecordRandomReader(RandomAccessReader):
                 raise self._damage(file_index, index - int(self._starts[file_index]), index,
                                    start, frame, end)
             length, length_crc = unpack(frame)
-            crc = _crc32c(frame[:8])
+            crc = crc_of(frame[:8])
             data = frame[_HEADER_SIZE:data_end]
-            data_crc = _crc32c(data)
+            data_crc = crc_of(data)
             if (length != data_end - _HEADER_SIZE
-                    or (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != length_crc
-                    or (((data_crc >> 15) | (data_crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+                    or (((crc >> 15) | (crc << 17)) + MASK_DELTA) & 0xFFFFFFFF != length_crc
+                    or (((data_crc >> 15) | (data_crc << 17)) + MASK_DELTA) & 0xFFFFFFFF
                     != int.from_bytes(frame[data_end:], "little")):
                 index = int(positions[len(records)])
                 raise self._damage(file_index, index - int(self._starts[file_index]), index,
@@ -448,8 +439,6 @@ class TFRecordRandomReader(RandomAccessReader):
     def _damage(self, file_index: int, local: int, index: int, start: int, frame: bytes,
                 end: int) -> DataLossError:
         """The error for a record whose frame does not check out."""
-        from feedline.formats.tfrecord import masked_crc32c
-
         path = self._paths[file_index]
         where = f"in {path} (record index {local}, element {index})"
         if len(frame) != end - start:

@@ -58,7 +58,6 @@ from feedline.image.cropping import (
     crop_to_bounding_box,
     pad_to_bounding_box,
     random_crop,
-    random_resized_crop,
     random_resized_crop_window,
     resize_with_crop_or_pad,
 )
@@ -74,7 +73,7 @@ from feedline.image.flips import (
     transpose,
 )
 from feedline.image.jpeg_quality import adjust_jpeg_quality, stateless_random_jpeg_quality
-from feedline.image.resize import METHODS, resize, resize_with_pad
+from feedline.image.resize import METHODS, random_resized_crop, resize, resize_with_pad
 from feedline.image.stateless import (
     stateless_random_brightness,
     stateless_random_contrast,

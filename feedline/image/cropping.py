@@ -1,6 +1,7 @@
 """Crops and pads: ``crop_to_bounding_box``, ``pad_to_bounding_box``, ``central_crop``,
-``resize_with_crop_or_pad``, ``random_crop``, ``random_resized_crop`` and the window it draws,
-``random_resized_crop_window``.
+``resize_with_crop_or_pad``, ``random_crop``, and ``random_resized_crop_window``, the window
+that :func:`~feedline.image.resize.random_resized_crop` draws (it resizes, so it lives there:
+this module resamples nothing).
 
 Crops return contiguous copies, not views: an element is a value, and a view would keep the
 whole decoded image alive in a batch or a shuffle buffer.
@@ -288,45 +289,3 @@ def _draw_window(height: int, width: int, scale: tuple[float, float],
         crop_width, crop_height = width, height
     crop_height, crop_width = max(min(crop_height, height), 1), max(min(crop_width, width), 1)
     return (height - crop_height) // 2, (width - crop_width) // 2, crop_height, crop_width
-
-
-def random_resized_crop(image: np.ndarray, size: Sequence[int],
-                        scale: tuple[float, float] = (0.08, 1.0),
-                        ratio: tuple[float, float] = (3 / 4, 4 / 3), method: str = "bilinear",
-                        antialias: bool = False, seed: Seed = None) -> np.ndarray:
-    """Inception-style crop: a random window (:func:`random_resized_crop_window`, torchvision's
-    ``RandomResizedCrop`` rule) resized to ``size`` with :func:`~feedline.image.resize`.
-
-    TensorFlow's ``sample_distorted_bounding_box`` draws windows differently (100 tries, area
-    and ratio both uniform); this follows torchvision's, the common recipe for ImageNet training.
-
-    Args:
-        image: ``[H, W, C]`` or ``[N, H, W, C]`` (each image of a batch draws its own window).
-        size: ``(height, width)`` of the result.
-        scale: The range of the window's area as a fraction of the image's.
-        ratio: The range of the window's width / height.
-        method: As :func:`~feedline.image.resize`.
-        antialias: As :func:`~feedline.image.resize`.
-        seed: As :func:`random_crop`.
-
-    Returns:
-        ``[height, width, C]`` float32 (the input dtype for ``method="nearest"``).
-
-    Example:
-        >>> image = np.random.default_rng(0).random((40, 60, 3), np.float32)
-        >>> random_resized_crop(image, (8, 8), seed=3).shape
-        (8, 8, 3)
-    """
-    from feedline.image.resize import resize
-
-    op = "random_resized_crop"
-    batch, single = as_images(image, op)
-    height, width = size_pair(size, op)
-    rng = generator_for(seed)
-    crops = []
-    for one in batch:
-        top, left, crop_height, crop_width = random_resized_crop_window(
-            one.shape, scale, ratio, rng)
-        crops.append(resize(one[top:top + crop_height, left:left + crop_width],
-                            (height, width), method=method, antialias=antialias))
-    return restore(np.stack(crops), single)

@@ -1,4 +1,6 @@
-"""``resize`` and ``resize_with_pad``: tf.image.resize's methods and pixel conventions.
+"""``resize``: tf.image.resize's methods and pixel conventions; and the ops that resize a window
+of the image, ``resize_with_pad`` (then pads) and ``random_resized_crop`` (a random crop,
+resized), over :mod:`feedline.image.cropping`'s crops and pads.
 
 Pixel centres are at half-integers (tf.image.resize's ``half_pixel_centers=True``); the result is
 float32 except for ``"nearest"``, which keeps the input's dtype, as in TensorFlow.
@@ -26,7 +28,9 @@ import numpy as np
 
 from feedline.core.errors import InvalidArgumentError
 from feedline.image import _native
+from feedline.image._random import Seed, generator_for
 from feedline.image._shape import as_images, restore, size_pair
+from feedline.image.cropping import pad_to_bounding_box, random_resized_crop_window
 
 METHODS = ("bilinear", "nearest", "area", "bicubic", "lanczos3", "lanczos5", "gaussian",
            "mitchellcubic")
@@ -231,8 +235,6 @@ def resize_with_pad(images: np.ndarray, target_height: int, target_width: int,
         >>> resize_with_pad(np.ones((2, 4, 1), np.float32), 4, 4)[..., 0].tolist()
         [[0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]]
     """
-    from feedline.image.cropping import pad_to_bounding_box
-
     op = "resize_with_pad"
     batch, single = as_images(images, op)
     target_height, target_width = size_pair((target_height, target_width), op)
@@ -249,3 +251,43 @@ def resize_with_pad(images: np.ndarray, target_height: int, target_width: int,
                      method=method, antialias=antialias)
     return restore(pad_to_bounding_box(resized, pad_height, pad_width, target_height,
                                        target_width), single)
+
+
+def random_resized_crop(image: np.ndarray, size: Sequence[int],
+                        scale: tuple[float, float] = (0.08, 1.0),
+                        ratio: tuple[float, float] = (3 / 4, 4 / 3), method: str = "bilinear",
+                        antialias: bool = False, seed: Seed = None) -> np.ndarray:
+    """Inception-style crop: a random window (:func:`random_resized_crop_window`, torchvision's
+    ``RandomResizedCrop`` rule) resized to ``size`` with :func:`resize`.
+
+    TensorFlow's ``sample_distorted_bounding_box`` draws windows differently (100 tries, area
+    and ratio both uniform); this follows torchvision's, the common recipe for ImageNet training.
+
+    Args:
+        image: ``[H, W, C]`` or ``[N, H, W, C]`` (each image of a batch draws its own window).
+        size: ``(height, width)`` of the result.
+        scale: The range of the window's area as a fraction of the image's.
+        ratio: The range of the window's width / height.
+        method: As :func:`resize`.
+        antialias: As :func:`resize`.
+        seed: As :func:`random_crop`.
+
+    Returns:
+        ``[height, width, C]`` float32 (the input dtype for ``method="nearest"``).
+
+    Example:
+        >>> image = np.random.default_rng(0).random((40, 60, 3), np.float32)
+        >>> random_resized_crop(image, (8, 8), seed=3).shape
+        (8, 8, 3)
+    """
+    op = "random_resized_crop"
+    batch, single = as_images(image, op)
+    height, width = size_pair(size, op)
+    rng = generator_for(seed)
+    crops = []
+    for one in batch:
+        top, left, crop_height, crop_width = random_resized_crop_window(
+            one.shape, scale, ratio, rng)
+        crops.append(resize(one[top:top + crop_height, left:left + crop_width],
+                            (height, width), method=method, antialias=antialias))
+    return restore(np.stack(crops), single)

@@ -78,6 +78,7 @@ from feedline.core.error_records import mark_fatal
 from feedline.core.errors import CheckpointError, InvalidArgumentError, WorkerProcessError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.options import Options
+from feedline.core.registry import operation
 from feedline.core.seed_epochs import EpochCounter, restored_epoch, start_epoch
 from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset
@@ -125,6 +126,7 @@ def autotune_workers_allowed(options: Options) -> int:
     return max(options.autotune_parallelism(), options.threading.max_parallelism or 0)
 
 
+@operation("multiprocess")
 class MultiprocessDataset(UnaryDataset):
     """The node of ``Dataset.multiprocess``."""
 

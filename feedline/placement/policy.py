@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from feedline.core.interpreter import FREE_THREADED_REASON, gil_disabled
+from feedline.execution.map_knobs import CallMeasurement, MeasuredDecision
 
 # ---------------------------------------------------------------- a map's calls
 MIN_BUSY = 0.4
@@ -77,6 +78,15 @@ consumer's thread, once the tuner has it at one worker. A hand-off to a worker t
 20-30 µs: for the tokenizer's 40 µs calls that is most of the work (inline ran 2.5x faster),
 while a 2 ms batch parse on one worker overlaps with the reading of its input (chess: 154k
 records/s inline, 205k on one worker thread)."""
+SERIAL_GIL_SHARE = 0.8
+"""Share of its calls' time holding the GIL (measured by the stage's executor choice) from
+which a stage of short calls (:func:`~feedline.autotune.stage.short_calls`) starts at one
+worker, inline: its calls run one at a time however many threads it has, and each hands off
+to a thread (the tokenizer: 2.5x faster inline). Longer calls keep the workers measured:
+their threads overlap the calls' GIL-free parts (NumPy) and the input's reads (chess, a 2 ms
+parse judged 100% serialized: one worker 194k records/s, two 310k), and the tuner's trials
+decide from there. Placement's inline rule and the tuner's start share it
+(:mod:`feedline.autotune.rules` names it too)."""
 
 # ---------------------------------------------------------------- a whole pipeline
 PIPELINE_MIN_GAIN = 1.5
@@ -396,7 +406,31 @@ def processes_cannot_pay(seconds_per_element: float, transport_per_element: floa
     return best is None or best < MAP_MIN_GAIN / per_element
 
 
-def runs_inline(decision: ExecutorDecision | None, holds_the_gil: bool) -> bool:
+def holds_the_gil(measured: CallMeasurement) -> bool:
+    """Whether calls measured so hold the GIL at least :data:`SERIAL_GIL_SHARE` of their
+    time (the GIL share of their CPU time, times their share of time on a CPU alone): they
+    run one at a time however many threads run them. Once the tuner has such a stage at
+    one worker (from the measurement, or trimmed there), a tuned ``map`` calls its function
+    inline on its consumer's thread: one worker thread would only add a hand-off per task
+    (issue 25: the tokenizer, 40 µs of Python a line, ran 2.5x slower on AUTOTUNE's
+    threads than inline). Should the tuner set it more workers again (the measurement
+    misled: one worker was slower than the threads measured), the map goes back to its
+    threads.
+
+    Example:
+        >>> holds_the_gil(CallMeasurement(gil_share=0.95, busy_together=0.5,
+        ...                               concurrency=2.0, busy_alone=1.0))
+        True
+        >>> holds_the_gil(CallMeasurement(gil_share=0.95, busy_together=0.5,
+        ...                               concurrency=2.0, busy_alone=0.1))
+        False
+    """
+    # Without a GIL (a free-threaded interpreter) calls that looked serialized were slowed
+    # by something threads share (the machine, memory): more threads may still help.
+    return measured.gil_share * measured.busy_alone >= SERIAL_GIL_SHARE and not gil_disabled()
+
+
+def runs_inline(decision: MeasuredDecision | None, holds_the_gil: bool) -> bool:
     """Whether a map at one worker calls its function on its consumer's thread: its calls
     hold the GIL (``holds_the_gil``, the tuner's reading of the same measurement) and are
     short enough (:data:`INLINE_MAX_CALL_SECONDS`) that a hand-off to a worker thread costs

@@ -26,13 +26,13 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from feedline.autotune.map_knobs import MapKnobs
-from feedline.autotune.stage import CallMeasurement, holds_the_gil
-from feedline.autotune.stage_knobs import thread_bounds
 from feedline.core.constants import AUTOTUNE
 from feedline.core.iterator import IteratorContext
 from feedline.core.validation import resolve_parallelism
 from feedline.execution.executor import Executor, make_executor
+from feedline.execution.map_knobs import CallMeasurement, MapKnobs, MeasuredDecision
+from feedline.execution.map_runner import MAX_FILL_SECONDS
+from feedline.execution.stage_knobs import MAX_THREADS, OVERSUBSCRIPTION, thread_bounds
 from feedline.execution.window import PositionedWindow
 from feedline.placement import process_executor  # noqa: F401 - registers kind "process"
 from feedline.placement.chunks import ChunkRunner, unpack_outcomes
@@ -40,23 +40,10 @@ from feedline.placement.map_executor import ExecutorChoice, Probe
 from feedline.placement.policy import (
     PROCESS_TARGET_TASK_SECONDS,
     ExecutorDecision,
+    holds_the_gil,
     runs_inline,
     thread_task_seconds,
 )
-
-OVERSUBSCRIPTION = 2
-"""Threads per CPU a tuned threaded ``map`` whose calls compute may grow to when
-``Options.autotune.cpu_budget`` and ``ThreadingOptions.max_parallelism`` are unset: its
-function may hold the GIL part of the time, leaving its cores idle meanwhile. The tuner
-keeps a thread only when the stage measures faster with it (images on 2 cores: 3-4 threads
-beat 2). Calls that wait may have more (:data:`MAX_THREADS`)."""
-
-MAX_THREADS = 256
-"""Most threads a tuned threaded ``map`` may have, whatever its calls wait for (unless
-``ThreadingOptions.max_parallelism`` sets another bound): the tuner gives calls that wait
-(files, the network, a sleep) threads past the CPU count while the stage measures faster
-with them (:mod:`feedline.autotune.tuner`), and each thread costs its stack and a share of
-the GIL's hand-offs (a 4 ms sleep on 2 cores: 64 threads ran 58x faster than one)."""
 
 TARGET_TASK_SECONDS = {"thread": 0.0005, "process": PROCESS_TARGET_TASK_SECONDS}
 """How long one task should run: long enough that hand-off costs are small beside it (on
@@ -70,15 +57,6 @@ MAX_PROCESS_CHUNK = 1024
 of the collector, which chunks of :data:`MAX_CHUNK` left large beside calls of a few
 microseconds (the identity on 2 processes: 29,000 elements/s with 64 a task, 46,000 with
 1024); the chunk stays within :data:`TARGET_TASK_SECONDS` of work."""
-
-MAX_FILL_SECONDS = 0.001
-"""Longest a task's chunk for worker processes waits for its input: past it (or when the
-input's measured time per element says it would be), the elements pulled go out as they
-are. A chunk is sized from the function's time per call, for its work to outweigh its
-hand-off; an input that gives elements slowly (a remote read, a generator, a stage upstream
-that is behind) must not hold back the elements it gave already, nor leave the workers idle
-while the consumer waits for more: with a slow input, chunks shrink to one element. Only
-where chunks end changes: elements, errors and positions are the same."""
 
 
 class ChunkSizer:
@@ -383,7 +361,7 @@ class MapRunner:
             self.choice.reset()
 
     @property
-    def decision(self) -> ExecutorDecision | None:
+    def decision(self) -> MeasuredDecision | None:
         """The automatic choice and its measurement (``None``: measuring, or not chosen)."""
         return self.knobs.executor_decision
 

@@ -34,6 +34,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError, DataLossError
 from feedline.core.fingerprint import DeclaredTypes, PipelineFingerprint, declared_types
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.runner import run
 from feedline.core.traits import SOURCE
 from feedline.execution.executor import make_executor
@@ -101,6 +102,7 @@ def write_store(dataset: Dataset, path: str, compression: str,
             bar.close()
 
 
+@operation("save")
 def save(dataset: Dataset, path: str, compression: str | None = None,
          shard_func: Callable[[Any], Any] | None = None,
          checkpoint_args: dict[str, Any] | None = None) -> None:
@@ -234,6 +236,7 @@ def discard(path: str, name: str) -> None:
     remove(join(path, name))
 
 
+@operation("load")
 def load(path: str, element_spec: Any = None, compression: str | None = None,
          reader_func: Callable[[list[Dataset]], Dataset] | None = None) -> Dataset:
     """The dataset :func:`save` wrote at ``path`` (``tf.data.Dataset.load``).

@@ -9,6 +9,7 @@ import numpy as np
 from feedline.core.constants import INFINITE
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.structure import TensorSpec
 from feedline.core.traits import IN_MEMORY_SOURCE
 
@@ -31,6 +32,7 @@ def _number(value: Any, dtype: np.dtype, what: str) -> Any:
     return dtype.type(value)
 
 
+@operation("counter")
 class CounterDataset(Dataset):
     """The node of ``Dataset.counter(start, step, dtype)``: ``start``, ``start + step``, ...
 

@@ -9,6 +9,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import StructureError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import RandomAccessReader
+from feedline.core.registry import operation
 from feedline.core.structure import (
     Element,
     describe,
@@ -56,6 +57,7 @@ def list_elements(elements: list[Any]) -> tuple[list[Element], Element]:
     return items, spec
 
 
+@operation("from_list")
 class ListDataset(Dataset):
     """The node of ``Dataset.from_list``: the items of a list, in order, with random access.
 

@@ -13,6 +13,7 @@ from feedline.core.element_dtypes import DtypeGuard
 from feedline.core.errors import CheckpointError, StructureError
 from feedline.core.functions import annotate_error, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.structure import (
     Element,
     TensorSpec,
@@ -220,6 +221,7 @@ def _convert_arg(arg: Any) -> Any:
     return arg
 
 
+@operation("from_generator")
 class GeneratorDataset(Dataset):
     """The node of ``Dataset.from_generator(generator, output_signature, args, restorable)``.
 

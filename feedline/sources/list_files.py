@@ -10,6 +10,7 @@ from fsspec.core import url_to_fs
 
 from feedline.core.dataset import Dataset
 from feedline.core.errors import InvalidArgumentError
+from feedline.core.registry import operation
 from feedline.sources.tensor_slices import TensorSlicesDataset
 from feedline.transforms.shuffle import ShuffleDataset
 
@@ -86,6 +87,7 @@ def _patterns(file_pattern: str | os.PathLike[str] | bytes | Sequence[str]) -> l
     return patterns
 
 
+@operation("list_files")
 def list_files(file_pattern: str | os.PathLike[str] | bytes | Sequence[str],
                shuffle: bool | None = None, seed: int | None = None,
                name: str | None = None) -> Dataset:

@@ -15,6 +15,7 @@ from feedline.core.constants import INFINITE
 from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.seed_epochs import EpochCounter, restored_epoch, start_epoch
 from feedline.core.seeds import (
     fallback_seed,
@@ -33,6 +34,7 @@ _OPTIONS_TAG = 0x4A4D
 _EPOCH_TAG = 0xE90C  # separates the epoch from the seed words it is appended to
 
 
+@operation("random")
 class RandomDataset(Dataset):
     """The node of ``Dataset.random``: infinite int64 scalars, uniform over the int64 range.
 

@@ -10,11 +10,13 @@ import numpy as np
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import RandomAccessReader
+from feedline.core.registry import operation
 from feedline.core.structure import TensorSpec
 from feedline.core.traits import IN_MEMORY_SOURCE
 from feedline.core.validation import as_int
 
 
+@operation("range")
 class RangeDataset(Dataset):
     """The node of ``Dataset.range(start, stop, step)``; elements are int64 scalars by default."""
 

@@ -17,6 +17,7 @@ from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.seed_epochs import EpochCounter, restored_epoch, start_epoch
 from feedline.core.seeds import (
     fallback_seed,
@@ -168,6 +169,7 @@ class _SelectIterator(DatasetIterator):
         self._sync_inputs()
 
 
+@operation("sample_from_datasets")
 class SampleFromDatasetsDataset(Dataset):
     """The node of ``Dataset.sample_from_datasets(datasets, weights, seed, stop_on_empty_dataset)``.
 
@@ -355,6 +357,7 @@ class SampleIterator(_SelectIterator):
             self._epoch = restored_epoch(self._node, self._node._epochs, self._ctx, epoch)
 
 
+@operation("choose_from_datasets")
 class ChooseFromDatasetsDataset(Dataset):
     """The node of ``Dataset.choose_from_datasets(datasets, choice_dataset, stop_on_empty)``.
 

@@ -11,6 +11,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import StructureError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import RandomAccessReader
+from feedline.core.registry import operation
 from feedline.core.structure import (
     Element,
     RaggedListError,
@@ -78,6 +79,7 @@ def _rows(leaf: Any, rows: np.ndarray) -> Any:
         return [_row(leaf, int(i)) for i in rows]
     return leaf[rows]
 
+@operation("from_tensor_slices")
 class TensorSlicesDataset(Dataset):
     """The node of ``Dataset.from_tensor_slices``."""
 

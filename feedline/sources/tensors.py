@@ -6,6 +6,7 @@ from typing import Any
 
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.structure import (
     Element,
     detached,
@@ -50,6 +51,7 @@ def _fresh(element: Element) -> Element:
         element)
 
 
+@operation("from_tensors")
 class TensorsDataset(Dataset):
     """The node of ``Dataset.from_tensors``: its one element is the structure, leaves as arrays.
 

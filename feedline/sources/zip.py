@@ -8,6 +8,7 @@ from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.structure import Element, flatten_with_paths, pack_as
 from feedline.core.traits import POSITIONAL
 
@@ -34,6 +35,7 @@ def zip_cardinality(cardinalities: list[int]) -> int:
     return min(finite) if finite else INFINITE
 
 
+@operation("zip")
 class ZipDataset(Dataset):
     """The node of ``Dataset.zip``: ``structure`` is a tuple/dict/namedtuple nest of datasets.
 

@@ -8,6 +8,7 @@ from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import InvalidArgumentError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.traits import ONE_TO_ONE
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_int
@@ -21,6 +22,7 @@ def _expected(n: int) -> str:
     return "an infinite number of elements" if n == INFINITE else _elements(n)
 
 
+@operation("assert_cardinality")
 class AssertCardinalityDataset(UnaryDataset):
     """The node of ``Dataset.assert_cardinality`` (tf.data's
     ``tf.data.experimental.assert_cardinality``): reports ``expected_cardinality`` and checks

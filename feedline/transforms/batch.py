@@ -8,13 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from feedline.autotune.stage_knobs import ThreadStageKnobs, thread_bounds
 from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import StructureError
 from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State, chunk_reader
 from feedline.core.random_access import DerivedReader, RandomAccessReader
+from feedline.core.registry import operation
 from feedline.core.structure import (
     Element,
     batched_spec,
@@ -29,6 +29,7 @@ from feedline.core.validation import resolve_parallelism, validate_int, validate
 from feedline.execution.executor import make_executor
 from feedline.execution.positions import PositionReader, initial_position, replay_from
 from feedline.execution.read_ahead import ReadAhead
+from feedline.execution.stage_knobs import ThreadStageKnobs, thread_bounds
 from feedline.execution.window import PositionedWindow
 from feedline.formats.example.sparse import SparseValues
 
@@ -150,6 +151,7 @@ def validate_batch_size(batch_size: Any, what: str = "batch(batch_size)") -> int
     return validate_int(batch_size, what, minimum=1, hint="a positive int")
 
 
+@operation("batch")
 class BatchDataset(Dataset):
     """The node of ``Dataset.batch``."""
 
@@ -324,8 +326,8 @@ class ParallelBatchIterator(DatasetIterator):
     With ``tune`` (``num_parallel_calls=AUTOTUNE`` and a pipeline tuner) the pipeline's
     tuner (:mod:`feedline.autotune.tuner`) sets how many of its threads stack at once, and
     the window follows (one batch per worker), through the stage's :attr:`knobs`
-    (:class:`~feedline.autotune.stage_knobs.ThreadStageKnobs`), between one and its CPU
-    workers (:func:`~feedline.autotune.stage_knobs.thread_bounds`: stacking computes). The
+    (:class:`~feedline.execution.stage_knobs.ThreadStageKnobs`), between one and its CPU
+    workers (:func:`~feedline.execution.stage_knobs.thread_bounds`: stacking computes). The
     stage counts its stacking tasks' wall and CPU time, the time it pulls its input, and
     the ``next()`` calls that waited. Batches, their order, errors and checkpoints do not
     depend on the setting. ``stage_key`` identifies the stage across its iterators (its

@@ -26,6 +26,7 @@ import numpy as np
 from feedline.core.dataset import Dataset
 from feedline.core.functions import bind_free_variables, call_with_element, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext
+from feedline.core.registry import operation
 from feedline.core.structure import Element, TensorSpec, batched_spec, flatten, pack_as, spec_of
 from feedline.core.traits import INDEPENDENT
 from feedline.core.unary import UnaryDataset, require_callable
@@ -42,6 +43,7 @@ from feedline.transforms.window import ElementListDataset
 _INT32_MIN, _INT32_MAX = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
 
 
+@operation("bucket_by_sequence_length")
 class BucketBySequenceLengthDataset(UnaryDataset):
     """The node of ``Dataset.bucket_by_sequence_length``.
 

@@ -40,6 +40,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError, DataLossError
 from feedline.core.fingerprint import DeclaredTypes, PipelineFingerprint, declared_types
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.structure import Element, detached
 from feedline.core.traits import POSITIONAL, OperationTraits
 from feedline.core.unary import UnaryDataset
@@ -325,6 +326,7 @@ class _FileStore:
 
 
 # ----------------------------------------------------------------------------- the dataset
+@operation("cache")
 class CacheDataset(UnaryDataset):
     """The node of ``Dataset.cache``.
 

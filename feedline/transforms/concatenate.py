@@ -12,6 +12,7 @@ from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError, StructureError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.structure import (
     Element,
     TensorSpec,
@@ -53,6 +54,7 @@ def common_spec(first: Element, second: Element, what: str) -> Element | None:
     return pack_as(first, leaves)
 
 
+@operation("concatenate")
 class ConcatenateDataset(Dataset):
     """The node of ``first.concatenate(second)``: the elements of its inputs, one after the other.
 

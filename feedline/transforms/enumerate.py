@@ -8,12 +8,14 @@ import numpy as np
 
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.structure import Element, TensorSpec
 from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import as_int
 
 
+@operation("enumerate")
 class EnumerateDataset(UnaryDataset):
     """The node of ``Dataset.enumerate``: ``(np.int64 index, element)`` pairs.
 

@@ -11,6 +11,7 @@ from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, bind_free_variables, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.traits import INDEPENDENT
 from feedline.core.unary import UnaryDataset, UnaryIterator, require_callable
 
@@ -45,6 +46,7 @@ def predicate_result(value: Any, stage: str, index: int) -> bool:
 _TRUE, _FALSE = np.True_, np.False_
 
 
+@operation("filter")
 class FilterDataset(UnaryDataset):
     """The node of ``Dataset.filter``.
 

@@ -16,6 +16,7 @@ from feedline.core.functions import (
     function_name,
 )
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.runner import run
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element, is_datasets_array
@@ -81,6 +82,7 @@ def note_inner_error(error: BaseException, stage: str, index: int) -> BaseExcept
     return error
 
 
+@operation("flat_map")
 class FlatMapDataset(UnaryDataset):
     """The node of ``Dataset.flat_map``.
 

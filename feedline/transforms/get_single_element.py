@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from feedline.core.dataset import Dataset
 from feedline.core.errors import InvalidArgumentError
+from feedline.core.registry import operation
 from feedline.core.runner import run
 from feedline.core.structure import Element
 
 
+@operation("get_single_element")
 def get_single_element(dataset: Dataset, name: str | None = None) -> Element:
     """The only element of ``dataset`` (tf.data's ``Dataset.get_single_element``).
 

@@ -38,6 +38,7 @@ from feedline.core.random_access import (
     RandomAccessReader,
     require_random_access,
 )
+from feedline.core.registry import operation
 from feedline.core.seed_epochs import EpochCounter, restored_epoch, start_epoch
 from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset
@@ -111,6 +112,7 @@ class IndexShuffle:
         return y.astype(np.int64)
 
 
+@operation("global_shuffle")
 class GlobalShuffleDataset(UnaryDataset):
     """The node of ``Dataset.global_shuffle``.
 

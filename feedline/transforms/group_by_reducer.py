@@ -18,6 +18,7 @@ from feedline.core.functions import (
     function_name,
 )
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element, spec_of
 from feedline.core.traits import INDEPENDENT
@@ -54,6 +55,7 @@ class Reducer:
             require_callable(getattr(self, argument), "Reducer()", argument)
 
 
+@operation("group_by_reducer")
 class GroupByReducerDataset(UnaryDataset):
     """The node of ``Dataset.group_by_reducer(key_func, reducer)``.
 

@@ -25,6 +25,7 @@ from feedline.core.functions import (
     function_name,
 )
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element
 from feedline.core.traits import INDEPENDENT
@@ -84,6 +85,7 @@ def group_cardinality(input_cardinality: int) -> int:
     return INFINITE if input_cardinality == INFINITE else UNKNOWN
 
 
+@operation("group_by_window")
 class GroupByWindowDataset(UnaryDataset):
     """The node of ``Dataset.group_by_window(key_func, reduce_func, window_size,
     window_size_func)``.

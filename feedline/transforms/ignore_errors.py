@@ -11,21 +11,21 @@ process is that element's error (see :mod:`feedline.placement.process_executor` 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.error_records import is_fatal
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
+from feedline.core.runner import RunningPipeline
 from feedline.core.traits import INDEPENDENT
 from feedline.core.unary import UnaryDataset, UnaryIterator
-
-if TYPE_CHECKING:
-    from feedline.pipeline import PipelineIterator
 
 logger = logging.getLogger(__name__)
 
 
+@operation("ignore_errors")
 class IgnoreErrorsDataset(UnaryDataset):
     """The node of ``Dataset.ignore_errors``.
 
@@ -102,7 +102,7 @@ class IgnoreErrorsIterator(UnaryIterator):
         self.errors_ignored = state["errors_ignored"]
 
 
-def errors_ignored(iterator: PipelineIterator | DatasetIterator) -> int:
+def errors_ignored(iterator: RunningPipeline | DatasetIterator) -> int:
     """How many elements every ``ignore_errors`` stage of a running pipeline has dropped.
 
     Example:

@@ -31,6 +31,7 @@ from feedline.core.constants import AUTOTUNE, INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error, bind_free_variables, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext
+from feedline.core.registry import operation
 from feedline.core.traits import READER_OF_NAMES
 from feedline.core.validation import (
     resolve_parallelism,
@@ -88,6 +89,7 @@ def _open_inner(map_func: Callable[..., Any], ctx: IteratorContext, stage: str, 
         raise annotate_error(error, stage, index)
 
 
+@operation("interleave")
 class InterleaveDataset(Dataset):
     """The node of ``Dataset.interleave``.
 

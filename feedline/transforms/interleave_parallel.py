@@ -12,7 +12,6 @@ import threading
 import time
 from typing import Any
 
-from feedline.autotune.stage_knobs import ThreadStageKnobs, TimedExecutor, thread_bounds
 from feedline.core.error_records import restore_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State, chunk_reader
 from feedline.core.state_codec import decode
@@ -25,6 +24,7 @@ from feedline.execution.read_ahead import (
     StopSignal,
     wait_any,
 )
+from feedline.execution.stage_knobs import ThreadStageKnobs, TimedExecutor, thread_bounds
 from feedline.transforms.flat_map import note_inner_error
 from feedline.transforms.interleave_cycle import (
     InputError,
@@ -135,11 +135,11 @@ class ParallelInterleaveIterator(InterleaveBase):
 
     With ``tune`` (``num_parallel_calls=AUTOTUNE`` and a pipeline tuner) the pipeline's
     tuner (:mod:`feedline.autotune.tuner`) sets how many reads run at once, through the
-    stage's :attr:`knobs` (:class:`~feedline.autotune.stage_knobs.ThreadStageKnobs`, whose
+    stage's :attr:`knobs` (:class:`~feedline.execution.stage_knobs.ThreadStageKnobs`, whose
     gate the pool's threads pass), from one up to the open datasets
     (``cycle_length * (1 + PREFETCH_INPUT_FACTOR)``: each reads on its strand, one read at a
     time, so more threads would idle), within the CPU, thread and RAM bounds of
-    :func:`~feedline.autotune.stage_knobs.thread_bounds` (reads may wait for files, so
+    :func:`~feedline.execution.stage_knobs.thread_bounds` (reads may wait for files, so
     past the cores). The stage counts its reading tasks' wall and CPU time, the elements it
     hands out, the ``next()`` calls that found nothing read, and the time it pulls input
     elements and opens their datasets. The order, errors and checkpoints do not depend on

@@ -12,33 +12,24 @@ from feedline.core.element_dtypes import DtypeGuard
 from feedline.core.functions import annotate_error, bind_free_variables, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import DerivedReader, RandomAccessReader
+from feedline.core.registry import operation
 from feedline.core.structure import normalize_output
 from feedline.core.traits import ONE_TO_ONE
 from feedline.core.validation import validate_parallelism
 from feedline.execution.calls import Unsplit, caller_of
+from feedline.execution.map_runner import MAX_FILL_SECONDS, MapCallRunner, map_runner
 from feedline.execution.positions import PositionReader, initial_position, replay_from
 from feedline.execution.read_ahead import ReadAhead
 from feedline.execution.window import PositionedWindow
-from feedline.placement.runner import (
-    MAX_CHUNK,
-    MAX_FILL_SECONDS,
-    MAX_PROCESS_CHUNK,
-    MAX_THREADS,
-    OVERSUBSCRIPTION,
-    TARGET_TASK_SECONDS,
-    MapRunner,
-    kept_pool,
-    map_runner,
-)
 
 if TYPE_CHECKING:
-    from feedline.autotune.map_knobs import MapKnobs
-    from feedline.placement.policy import ExecutorDecision
+    from feedline.execution.map_knobs import MapKnobs, MeasuredDecision
 
-# Their names before they moved to ``placement`` (a rewrite and tests import them from here).
-_Unsplit, _kept_pool = Unsplit, kept_pool
+# Its name before it moved to ``execution`` (a rewrite imports it from here).
+_Unsplit = Unsplit
 
 
+@operation("map")
 class MapDataset(Dataset):
     """The node of ``Dataset.map``."""
 
@@ -212,7 +203,7 @@ class ParallelMapIterator(DatasetIterator):
     STATE_VERSION = 2
 
     def __init__(self, ctx: IteratorContext, upstream: DatasetIterator,
-                 map_func: Callable[..., Any], name: str, runner: MapRunner,
+                 map_func: Callable[..., Any], name: str, runner: MapCallRunner,
                  deterministic: bool) -> None:
         super().__init__(ctx, [upstream])
         self._upstream = upstream
@@ -250,7 +241,7 @@ class ParallelMapIterator(DatasetIterator):
 
     @property
     def knobs(self) -> MapKnobs:
-        """What the tuner sets and reads of this stage (:mod:`feedline.autotune.map_knobs`)."""
+        """What the tuner sets and reads of this stage (:mod:`feedline.execution.map_knobs`)."""
         return self._runner.knobs
 
     @property
@@ -264,7 +255,7 @@ class ParallelMapIterator(DatasetIterator):
         return self._runner.kind
 
     @property
-    def executor_decision(self) -> ExecutorDecision | None:
+    def executor_decision(self) -> MeasuredDecision | None:
         """The automatic choice and its measurement (``None`` while measuring, or when the
         stage's executor was not chosen automatically)."""
         return self._runner.decision
@@ -523,6 +514,4 @@ def _describe_chunk(tag: Any) -> str:
     return f"input element {first}"
 
 
-__all__ = ["MAX_CHUNK", "MAX_PROCESS_CHUNK", "MAX_THREADS", "OVERSUBSCRIPTION",
-           "TARGET_TASK_SECONDS", "MapDataset", "MapIterator", "MapReader",
-           "ParallelMapIterator"]
+__all__ = ["MapDataset", "MapIterator", "MapReader", "ParallelMapIterator"]

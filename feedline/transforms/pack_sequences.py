@@ -19,6 +19,7 @@ from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import InvalidArgumentError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element, TensorSpec
 from feedline.core.traits import POSITIONAL
@@ -108,6 +109,7 @@ def held_rows(state: State, padding_value: int | float = 0) -> list[Any]:
     return rows + list(state["ready"])
 
 
+@operation("pack_sequences")
 class PackSequencesDataset(UnaryDataset):
     """The node of ``Dataset.pack_sequences``.
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from feedline.core.dataset import Dataset
+from feedline.core.registry import operation
 from feedline.core.structure import NoneTensorSpec, TensorSpec, flatten_with_paths, pack_as
 from feedline.core.validation import validate_int
 
@@ -40,6 +41,7 @@ def filler_element(spec: Mapping[str, Any], mask_key: str) -> dict[str, Any]:
     return element
 
 
+@operation("pad_to_cardinality")
 def pad_to_cardinality(dataset: Dataset, cardinality: int, mask_key: str = "valid",
                        name: str | None = None) -> Dataset:
     """``dataset``'s elements with ``mask_key`` True, then padding elements (zeros, with

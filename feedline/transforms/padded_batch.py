@@ -11,6 +11,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import DataLossError, StructureError
 from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.structure import (
     DatasetSpec,
     Element,
@@ -307,6 +308,7 @@ def pad_leaf(values: list[Any], leaf: _LeafPlan, first_index: int) -> np.ndarray
     return out
 
 
+@operation("padded_batch")
 class PaddedBatchDataset(UnaryDataset):
     """The node of ``Dataset.padded_batch``.
 

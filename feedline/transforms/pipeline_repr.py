@@ -10,6 +10,7 @@ import numpy as np
 
 from feedline.core.dataset import Dataset
 from feedline.core.functions import function_name
+from feedline.core.registry import operation
 
 # Node classes whose operation is not their class name in snake case (the method or source
 # a user calls).
@@ -129,6 +130,7 @@ def describe_pipeline(dataset: Dataset) -> str:
     return f"{operation}({', '.join(arguments)})"
 
 
+@operation("__repr__")
 def pipeline_repr(dataset: Dataset) -> str:
     """``repr(dataset)``: ``<feedline.Dataset ...pipeline...>``, cut at 2000 characters.
 

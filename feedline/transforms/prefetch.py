@@ -5,19 +5,21 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from feedline.autotune.buffer import BufferTuning
 from feedline.core.constants import AUTOTUNE
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.options import AUTOTUNE_FIXED_BUFFER
 from feedline.core.random_access import RandomAccessReader
+from feedline.core.registry import operation
 from feedline.core.structure import Element
 from feedline.core.traits import ONE_TO_ONE
 from feedline.core.validation import validate_int
+from feedline.execution.buffer_tuning import BufferTuning
 from feedline.execution.executor import make_executor
 from feedline.execution.read_ahead import SequentialReader
 
 
+@operation("prefetch")
 class PrefetchDataset(Dataset):
     """The node of ``Dataset.prefetch``: ``buffer_size`` ``AUTOTUNE`` or ``None`` (tf.data's
     meaning: ``AUTOTUNE``) is tuned, 0 reads nothing ahead.
@@ -63,7 +65,7 @@ class PrefetchIterator(DatasetIterator):
     """Reads its input ahead on one daemon thread, started by the first ``next()``.
 
     ``AUTOTUNE`` sizes the buffer by the tuner's rule for buffers
-    (:class:`feedline.autotune.buffer.BufferTuning`): it grows when the consumer drains it
+    (:class:`feedline.execution.buffer_tuning.BufferTuning`): it grows when the consumer drains it
     and the input keeps up on average, within the RAM budget, and the size reached carries
     over to the stage's next iterator in the same pipeline run (``stage_key``: each epoch
     of a ``repeat`` builds one). Errors of the input are read ahead in their places and

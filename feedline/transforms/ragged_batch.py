@@ -29,6 +29,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import StructureError
 from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.structure import (
     Element,
     NoneTensorSpec,
@@ -176,6 +177,7 @@ class ShapesSeen:
         self.shapes = {int(leaf): tuple(int(d) for d in shape) for leaf, shape in shapes}
 
 
+@operation("ragged_batch")
 class RaggedBatchDataset(UnaryDataset):
     """The node of ``Dataset.ragged_batch(batch_size, drop_remainder)``.
 

@@ -11,6 +11,7 @@ from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.errors import StructureError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import (
     Element,
@@ -81,6 +82,7 @@ def _rows(leaf: np.ndarray | None, start: int, stop: int) -> np.ndarray | None:
     return None if leaf is None else leaf[start:stop]
 
 
+@operation("rebatch")
 class RebatchDataset(UnaryDataset):
     """The node of ``Dataset.rebatch``: ``unbatch().batch(n)`` in one copy, where ``n`` cycles
     through ``batch_size`` when it is a list (tf.data's ``rebatch``).

@@ -9,6 +9,7 @@ import numpy as np
 
 from feedline.core.dataset import Dataset
 from feedline.core.functions import annotate_error
+from feedline.core.registry import operation
 from feedline.core.runner import run
 from feedline.core.structure import (
     DatasetSpec,
@@ -56,6 +57,7 @@ def check_new_state(initial_spec: Element, state: Element, index: int,
             f"Expected {expected} but got {got} {where}.")
 
 
+@operation("reduce")
 def reduce_dataset(dataset: Dataset, initial_state: Element,
                    reduce_func: Callable[[Any, Any], Any]) -> Element:
     """Fold every element of ``dataset`` into a state: ``state = reduce_func(state, element)``.

@@ -36,6 +36,7 @@ from feedline.core.functions import (
     function_name,
 )
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.seeds import (
     fallback_seed,
     make_rng,
@@ -168,6 +169,7 @@ class _Weights:
         return np.array([low, 1.0 - low])
 
 
+@operation("rejection_resample")
 class RejectionResampleDataset(UnaryDataset):
     """The node of ``Dataset.rejection_resample(class_func, target_dist, initial_dist, seed)``.
 

@@ -17,11 +17,13 @@ from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import DerivedReader, RandomAccessReader, reads_vary_by_epoch
+from feedline.core.registry import operation
 from feedline.core.traits import INDEPENDENT
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_count
 
 
+@operation("repeat")
 class RepeatDataset(UnaryDataset):
     """The node of ``Dataset.repeat``; ``count`` None or negative repeats forever (as tf.data,
     stored as -1), 0 gives nothing.

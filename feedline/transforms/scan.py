@@ -11,6 +11,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.element_dtypes import DtypeGuard
 from feedline.core.functions import annotate_error, bind_free_variables, function_name
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import (
     Element,
@@ -58,6 +59,7 @@ def _kind_name(kind: Any) -> str:
     return kind.name if kind != np.dtype(object) else "bytes (object)"
 
 
+@operation("scan")
 class ScanDataset(UnaryDataset):
     """The node of ``Dataset.scan``: ``scan_func(state, element) -> (new_state, output)``.
 

@@ -17,11 +17,13 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import RandomAccessReader, StrideReader
+from feedline.core.registry import operation
 from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import as_int
 
 
+@operation("shard")
 class ShardDataset(UnaryDataset):
     """The node of ``Dataset.shard``: keeps the elements at positions ``index``,
     ``index + num_shards``, ``index + 2 * num_shards``, ... of the input.

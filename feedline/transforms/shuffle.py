@@ -33,6 +33,7 @@ import numpy as np
 
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State, chunk_reader
+from feedline.core.registry import operation
 from feedline.core.seed_epochs import EpochCounter, restored_epoch, start_epoch
 from feedline.core.seeds import pcg64_state_to_json, rng_from_json
 from feedline.core.state_codec import decode, encode
@@ -66,6 +67,7 @@ def _graph_size(dataset: Dataset) -> int:
     return len(seen)
 
 
+@operation("shuffle")
 class ShuffleDataset(UnaryDataset):
     """The node of ``Dataset.shuffle``.
 

@@ -9,11 +9,13 @@ from feedline.core.constants import INFINITE, UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import RandomAccessReader, WindowReader
+from feedline.core.registry import operation
 from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset, UnaryIterator
 from feedline.core.validation import validate_count
 
 
+@operation("skip")
 class SkipDataset(UnaryDataset):
     """The node of ``Dataset.skip``: drops the first ``count`` elements (any negative count:
     all of them, as tf.data; stored as -1).

@@ -40,6 +40,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError
 from feedline.core.fingerprint import PipelineFingerprint
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset
 from feedline.snapshot.chunks import compression_of
@@ -57,6 +58,7 @@ from feedline.snapshot.store import take_lock as take_lock_file
 LOCK = "writer.lock"
 
 
+@operation("snapshot")
 class SnapshotDataset(UnaryDataset):
     """The node of ``Dataset.snapshot``.
 

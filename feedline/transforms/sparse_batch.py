@@ -11,6 +11,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import DataLossError, InvalidArgumentError
 from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.structure import Element, SparseTensorSpec, TensorSpec
 from feedline.core.traits import BATCHING
 from feedline.core.unary import UnaryDataset, UnaryIterator
@@ -81,6 +82,7 @@ def sparse_rows(rows: Sequence[np.ndarray], row_shape: tuple[int | None, ...], s
                         [len(rows), *dense])
 
 
+@operation("sparse_batch")
 class SparseBatchDataset(UnaryDataset):
     """The node of ``Dataset.sparse_batch(batch_size, row_shape)`` (tf.data's, formerly
     ``dense_to_sparse_batch``): each batch of ``batch_size`` elements (arrays of the rank of

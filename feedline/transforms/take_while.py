@@ -14,11 +14,13 @@ from feedline.core.functions import (
     function_name,
 )
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.traits import POSITIONAL
 from feedline.core.unary import UnaryDataset, UnaryIterator, require_callable
 from feedline.transforms.filter import predicate_result
 
 
+@operation("take_while")
 class TakeWhileDataset(UnaryDataset):
     """The node of ``Dataset.take_while``.
 

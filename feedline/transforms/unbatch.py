@@ -21,6 +21,7 @@ from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError, StructureError
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.random_access import DerivedReader, RandomAccessReader
+from feedline.core.registry import operation
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import (
     DatasetSpec,
@@ -153,6 +154,7 @@ def static_batch_size(spec: Element | None) -> int | None:
     return dims.pop()
 
 
+@operation("unbatch")
 class UnbatchDataset(UnaryDataset):
     """The node of ``Dataset.unbatch``.
 

@@ -9,6 +9,7 @@ import numpy as np
 from feedline.core.constants import UNKNOWN
 from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.state_codec import decode, encode
 from feedline.core.structure import Element, TensorSpec, describe
 from feedline.core.traits import POSITIONAL
@@ -61,6 +62,7 @@ def unique_key(element: Any, stage: str, index: int) -> UniqueKey:
                     f"{index} is {found}")
 
 
+@operation("unique")
 class UniqueDataset(UnaryDataset):
     """The node of ``Dataset.unique``: the first occurrence of each value, in input order.
 

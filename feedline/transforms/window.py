@@ -11,6 +11,7 @@ from feedline.core.error_records import RestoredError, restore_error
 from feedline.core.errors import StructureError
 from feedline.core.functions import annotate_error
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
+from feedline.core.registry import operation
 from feedline.core.state_codec import decode, encode, register_state_type
 from feedline.core.structure import (
     DatasetSpec,
@@ -160,6 +161,7 @@ class _Failed:
         self.error = error
 
 
+@operation("window")
 class WindowDataset(UnaryDataset):
     """The node of ``Dataset.window``: window ``i`` holds input elements
     ``i * shift + j * stride`` for ``j < size`` (those that exist).

@@ -8,10 +8,12 @@ from feedline.core.dataset import Dataset
 from feedline.core.iterator import DatasetIterator, IteratorContext
 from feedline.core.options import Options
 from feedline.core.random_access import RandomAccessReader
+from feedline.core.registry import operation
 from feedline.core.traits import ONE_TO_ONE
 from feedline.core.unary import UnaryDataset
 
 
+@operation("with_options")
 class OptionsDataset(UnaryDataset):
     """Carries options; at run time it adds no stage (its iterator is its input's)."""
 

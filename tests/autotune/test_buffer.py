@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from feedline.autotune import buffer
-from feedline.autotune.buffer import AUTOTUNE_MAX_BUFFER, BufferTuning
+from feedline.execution import buffer_tuning as buffer
+from feedline.execution.buffer_tuning import AUTOTUNE_MAX_BUFFER, BufferTuning
 
 
 class _Reader:

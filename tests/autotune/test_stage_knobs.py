@@ -1,6 +1,6 @@
 """The tuner's knobs of ``batch`` and ``interleave`` (``num_parallel_calls=AUTOTUNE``).
 
-Each tuned stage registers a :class:`~feedline.autotune.stage_knobs.ThreadStageKnobs`
+Each tuned stage registers a :class:`~feedline.execution.stage_knobs.ThreadStageKnobs`
 with its pipeline's tuner; the tests stop the tuner's thread and set the knobs by hand,
 as the tuner would, so that every setting is known and the outputs exact.
 """
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import feedline as fl
-from feedline.autotune.stage_knobs import ThreadStageKnobs, thread_bounds
 from feedline.autotune.tuner import stage_bound
+from feedline.execution.stage_knobs import ThreadStageKnobs, thread_bounds
 from feedline.testing.failures import Failed, fail_at, take_outcomes
 from feedline.testing.threads import no_leaked_threads
 from feedline.transforms.batch import ParallelBatchIterator

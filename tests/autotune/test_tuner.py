@@ -13,6 +13,7 @@ from gil_measurements import measure_as, serialized_short, waiting
 
 import feedline as fl
 from feedline.autotune import tuner as tuner_module
+from feedline.autotune.stage import short_calls
 from feedline.autotune.tuner import (
     ASCENT_TRIAL_TICKS,
     EXPLORE_TICKS,
@@ -553,7 +554,7 @@ def test_long_calls_that_hold_the_gil_keep_their_workers_and_grow_one_at_a_time(
     stage.measured_calls = CallMeasurement(gil_share=1.0, busy_together=0.49,
                                            concurrency=2.0, rate=600.0,
                                            seconds_per_call=2e-3)
-    assert not stage.measured_calls.short
+    assert not short_calls(stage.measured_calls)
     tuner = tuner_with(stage)
     _tick(tuner, clock, stage, 600, 200, 1.5)
     assert stage.tuned_workers == 2 and not tuner.decisions()
@@ -564,9 +565,9 @@ def test_long_calls_that_hold_the_gil_keep_their_workers_and_grow_one_at_a_time(
 
 def test_short_calls_are_those_a_hand_off_to_a_thread_weighs_on():
     measured = CallMeasurement(gil_share=1.0, busy_together=0.5, concurrency=2.0)
-    assert measured.short  # unmeasured: as before the call times were kept
-    assert CallMeasurement(1.0, 0.5, 2.0, seconds_per_call=40e-6).short
-    assert not CallMeasurement(1.0, 0.5, 2.0, seconds_per_call=2e-3).short
+    assert short_calls(measured)  # unmeasured: as before the call times were kept
+    assert short_calls(CallMeasurement(1.0, 0.5, 2.0, seconds_per_call=40e-6))
+    assert not short_calls(CallMeasurement(1.0, 0.5, 2.0, seconds_per_call=2e-3))
 
 
 @pytest.mark.parametrize(("share", "alone", "threads"), [
@@ -836,7 +837,7 @@ def test_a_tuned_map_may_grow_past_its_cpus_for_calls_that_wait_whatever_the_bud
     # Calls that compute: two threads per CPU without a budget, the budget with one. Calls
     # that wait use no CPU meanwhile: up to MAX_THREADS, budget or not (the tuner bounds
     # them by their measured CPU time and the RAM budget).
-    from feedline.transforms.map import MAX_THREADS, OVERSUBSCRIPTION
+    from feedline.execution.stage_knobs import MAX_THREADS, OVERSUBSCRIPTION
 
     options = fl.Options(autotune=fl.AutotuneOptions(processes=False, cpu_budget=budget))
     start = options.autotune_parallelism()
@@ -862,7 +863,7 @@ def test_max_parallelism_bounds_a_tuned_maps_threads():
 
 
 def test_a_map_measures_the_bytes_a_worker_holds():
-    from feedline.autotune.map_knobs import THREAD_BYTES
+    from feedline.execution.map_knobs import THREAD_BYTES
 
     options = fl.Options(autotune=fl.AutotuneOptions(processes=False, choose_executor=False))
     ds = _map_stage(options).map(lambda x: np.zeros(1000, np.uint8),

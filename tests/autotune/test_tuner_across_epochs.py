@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from feedline.autotune.map_knobs import THREAD_BYTES
-from feedline.autotune.stage_knobs import ThreadStageKnobs
 from feedline.autotune.tuner import TuningCounters, stage_bound
+from feedline.execution.map_knobs import THREAD_BYTES
+from feedline.execution.stage_knobs import ThreadStageKnobs
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -402,9 +402,9 @@ def _read_index(data: bytes, scratch: Path) -> None:
             body[12:28] = struct.pack("<QQ", len(records), _MTIME_NS)
         if rng.random() < 0.3:  # the record count made to fit the offsets' bytes
             body[28:36] = struct.pack("<Q", max(0, (len(body) - 36) // 8 - 1))
-        from feedline.formats.tfrecord import _crc32c
+        from feedline.formats.tfrecord_crc import crc32c
 
-        data = bytes(body) + struct.pack("<I", _crc32c(bytes(body)))
+        data = bytes(body) + struct.pack("<I", crc32c(bytes(body)))
     location = Path(index_path(str(path)))
     location.parent.mkdir(parents=True, exist_ok=True)
     location.write_bytes(data)

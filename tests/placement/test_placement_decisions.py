@@ -10,10 +10,11 @@ import time
 import pytest
 
 import feedline as fl
-from feedline.autotune import stage, stage_knobs, start
+from feedline.autotune import start
 from feedline.autotune.tuner import CallMeasurement, Tuner, holds_the_gil
 from feedline.core import interpreter
 from feedline.core.interpreter import FREE_THREADED_REASON
+from feedline.execution import stage_knobs
 from feedline.placement import policy
 from feedline.placement.policy import (
     MapCallFigures,
@@ -37,7 +38,7 @@ SERIAL = CallMeasurement(gil_share=0.95, busy_together=0.5, concurrency=2.0, bus
 @pytest.fixture(params=[False, True], ids=["gil", "free-threaded"])
 def free_threaded(request, monkeypatch) -> bool:
     """Run the test as on an interpreter whose GIL is on, then off."""
-    for module in (policy, stage, start, stage_knobs):
+    for module in (policy, start, stage_knobs):
         monkeypatch.setattr(module, "gil_disabled", lambda: request.param)
     return request.param
 

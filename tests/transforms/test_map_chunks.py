@@ -7,13 +7,9 @@ import pytest
 
 import feedline as fl
 from feedline.placement.policy import PROCESS_TARGET_TASK_SECONDS
+from feedline.placement.runner import MAX_CHUNK, MAX_PROCESS_CHUNK, TARGET_TASK_SECONDS
 from feedline.testing.threads import no_leaked_threads
-from feedline.transforms.map import (
-    MAX_CHUNK,
-    MAX_PROCESS_CHUNK,
-    TARGET_TASK_SECONDS,
-    ParallelMapIterator,
-)
+from feedline.transforms.map import ParallelMapIterator
 from tests.placement.process_helpers import worker_processes
 
 US = 1e-6

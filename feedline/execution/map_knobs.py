@@ -1,24 +1,26 @@
 """The knobs and measurements of a parallel ``map``, as the tuner sees them.
 
 A tuned map (``num_parallel_calls=AUTOTUNE``) hands the tuner one :class:`MapKnobs`
-(a :class:`~feedline.autotune.tuner.TunableStage`), not itself: its setting (threads working at
+(a :class:`~feedline.autotune.stage.TunableStage`), not itself: its setting (threads working at
 once, through a :class:`~feedline.execution.gate.WorkerGate`, and the window of tasks that
 follows it), its bounds (CPU workers, threads, RAM), its counters, the sizes of its elements
 in flight and the measurement of its calls (the executor choice's, see
 :mod:`feedline.placement.map_executor`). The iterator only counts into it and follows the
 setting; what the tuner may change and read is all here.
+
+The knobs are the stage's own, so they live at the stage's layer: the tuner above turns the
+setters, and placement above hands in its executor choice, which the knobs read through
+:class:`MeasuringChoice` and :class:`MeasuredDecision` rather than by importing placement.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from feedline.autotune.stage import CallMeasurement, TuningCounters
 from feedline.core.structure import element_bytes
 from feedline.execution.gate import WorkerGate
-from feedline.placement.map_executor import ExecutorChoice
-from feedline.placement.policy import ExecutorDecision
 
 THREAD_BYTES = 64 << 10
 """Memory counted per thread of a tuned map against ``Options.autotune.ram_budget``
@@ -27,6 +29,89 @@ THREAD_BYTES = 64 << 10
 SIZE_EVERY = 16
 """Sizes of a parallel map's elements are taken from one task in this many (the first
 always): what its elements in flight hold, for the RAM budget of its threads."""
+
+
+@dataclass(frozen=True)
+class CallMeasurement:
+    """How a stage's calls ran on threads, as its executor choice measured them.
+
+    Attributes:
+        gil_share: About 1 when the GIL serializes the calls, about 0 when they release it.
+        busy_together: Share of their time the calls running together spent on a CPU.
+        concurrency: Calls that could run at once, on average, while measured.
+        busy_alone: Share of its time a call running alone spent on a CPU.
+        rate: Elements per second while the calls ran together.
+        seconds_per_call: Wall time of one element's call, alone (``None``: not measured).
+        idle_cpus: CPUs the machine left idle while the calls ran together (``None``: not
+            measured).
+    """
+
+    gil_share: float
+    busy_together: float
+    concurrency: float
+    busy_alone: float = 1.0
+    rate: float = 0.0
+    seconds_per_call: float | None = None
+    idle_cpus: float | None = None
+
+
+class TuningCounters:
+    """What a stage counts for the tuner, shared by its iterators (each epoch of a
+    ``repeat`` builds one) so that the tuner sees one stage whatever the epochs' length.
+
+    Attributes:
+        elements: Elements handed out.
+        calls: ``next()`` calls.
+        waits: Calls that had to wait for a result.
+        busy: Seconds the stage's tasks took, summed over its workers (their occupied time:
+            computing, reading files, waiting for the GIL).
+        input: Seconds the stage spent pulling elements from its input (on its consumer's
+            thread).
+        cpu: CPU seconds of its tasks' threads while they ran (``cpu / busy``: the share
+            of its calls' time on a CPU; small for calls that wait).
+        inline: Whether the stage calls its function on its consumer's thread (a ``map``
+            of calls that hold the GIL, at one worker): its calls then never wait for a
+            worker, and are judged on its rate alone (they are not timed).
+    """
+
+    __slots__ = ("busy", "calls", "cpu", "elements", "inline", "input", "waits")
+
+    def __init__(self) -> None:
+        self.elements = self.calls = self.waits = 0
+        self.busy = self.input = self.cpu = 0.0
+        self.inline = False
+
+
+class MeasuredDecision(Protocol):
+    """What the knobs read of where a map's calls run and why
+    (:class:`feedline.placement.policy.ExecutorDecision`)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def gil_share(self) -> float | None: ...
+    @property
+    def busy_alone(self) -> float | None: ...
+    @property
+    def busy_together(self) -> float | None: ...
+    @property
+    def concurrency(self) -> float | None: ...
+    @property
+    def seconds_per_element(self) -> float | None: ...
+    @property
+    def thread_rate(self) -> float | None: ...
+    @property
+    def idle_cpus(self) -> float | None: ...
+
+
+class MeasuringChoice(Protocol):
+    """What the knobs read of a map's executor choice while it measures and decides
+    (:class:`feedline.placement.map_executor.ExecutorChoice`)."""
+
+    @property
+    def measuring(self) -> bool: ...
+    @property
+    def decision(self) -> MeasuredDecision | None: ...
 
 
 class StageKnobs:
@@ -107,10 +192,10 @@ class MapKnobs(StageKnobs):
         """Elements per task now (the stage sets it)."""
         self.done = False
         """Set by the stage when closed or moved to processes (the tuner sets threads)."""
-        self.choice: ExecutorChoice | None = None
+        self.choice: MeasuringChoice | None = None
         """The stage's executor choice while it measures and decides (it measures the calls
         whose figures :attr:`measured_calls` gives)."""
-        self.decided: ExecutorDecision | None = None
+        self.decided: MeasuredDecision | None = None
         """The choice an earlier iterator of the stage made (this pipeline run's)."""
         self._input_bytes: float | None = None
         self._output_bytes: float | None = None
@@ -202,7 +287,7 @@ class MapKnobs(StageKnobs):
         return self.choice is not None and self.choice.measuring
 
     @property
-    def executor_decision(self) -> ExecutorDecision | None:
+    def executor_decision(self) -> MeasuredDecision | None:
         """Where the stage's calls run, with the measurement behind it (``None`` while
         measuring, or when the executor was not chosen automatically)."""
         return self.decided if self.choice is None else self.choice.decision

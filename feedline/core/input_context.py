@@ -56,9 +56,14 @@ class InputContext:
         object.__setattr__(self, "num_replicas_in_sync", replicas)
 
     @property
+    def _replicas(self) -> int:
+        # Never None once built: __post_init__ puts the pipelines' count in its place.
+        return self.num_replicas_in_sync or self.num_input_pipelines
+
+    @property
     def replicas_per_pipeline(self) -> int:
         """Replicas this pipeline feeds each step."""
-        return self.num_replicas_in_sync // self.num_input_pipelines
+        return self._replicas // self.num_input_pipelines
 
     def get_per_replica_batch_size(self, global_batch_size: int) -> int:
         """The batch each replica takes per step when the job takes ``global_batch_size``.
@@ -71,11 +76,11 @@ class InputContext:
             16
         """
         size = as_int(global_batch_size, "get_per_replica_batch_size(global_batch_size)")
-        if size < 1 or size % self.num_replicas_in_sync:
+        if size < 1 or size % self._replicas:
             raise ValueError(
                 f"the global batch size ({size}) must be a positive multiple of the number "
                 f"of replicas in sync ({self.num_replicas_in_sync})")
-        return size // self.num_replicas_in_sync
+        return size // self._replicas
 
     def get_per_pipeline_batch_size(self, global_batch_size: int) -> int:
         """The batch this pipeline produces per step: its replicas' batches together.

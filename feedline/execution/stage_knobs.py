@@ -4,11 +4,11 @@
 ``interleave(num_parallel_calls=AUTOTUNE)`` (its reading tasks, one per open dataset at a
 time) run on a pool of threads, as a parallel ``map`` does, but call no user function the
 executor choice would measure. Each hands the tuner one :class:`ThreadStageKnobs` (a
-:class:`~feedline.autotune.tuner.TunableStage`): how many of its threads work at once (a
+:class:`~feedline.autotune.stage.TunableStage`): how many of its threads work at once (a
 :class:`~feedline.execution.gate.WorkerGate`, and the window of tasks that follows it, if
 it has one), its bounds (CPU workers, threads, RAM), its counters and the sizes of what its
 tasks hold. The iterator counts into it and follows the setting, like
-:class:`~feedline.autotune.map_knobs.MapKnobs`'s map.
+:class:`~feedline.execution.map_knobs.MapKnobs`'s map.
 """
 
 from __future__ import annotations
@@ -18,11 +18,31 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from feedline.autotune.map_knobs import SIZE_EVERY, THREAD_BYTES, StageKnobs, _mean_bytes
-from feedline.autotune.stage import CallMeasurement, TuningCounters
 from feedline.core.interpreter import gil_disabled
 from feedline.core.options import Options
 from feedline.execution.gate import WorkerGate
+from feedline.execution.map_knobs import (
+    SIZE_EVERY,
+    THREAD_BYTES,
+    CallMeasurement,
+    StageKnobs,
+    TuningCounters,
+    _mean_bytes,
+)
+
+OVERSUBSCRIPTION = 2
+"""Threads per CPU a tuned threaded ``map`` whose calls compute may grow to when
+``Options.autotune.cpu_budget`` and ``ThreadingOptions.max_parallelism`` are unset: its
+function may hold the GIL part of the time, leaving its cores idle meanwhile. The tuner
+keeps a thread only when the stage measures faster with it (images on 2 cores: 3-4 threads
+beat 2). Calls that wait may have more (:data:`MAX_THREADS`)."""
+
+MAX_THREADS = 256
+"""Most threads a tuned threaded ``map`` may have, whatever its calls wait for (unless
+``ThreadingOptions.max_parallelism`` sets another bound): the tuner gives calls that wait
+(files, the network, a sleep) threads past the CPU count while the stage measures faster
+with them (:mod:`feedline.autotune.tuner`), and each thread costs its stack and a share of
+the GIL's hand-offs (a 4 ms sleep on 2 cores: 64 threads ran 58x faster than one)."""
 
 
 def thread_bounds(options: Options, parallelism: int, useful: int | None = None,
@@ -31,10 +51,10 @@ def thread_bounds(options: Options, parallelism: int, useful: int | None = None,
     ``parallelism``, by the rule of a tuned ``map``.
 
     Tasks that compute get up to ``parallelism`` workers, or
-    :data:`~feedline.transforms.map.OVERSUBSCRIPTION` times that with no CPU budget or
+    :data:`OVERSUBSCRIPTION` times that with no CPU budget or
     thread limit set (tasks holding the GIL part of the time leave cores idle). Tasks that
     may wait (``waits``: reading files) may have threads up to
-    ``ThreadingOptions.max_parallelism`` or :data:`~feedline.transforms.map.MAX_THREADS`.
+    ``ThreadingOptions.max_parallelism`` or :data:`MAX_THREADS`.
     Both stay within ``useful``: the most tasks the stage can ever run at once.
 
     Example:
@@ -45,8 +65,6 @@ def thread_bounds(options: Options, parallelism: int, useful: int | None = None,
         >>> thread_bounds(options, 2)
         (2, 2)
     """
-    from feedline.transforms.map import MAX_THREADS, OVERSUBSCRIPTION  # map imports the tuner
-
     thread_limit = options.threading.max_parallelism
     cpu_workers = parallelism
     if options.autotune.cpu_budget is None and thread_limit is None and not gil_disabled():
