@@ -26,6 +26,8 @@ def _stage(executor: str):
     return it, it._root
 
 
+# The GIL build's task targets (a free-threaded build gives thread tasks 2 ms).
+@pytest.mark.usefixtures("gil_build_rules")
 @pytest.mark.parametrize(("executor", "seconds_per_element", "chunk"), [
     ("thread", 40 * US, 12),             # 0.5 ms of work
     ("thread", 1 * US, MAX_CHUNK),

@@ -24,10 +24,9 @@ from feedline.testing.failures import Failed, fail_at
 from feedline.testing.threads import no_leaked_threads
 from feedline.transforms.map import ParallelMapIterator
 
-# GIL measurements are injected: the GIL build's rules apply, on any interpreter.
-pytestmark = pytest.mark.usefixtures("gil_build_rules")
-
 pytestmark = [
+    # GIL measurements are injected: the GIL build's rules apply, on any interpreter.
+    pytest.mark.usefixtures("gil_build_rules"),
     pytest.mark.skipif(schedulable_cpus() < 2, reason="the executor choice measures nothing "
                                                       "on one CPU"),
     pytest.mark.timeout(60),
