@@ -13,8 +13,9 @@ import pytest
 import feedline as fl
 from feedline.placement import policy
 from feedline.placement.policy import FREE_THREADED_TASK_SECONDS, thread_task_seconds
+from feedline.placement.runner import MAX_CHUNK, MAX_PROCESS_CHUNK
 from feedline.testing.threads import no_leaked_threads
-from feedline.transforms.map import MAX_CHUNK, MAX_PROCESS_CHUNK, ParallelMapIterator
+from feedline.transforms.map import ParallelMapIterator
 
 US = 1e-6
 
