@@ -15,6 +15,7 @@ state is then the exact position, and only the count of items pulled is kept.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -89,6 +90,43 @@ class PositionedWindow(ReadAhead):
             raise
         self.tracker.add_snapshot(snapshot)
         return item, is_error, value
+
+    def pull_chunk(self, size: int, within: float | None = None
+                   ) -> tuple[list[int], list[Any], tuple[int, BaseException] | None]:
+        """Up to ``size`` items for one task: their numbers, their values, and an input error
+        that ended the chunk (its number and the error). With ``within`` seconds, the chunk
+        ends once that long has passed since its first item arrived: an input that gives
+        items slowly keeps the workers waiting no longer (waiting for the first is no
+        choice).
+
+        Example:
+            >>> import feedline as fl
+            >>> from feedline.core.iterator import IteratorContext
+            >>> source = fl.Dataset.range(5)._make_iterator(IteratorContext())
+            >>> window = PositionedWindow("doc", source, lambda: None, limit=1)
+            >>> window.mark_start(); window.pull_chunk(3)
+            ([0, 1, 2], [np.int64(0), np.int64(1), np.int64(2)], None)
+        """
+        items: list[int] = []
+        values: list[Any] = []
+        clock = time.perf_counter
+        deadline = 0.0
+        for _ in range(size):
+            try:
+                item, is_error, value = self.pull()
+            except StopIteration:
+                break
+            if is_error:
+                return items, values, (item, value)
+            items.append(item)
+            values.append(value)
+            if within is not None and size > 1:
+                now = clock()
+                if not deadline:
+                    deadline = now + within
+                elif now >= deadline:
+                    break
+        return items, values, None
 
     def handed_out(self, item: int) -> None:
         """The consumer received ``item`` (its result or its error)."""

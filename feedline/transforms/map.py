@@ -21,6 +21,7 @@ from feedline.execution.map_runner import MAX_FILL_SECONDS, MapCallRunner, map_r
 from feedline.execution.positions import PositionReader, initial_position, replay_from
 from feedline.execution.read_ahead import ReadAhead
 from feedline.execution.window import PositionedWindow
+from feedline.transforms.map_inline import InlineCalls
 
 if TYPE_CHECKING:
     from feedline.execution.map_knobs import MapKnobs, MeasuredDecision
@@ -177,7 +178,7 @@ class MapIterator(DatasetIterator):
         self._replay = replay_from(self._upstream, state)
 
 
-class ParallelMapIterator(DatasetIterator):
+class ParallelMapIterator(InlineCalls, DatasetIterator):
     """Runs the function over chunks of elements on workers, or inline; pulls its input on
     the consumer's thread (the upstream stays single-threaded: no locks there).
 
@@ -298,25 +299,6 @@ class ParallelMapIterator(DatasetIterator):
         except Exception as error:  # noqa: BLE001 - re-raised with the stage named
             raise annotate_error(error, self._name, item)
 
-    def _go_plain(self) -> None:
-        """Map on the plain path from the next element: the tuner reads the elements it
-        hands out from the input's position (:meth:`MapKnobs.count_from`), and a new setting
-        (:meth:`_setting_changed`, on the tuner's thread) sends it back to the window."""
-        positions = self._window.positions
-        self._runner.knobs.count_from(positions)
-        self._plain = positions
-        if self._runner.gate.limit != 1:  # set meanwhile by the tuner: back at once
-            self._leave_plain()
-
-    def _setting_changed(self) -> None:
-        # The tuner's thread: the consumer's next element takes the window's path.
-        self._plain = None
-
-    def _leave_plain(self) -> None:
-        """Off the plain path (on the consumer's thread): its elements counted."""
-        self._plain = None
-        self._runner.knobs.count_from(None)
-
     def _next_general(self) -> Any:
         """The next element with no task's outcomes in hand: inline, or from the window."""
         runner, window = self._runner, self._window
@@ -373,30 +355,10 @@ class ParallelMapIterator(DatasetIterator):
         processes a chunk takes only what the input gives within ``MAX_FILL_SECONDS``."""
         window, runner = self._window, self._runner
         bounded = runner.kind == "process"
-        size = runner.sizer.next_size(bounded)
-        items: list[int] = []
-        values: list[Any] = []
-        failure: tuple[int, BaseException] | None = None
-        clock = time.perf_counter
-        pulling_since = clock()
-        deadline = 0.0
-        for _ in range(size):
-            try:
-                item, is_error, value = window.pull()
-            except StopIteration:
-                break
-            if is_error:
-                failure = (item, value)
-                break
-            items.append(item)
-            values.append(value)
-            if size > 1 and bounded:
-                now = clock()
-                if not deadline:  # from the first element: waiting for it is no choice
-                    deadline = now + MAX_FILL_SECONDS
-                elif now >= deadline:
-                    break  # the input gives elements slowly: the workers get these now
-        pulled = clock() - pulling_since
+        started = time.perf_counter()
+        items, values, failure = window.pull_chunk(runner.sizer.next_size(bounded),
+                                                   MAX_FILL_SECONDS if bounded else None)
+        pulled = time.perf_counter() - started
         runner.counters.input += pulled
         if bounded and items and failure is None and not window.exhausted:
             runner.sizer.pulled(len(items), pulled)
@@ -427,59 +389,6 @@ class ParallelMapIterator(DatasetIterator):
     def _drop_task(self) -> None:
         self._items, self._outcomes = [], []
         self._next_out = self._reported = 0
-
-    def _next_inline(self) -> Any:
-        """The next element, its function called here (every earlier one handed out)."""
-        window, runner = self._window, self._runner
-        if window.may_go_direct():
-            return self._next_direct()
-        # Re-reading after a restore (or an input error's record pending): the window's
-        # reader skips what went out before the checkpoint and raises restored errors.
-        item, is_error, value = window.pull()
-        window.handed_out(item)
-        runner.counters.elements += 1
-        if is_error:
-            raise value  # already annotated by the stage that raised it
-        started = time.perf_counter()
-        try:
-            return self._apply(item, value)
-        finally:
-            runner.called_inline(time.perf_counter() - started)
-
-    def _next_direct(self) -> Any:
-        """The next element pulled and mapped here, nothing re-read or pending: the input's
-        state is the position."""
-        runner = self._runner
-        try:
-            item, value = self._window.pull_direct()
-        except StopIteration:
-            raise
-        except Exception:
-            runner.counters.elements += 1  # the input's error counts as its element
-            raise
-        runner.counters.elements += 1
-        if runner.warming:  # the first tasks' size, when the workers have started
-            started = time.perf_counter()
-            try:
-                return self._apply(item, value)
-            finally:
-                runner.sizer.measured(1, time.perf_counter() - started, runner.kind)
-        # Untimed: the tuner judges an inline stage on its rate, and a clock read on each
-        # side costs what a cheap call does.
-        if runner.inline and self._window.direct and runner.gate.limit == 1:
-            self._go_plain()
-        try:
-            # Inside the try: a result that is no element is this stage's error.
-            return self._dtypes.check(normalize_output(self._call(self._fn, value)), item)
-        except Exception as error:  # noqa: BLE001 - re-raised with the stage named
-            raise annotate_error(error, self._name, item)
-
-    def _apply(self, item: int, value: Any) -> Any:
-        try:
-            # Inside the try: a result that is no element is this stage's error.
-            return self._dtypes.check(normalize_output(self._call(self._fn, value)), item)
-        except Exception as error:  # noqa: BLE001 - re-raised with the stage named
-            raise annotate_error(error, self._name, item)
 
     # ------------------------------------------------------------------ checkpoints
     def _get_state(self) -> State:
