@@ -454,7 +454,7 @@ def _check_random_epoch(case) -> None:
 
 @pytest.mark.timeout(120)
 def test_random_pipelines_checkpoints_and_replica_counts_deliver_one_epoch(tfrecords):
-    @settings(max_examples=250, deadline=None, derandomize=True,
+    @settings(max_examples=100, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow])
     @given(epochs(tfrecords))
     def check(case):
@@ -676,7 +676,7 @@ def _check_packed(case) -> None:
 def test_random_mixtures_and_packings_deliver_one_epoch(tfrecords, which):
     strategy, check_case = _random_cases(tfrecords, which)
 
-    @settings(max_examples=60, deadline=None, derandomize=True,
+    @settings(max_examples=30, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow])
     @given(strategy)
     def check(case):
