@@ -87,6 +87,9 @@ class _Reader(abc.ABC):
 class _Writer(abc.ABC):
     """Collects one pass; only :meth:`commit` (at the end of the input) makes it the cache."""
 
+    start: State | None = None
+    """The input's state when the pass began, if it could be taken (see ``filled_from``)."""
+
     @abc.abstractmethod
     def append(self, element: Element) -> None:
         """Add the next element of the pass."""
@@ -128,7 +131,7 @@ class _MemoryWriter(_Writer):
         self._elements.append(detached(element))
 
     def commit(self) -> None:
-        self._store.publish(self._elements)
+        self._store.publish(self._elements, self.start)
 
 
 class _MemoryStore:
@@ -137,11 +140,16 @@ class _MemoryStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.elements: tuple[Element, ...] | None = None
+        # The input's state when that pass began: a checkpoint taken while replaying holds
+        # it, so that a restore where the cache is not (a new process, a new dataset object)
+        # fills it again with the same elements (a shuffle below: the same epoch's order).
+        self.filled_from: State | None = None
 
-    def publish(self, elements: list[Element]) -> None:
+    def publish(self, elements: list[Element], filled_from: State | None = None) -> None:
         with self._lock:
             if self.elements is None:
                 self.elements = tuple(elements)
+                self.filled_from = filled_from
 
     def open_reader(self, ctx: IteratorContext, position: int) -> _Reader | None:
         elements = self.elements
@@ -325,6 +333,16 @@ class _FileStore:
         fs.mv(temporary, inner, recursive=True)
 
 
+def _start_state(upstream: DatasetIterator) -> State | None:
+    """The input's state before its first element, or ``None`` where it has none: plain
+    iteration never needs a checkpoint, so an input that cannot give one only loses the
+    exact refill after a restore elsewhere (the next epoch's order, as before)."""
+    try:
+        return upstream.state_dict()
+    except Exception:  # noqa: BLE001 - any input's refusal: no checkpoint, no failure
+        return None
+
+
 # ----------------------------------------------------------------------------- the dataset
 @operation("cache")
 class CacheDataset(UnaryDataset):
@@ -402,7 +420,10 @@ class CacheIterator(DatasetIterator):
     reads, and commits it as the cache when the input ends.
 
     The state is the position when replaying, the input's state when reading; elements are
-    not stored in it. (``offset`` is kept, always 0, so that states of the JSON-lines cache
+    not stored in it. A state taken while replaying an in-memory cache also holds the input's
+    state where the pass that filled it began: restored where that cache is not (a new
+    process or dataset object), the refill reads the same elements (below a shuffle, the
+    same epoch's order, not the next one's). (``offset`` is kept, always 0, so that states of the JSON-lines cache
     files of older feedline versions, which held a byte offset there, still restore: replay
     goes by position.) A restore that lands in the middle of filling continues reading the
     input but cannot complete the cache (the elements before the checkpoint are not in the
@@ -447,6 +468,8 @@ class CacheIterator(DatasetIterator):
             self._writer = self._store.open_writer()  # FileExistsError: another one writes
             if self._position == 0 and self._read_completed_cache():
                 return self.__next__()
+            if self._position == 0:
+                self._writer.start = _start_state(self._upstream)
         try:
             element = next(self._upstream)
         except StopIteration:
@@ -482,8 +505,10 @@ class CacheIterator(DatasetIterator):
 
     def _get_state(self) -> State:
         if self._reader is not None:
+            # "input": where the pass that filled the cache began, where known.
+            filled_from = getattr(self._store, "filled_from", None)
             return {"mode": "cache", "position": self._position, "offset": 0, "done": False,
-                    "input": []}
+                    "input": [] if filled_from is None else [filled_from]}
         assert self._upstream is not None
         return {"mode": "input", "position": self._position, "offset": 0, "done": self._done,
                 "input": [self._upstream.state_dict()]}
@@ -507,7 +532,10 @@ class CacheIterator(DatasetIterator):
             self._fills = position == 0 and not self._done
             return
         # Saved while replaying a cache that is not here (a new process, a copied dataset):
-        # fill it again, re-reading the elements already handed out.
+        # fill it again from where the pass that filled it began, re-reading the elements
+        # already handed out.
+        if state["input"]:
+            upstream.load_state_dict(state["input"][0])
         self._fills = True
         self._position = 0
         if not position:

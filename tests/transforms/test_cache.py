@@ -487,3 +487,19 @@ def test_a_memory_cache_is_complete_at_the_inputs_known_cardinality():
     with iter(unknown) as it:
         [next(it) for _ in range(10)]
     assert unknown._store.elements is None  # cardinality unknown: only the end completes it
+
+
+def test_a_state_taken_while_replaying_refills_the_same_order_where_the_cache_is_not():
+    # The cache holds epoch 0's shuffle; a new dataset object (another process) has no
+    # cache, and must fill it with epoch 0's order again, not the shuffle's next epoch.
+    def make():
+        return fl.Dataset.range(30).shuffle(7, seed=5).cache().repeat(2)
+
+    it = iter(make())
+    first = [int(next(it)) for _ in range(35)]  # into the second epoch: replaying
+    state = it.state_dict()
+    rest = [int(x) for x in it]
+    assert first[30:] + rest == first[:30]  # the cache replays epoch 0
+    again = iter(make())
+    again.load_state_dict(state)
+    assert [int(x) for x in again] == rest
