@@ -220,18 +220,9 @@ def _fits(value: Any, template: Any) -> bool:
     kind, children = template
     if type(value) is not kind or len(value) != len(children):
         return False
-    if kind is dict:
-        for key, child in children:
-            item = value.get(key)
-            leaf = type(item)
-            if leaf is child or (leaf is np.ndarray and item.dtype is child):
-                continue
-            if type(child) is not tuple and is_registered_leaf(item) and getattr(item, "dtype", None) is child:
-                continue
-            if type(child) is not tuple or not _fits(item, child):
-                return False
-        return True
-    for item, child in zip(value, children):
+    pairs = (((value.get(key), child) for key, child in children) if kind is dict
+             else zip(value, children))
+    for item, child in pairs:
         leaf = type(item)
         if leaf is child or (leaf is np.ndarray and item.dtype is child):
             continue
