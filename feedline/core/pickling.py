@@ -19,8 +19,17 @@ from typing import Any, ClassVar
 import cloudpickle
 
 
-def _reduce_code(code: types.CodeType) -> tuple[Callable[[bytes], Any], tuple[bytes]]:
-    return marshal.loads, (marshal.dumps(code),)
+def _reduce_code(code: types.CodeType) -> tuple[Any, ...]:
+    try:
+        return marshal.loads, (marshal.dumps(code),)
+    except ValueError:
+        # A constant marshal cannot write (a code object rebuilt with ``replace`` around an
+        # arbitrary object): cloudpickle's own reduction, so that whatever cloudpickle sent
+        # still goes, only without the file name.
+        return _CLOUDPICKLE_REDUCE_CODE(code)
+
+
+_CLOUDPICKLE_REDUCE_CODE = cloudpickle.Pickler.dispatch_table[types.CodeType]
 
 
 class _Pickler(cloudpickle.Pickler):

@@ -53,3 +53,21 @@ def test_values_round_trip_as_with_cloudpickle():
     assert back["f"](np.float32(3)) == np.float32(6)
     assert back["data"].tolist() == [0, 1, 2] and back["nested"] == [(1, b"x")]
     assert back["f"].__code__.co_filename == __file__
+
+
+class _Marker:
+    """A constant that pickles but that ``marshal`` cannot write."""
+
+    def __eq__(self, other):
+        return isinstance(other, _Marker)
+
+    __hash__ = object.__hash__
+
+
+def test_code_that_marshal_cannot_write_still_pickles_as_cloudpickle_sends_it():
+    def f():
+        return None
+
+    f.__code__ = f.__code__.replace(co_consts=(_Marker(),))
+    back = pickle.loads(dumps(f))
+    assert back() == _Marker()
