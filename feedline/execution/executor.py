@@ -67,14 +67,24 @@ class _Roster:
     (:class:`~feedline.execution.gate.WorkerGate`) falls below the threads started (a map
     that ran 200 threads for calls that waited, now needing 8), the threads past its limit
     end once their call returns, rather than wait at the gate for good.
+
+    A thread's place is taken under :attr:`lock` (it is listed in :attr:`threads` and
+    :attr:`starting`, so the cap counts it and a shutdown gives it its sentinel), and the
+    thread is started after the lock is released: ``Thread.start()`` waits for the new
+    thread to run, and under the lock that wait hung on CPython 3.13t (issue 39).
     """
 
-    __slots__ = ("gate", "idle", "lock", "queued", "threads")
+    __slots__ = ("gate", "idle", "lock", "queued", "settled", "starting", "threads")
 
     def __init__(self, gate: WorkerGate | None) -> None:
         self.gate = gate
         self.lock = threading.Lock()
-        self.threads: list[threading.Thread] = []
+        # Notified (under ``lock``) when a thread in ``starting`` has started or failed to.
+        self.settled = threading.Condition(self.lock)
+        self.threads: list[threading.Thread] = []  # started, or being started (below)
+        # Threads listed in ``threads`` whose ``start()`` has not returned yet: started
+        # outside the lock, they cannot be joined (nor their CPU time read) until it has.
+        self.starting: set[threading.Thread] = set()
         self.queued = 0  # calls submitted that no thread has taken yet
         self.idle = 0  # threads waiting for a call
 
@@ -163,20 +173,65 @@ class ThreadExecutor:
     def submit(self, fn: Callable[..., Any], /, *args: Any) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         roster = self._roster
+        thread = None
         with roster.lock:
             if self._shut:
                 raise RuntimeError(f"the executor of {self.name} is shut down")
             self._work.put((future, fn, args))
             roster.queued += 1
             # Threads waiting for work take the calls queued; more calls than those start
-            # a thread, while the gate allows.
+            # a thread, while the gate allows. Its place is taken now (the cap counts it,
+            # a shutdown gives it a sentinel); it starts once the lock is released.
             if roster.queued > roster.idle and len(roster.threads) < self._cap():
                 thread = threading.Thread(
                     target=_worker, args=(self._work, roster), daemon=True,
                     name=f"{self._prefix}_{next(self._numbers)}")
-                thread.start()
                 roster.threads.append(thread)
+                roster.starting.add(thread)
+        if thread is not None:
+            self._start(thread)
         return future
+
+    def _start(self, thread: threading.Thread) -> None:
+        """Start a thread whose place :meth:`submit` took, outside the roster's lock.
+
+        A shutdown meanwhile has given it a sentinel: it starts, finds it and ends. If it
+        cannot start ("can't start new thread"), its place is given back and the calls
+        queued are left to the threads running; with none running, nothing would ever take
+        them, so their futures fail with an error naming the stage (never lost silently).
+        """
+        roster = self._roster
+        failure: Exception | None = None
+        stranded: list[Any] = []
+        try:
+            thread.start()
+        except Exception as error:  # noqa: BLE001 - reported through the futures below
+            failure = error
+        finally:
+            with roster.lock:
+                roster.starting.discard(thread)
+                if failure is not None:
+                    roster.threads.remove(thread)
+                    if not roster.threads:
+                        stranded = self._take_queued()
+                roster.settled.notify_all()
+        for item in stranded:
+            if item is not None and item[0].set_running_or_notify_cancel():
+                error = RuntimeError(f"{self.name}: could not start a worker thread for "
+                                     f"the call ({failure})")
+                error.__cause__ = failure
+                item[0].set_exception(error)
+
+    def _take_queued(self) -> list[Any]:
+        """Every call queued (the caller holds the roster's lock and no thread is left)."""
+        items = []
+        while True:
+            try:
+                items.append(self._work.get_nowait())
+            except queue.Empty:
+                break
+        self._roster.queued -= len(items)
+        return items
 
     @property
     def workers(self) -> int:
@@ -189,50 +244,62 @@ class ThreadExecutor:
 
     def threads(self) -> list[threading.Thread]:
         """The threads running now (for statistics: their CPU time is this stage's work)."""
-        with self._roster.lock:
-            return list(self._roster.threads)
+        roster = self._roster
+        with roster.lock:
+            return [t for t in roster.threads if t not in roster.starting]
 
     def shutdown(self) -> None:
         """Cancel queued calls, wait up to ``close_timeout`` for running ones. Idempotent.
 
         Threads still running a call after that are abandoned (daemon threads end with the
         process; each ends by itself once its call returns) and a ``RuntimeWarning`` names
-        the stage.
+        the stage. A thread that :meth:`submit` is starting (outside the roster's lock) gets
+        its sentinel like the others and is joined once started.
         """
-        with self._roster.lock:
+        roster = self._roster
+        with roster.lock:
             if self._shut:
                 return
             self._shut = True
-            threads = list(self._roster.threads)
         while True:  # cancel what has not started
             try:
                 item = self._work.get_nowait()
             except queue.Empty:
                 break
-            with self._roster.lock:
-                self._roster.queued -= 1
+            with roster.lock:
+                roster.queued -= 1
             if item is not None:
                 item[0].cancel()
-        with self._roster.lock:
+        with roster.lock:
+            # A sentinel for every thread, those still being started by submit() too: no
+            # thread is added from now on (submit refuses), so none is left waiting.
+            threads = list(roster.threads)
             for _ in threads:
                 self._work.put(None)
-                self._roster.queued += 1
+                roster.queued += 1
         if self._gate is not None:
             self._gate.close()  # threads waiting for a place go to their end
         current = threading.current_thread()
         deadline = time.monotonic() + self._close_timeout
+        with roster.lock:
+            # A thread can be joined once its start() has returned (a failed one has left
+            # the roster and never ran): wait for those being started, within the deadline.
+            roster.settled.wait_for(lambda: not roster.starting,
+                                    max(0.0, deadline - time.monotonic()))
+            unstarted = set(roster.starting)
         for thread in threads:
-            # A pipeline garbage-collected on one of its own workers must not join that worker.
-            if thread is not current:
+            # A pipeline garbage-collected on one of its own workers must not join that
+            # worker; a thread whose start failed (no ident) never ran.
+            if thread is not current and thread not in unstarted and thread.ident is not None:
                 thread.join(max(0.0, deadline - time.monotonic()))
-        stuck = [t.name for t in threads if t.is_alive() and t is not current]
+        stuck = [t.name for t in threads if t is not current and
+                 (t in unstarted or (t.ident is not None and t.is_alive()))]
         if stuck:
             warnings.warn(
                 f"feedline: {self.name} did not stop within {self._close_timeout} s "
                 f"(Options().threading.close_timeout); abandoned {len(stuck)} daemon "
-                f"thread(s) still running a call: {', '.join(stuck)}",
+                f"thread(s) still running a call (or still starting): {', '.join(stuck)}",
                 RuntimeWarning, stacklevel=2)
-
 
 class Strand:
     """Runs the calls submitted through it one at a time, in order, on a shared executor.
@@ -269,8 +336,27 @@ class Strand:
             start = not self._running
             self._running = True
         if start:
-            self._executor.submit(self._run_next)
+            self._turn()
         return future
+
+    def _turn(self) -> None:
+        """Hand the strand's next call to the executor."""
+        self._executor.submit(self._run_next).add_done_callback(self._turn_failed)
+
+    def _turn_failed(self, turn: concurrent.futures.Future[Any]) -> None:
+        # ``_run_next`` never raises: a turn failing means the executor could not run it
+        # (it could start no thread), and the calls waiting for it would never run: they
+        # fail with its error, and the next submit tries again.
+        if turn.cancelled() or turn.exception() is None:
+            return
+        error = turn.exception()
+        with self._lock:
+            queued = list(self._queue)
+            self._queue.clear()
+            self._running = False
+        for future, _, _ in queued:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(error)  # type: ignore[arg-type]
 
     def _run_next(self) -> None:
         with self._lock:
@@ -285,7 +371,7 @@ class Strand:
         if more:
             # One call per turn: other strands waiting on the pool get theirs in between.
             try:
-                self._executor.submit(self._run_next)
+                self._turn()
             except RuntimeError:  # the pool shut down meanwhile: nothing more will run
                 self.shutdown()
 
