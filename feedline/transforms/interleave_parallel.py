@@ -8,8 +8,11 @@ the cycle position and checkpoint layout it shares with the sequential iterator 
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import threading
 import time
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 from feedline.core.error_records import restore_error
@@ -85,21 +88,90 @@ class _SharedPool:
             executor.shutdown()
 
 
+class _SlotReads:
+    """Where one open dataset is read: its own strand on the stage's pool (made by the
+    first read), counting the reads running on it, so that the dataset is closed only once
+    none is pulling from it.
+
+    When the consumer takes a dataset's end, a task queued behind the one that saw the end
+    may be running ``next()`` on the dataset again (a read after the end). Closing the
+    dataset then, on the consumer's thread, would put two threads in one iterator at once
+    (a generator raises "generator already executing"; a file is closed under its read).
+    :meth:`close_when_idle` closes it at once when no read runs, else leaves the close to
+    the last read running, on its thread, when that read returns. Tasks that had not
+    started then never touch the dataset: taking the end cancelled their futures (the
+    reader's window), and a task stops at its first cancelled future.
+    """
+
+    __slots__ = ("_close", "_lock", "_name", "_pool", "_running", "_strand")
+
+    def __init__(self, pool: _SharedPool, name: str) -> None:
+        self._pool = pool
+        self._name = name
+        self._strand: Strand | None = None
+        self._lock = threading.Lock()
+        self._running = 0  # reads running now (on the strand: at most one)
+        self._close: Callable[[], None] | None = None  # left to the last read running
+
+    def start(self) -> _SlotReads:
+        """This executor, its strand made now (the reader's first read)."""
+        self._strand = self._pool.strand()
+        return self
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> concurrent.futures.Future[Any]:
+        assert self._strand is not None
+        return self._strand.submit(self._read, fn, args)
+
+    def _read(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        with self._lock:
+            self._running += 1
+        try:
+            return fn(*args)
+        finally:
+            with self._lock:
+                self._running -= 1
+                close = None if self._running else self._close
+                if close is not None:
+                    self._close = None
+            if close is not None:
+                try:
+                    close()
+                except Exception as error:  # noqa: BLE001 - no consumer waits on this thread
+                    warnings.warn(f"feedline: {self._name}: closing a dataset that ended "
+                                  f"failed: {error!r}", RuntimeWarning, stacklevel=1)
+
+    def shutdown(self) -> None:
+        """Cancel the reads not started (the reader's shutdown)."""
+        if self._strand is not None:
+            self._strand.shutdown()
+
+    def close_when_idle(self, close: Callable[[], None]) -> None:
+        """Run ``close`` now if no read is running (its errors are the caller's), else when
+        the last one returns."""
+        with self._lock:
+            if self._running:
+                self._close = close
+                return
+        close()
+
+
 class _Slot:
     """One input element's dataset, opened on the consumer's thread (in input order, like
     the sequential stage, so ``map_func`` needs no locking) and read ahead by a
     :class:`~feedline.execution.read_ahead.SequentialReader`. A ``map_func`` failure is kept
     as ``failure`` and raised when the cycle reaches the slot."""
 
-    __slots__ = ("element", "failure", "index", "iterator", "reader")
+    __slots__ = ("element", "failure", "index", "iterator", "reader", "reads")
 
     def __init__(self, index: int, element: Any, iterator: DatasetIterator | None,
-                 reader: SequentialReader | None, failure: BaseException | None = None) -> None:
+                 reader: SequentialReader | None, failure: BaseException | None = None,
+                 reads: _SlotReads | None = None) -> None:
         self.index = index
         self.element = element
         self.iterator = iterator
         self.reader = reader
         self.failure = failure
+        self.reads = reads
 
     def state(self) -> State:
         inner = None if self.reader is None else self.reader.position()
@@ -115,6 +187,19 @@ class _Slot:
             reader.shutdown(stop_all=False)
         if iterator is not None:
             iterator.close()
+
+    def end(self) -> None:
+        """The dataset ended: stop reading it, and close it once no read is pulling from it
+        (see :class:`_SlotReads`), without waiting for that read."""
+        reader, iterator, reads = self.reader, self.iterator, self.reads
+        self.reader = self.iterator = None
+        if reader is not None:
+            reader.shutdown(stop_all=False)
+        if iterator is not None:
+            if reads is None:
+                iterator.close()
+            else:
+                reads.close_when_idle(iterator.close)
 
 
 class ParallelInterleaveIterator(InterleaveBase):
@@ -211,15 +296,15 @@ class ParallelInterleaveIterator(InterleaveBase):
             # A map_func failure is raised when the cycle reaches this element, as in the
             # sequential stage.
             return _Slot(index, element, None, None, error)
-        pool = self._pool
+        reads = _SlotReads(self._pool, self._name)
         # Only a dataset that reads in chunks (a file reader) grows its read-ahead.
         grows = chunk_reader(iterator) is not None
-        reader = SequentialReader(self._name, iterator, pool.strand, capacity, self._timeout,
+        reader = SequentialReader(self._name, iterator, reads.start, capacity, self._timeout,
                                   self._stop,
                                   max_capacity=max(capacity, MAX_SLOT_BUFFER) if grows else None)
         if inner is not None:
             reader.restore(inner)
-        return _Slot(index, element, iterator, reader)
+        return _Slot(index, element, iterator, reader, reads=reads)
 
     def _top_up(self) -> None:
         """Open input elements ahead until ``cycle_length * (1 + factor)`` are open."""
@@ -442,10 +527,12 @@ class ParallelInterleaveIterator(InterleaveBase):
         """An error or the end from ``slot``: raise the error; at the end free the slot."""
         if tag == ERROR:
             raise note_inner_error(value, self._name, slot.index)
-        # The dataset is done: free the slot for the next input element.
+        # The dataset is done: free the slot for the next input element. A read queued
+        # behind the one that saw the end may still be pulling from the dataset: it closes
+        # the dataset when it returns (issue 39).
         self._cycle[position] = None
         self._num_open -= 1
-        slot.stop(wait=False)
+        slot.end()
         self._advance_to_next_in_cycle()
 
     def _ready_position(self) -> int | None:
