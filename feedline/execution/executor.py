@@ -217,10 +217,10 @@ class ThreadExecutor:
                 roster.settled.notify_all()
         for item in stranded:
             if item is not None and item[0].set_running_or_notify_cancel():
-                error = RuntimeError(f"{self.name}: could not start a worker thread for "
-                                     f"the call ({failure})")
-                error.__cause__ = failure
-                item[0].set_exception(error)
+                refused = RuntimeError(f"{self.name}: could not start a worker thread for "
+                                       f"the call ({failure})")
+                refused.__cause__ = failure
+                item[0].set_exception(refused)
 
     def _take_queued(self) -> list[Any]:
         """Every call queued (the caller holds the roster's lock and no thread is left)."""
@@ -356,7 +356,7 @@ class Strand:
             self._running = False
         for future, _, _ in queued:
             if future.set_running_or_notify_cancel():
-                future.set_exception(error)  # type: ignore[arg-type]
+                future.set_exception(error)
 
     def _run_next(self) -> None:
         with self._lock:
