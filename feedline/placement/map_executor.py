@@ -421,10 +421,11 @@ class ExecutorChoice:
         return (idle_now - idle_then) / max(time.perf_counter() - then, 1e-9)
 
     def _pickles(self) -> bool:
+        # The process executor's own pickling: what passes here is what it sends.
         try:
-            import cloudpickle
+            from feedline.core import pickling
 
-            cloudpickle.dumps(self._fn, protocol=5, buffer_callback=lambda _: None)
+            pickling.dumps(self._fn, protocol=5, buffer_callback=lambda _: None)
         except Exception:  # noqa: BLE001 - whatever does not pickle stays on threads
             return False
         return True

@@ -26,7 +26,9 @@ duplex :class:`~feedline.placement.ipc.transport.Channel` (its own task and resu
 Workers are fresh interpreters (:mod:`feedline.placement.ipc.spawn`): a script needs no ``if
 __name__ == "__main__"`` guard, which matters because an ``AUTOTUNE`` map may move to
 processes without being asked (:mod:`feedline.placement.map_executor`).
-Functions travel with cloudpickle (lambdas, closures and functions of ``__main__`` work).
+Functions travel with cloudpickle (lambdas, closures and functions of ``__main__`` work),
+their code by ``marshal`` (:mod:`feedline.core.pickling`): a worker's traceback names the
+user's file and line, not ``<dynamic-code>``.
 
 **Faults.** A worker's exception comes back as itself (its own class, rebuilt in the parent
 where it can be, see :class:`~feedline.placement.ipc.transport.PackedError`) with the worker's
@@ -301,11 +303,11 @@ class ProcessExecutor:
     def __init__(self, workers: int, name: str,
                  close_timeout: float = DEFAULT_CLOSE_TIMEOUT) -> None:
         try:
-            import cloudpickle
+            from feedline.core import pickling  # imports cloudpickle
         except ImportError as error:  # pragma: no cover - cloudpickle is a core dependency
             raise ImportError("the process executor needs cloudpickle: pip install cloudpickle") \
                 from error
-        self._cloudpickle = cloudpickle
+        self._dumps = pickling.dumps
         self.name = name
         self._prefix = f"feedline-{name}-p{next(_POOL_IDS)}"
         self._max_workers = max(1, workers)
@@ -369,7 +371,7 @@ class ProcessExecutor:
             buffers: list[pickle.PickleBuffer] = []
             # Out-of-band buffers: a large array constant of the function is written once
             # into shared memory per worker, never copied into the pickle.
-            header = self._cloudpickle.dumps(fn, protocol=5, buffer_callback=buffers.append)
+            header = self._dumps(fn, protocol=5, buffer_callback=buffers.append)
             cached = self._functions[id(fn)] = (fn, header, buffers)
         return cached[1], cached[2]
 
