@@ -1,9 +1,11 @@
 """Worker processes that each run one shard of a pipeline and send its elements back.
 
-The graph is pickled once (cloudpickle: lambdas and closures work) and shipped once to each
-worker at its start; a worker shards it (:mod:`feedline.distribute.autoshard`), builds the
-iterator and produces elements ahead of the consumer, at most ``credits`` beyond what the
-consumer has taken (flow control: the consumer returns one credit per element it takes).
+The graph is pickled once (cloudpickle: lambdas and closures work; code by ``marshal``, see
+:mod:`feedline.core.pickling`, so a worker's traceback names the user's file and line) and
+shipped once to each worker at its start; a worker shards it
+(:mod:`feedline.distribute.autoshard`), builds the iterator and produces elements ahead of
+the consumer, at most ``credits`` beyond what the consumer has taken (flow control: the
+consumer returns one credit per element it takes).
 Elements cross through :class:`~feedline.placement.ipc.transport.Channel`: arrays arrive in the
 consumer as views of shared memory the worker wrote, never pickled or copied.
 
@@ -156,8 +158,7 @@ def isolate_map_functions(graph: Any) -> tuple[Any, dict[Any, Any], int]:
         >>> count, isolated.executor, isolated.num_parallel_calls
         (1, 'process', 1)
     """
-    import cloudpickle
-
+    from feedline.core import pickling
     from feedline.optimize.map_fusion import FusedInlineDataset
     from feedline.transforms.filter import FilterDataset
     from feedline.transforms.map import MapDataset
@@ -167,8 +168,9 @@ def isolate_map_functions(graph: Any) -> tuple[Any, dict[Any, Any], int]:
     isolated = [0]
 
     def pickles(fn: Any) -> bool:
+        # The process executor's own pickling: what passes here is what it sends.
         try:
-            cloudpickle.dumps(fn)
+            pickling.dumps(fn)
         except Exception:  # noqa: BLE001 - whatever pickling raises: keep it inline
             return False
         return True
@@ -467,10 +469,10 @@ class WorkerPool:
 
     def __init__(self, graph: Any, options: Options, num_workers: int, name: str,
                  close_timeout: float) -> None:
-        import cloudpickle
+        from feedline.core import pickling
 
         try:
-            self._payload = cloudpickle.dumps((graph, options))
+            self._payload = pickling.dumps((graph, options))
         except Exception as error:
             raise TypeError(f"{name}: the pipeline cannot be sent to worker processes, it "
                             f"does not pickle: {error}") from error
