@@ -145,3 +145,12 @@ def gil_build_rules(monkeypatch):
 
     for module in (policy, start, stage_knobs):
         monkeypatch.setattr(module, "gil_disabled", lambda: False)
+
+
+@pytest.fixture
+def shuffle_buffers_by_value(monkeypatch):
+    """Shuffle checkpoints hold their buffers by value (as before positions): for tests of
+    what states do with elements (encoding, damage, hostile payloads), not of the re-read."""
+    from feedline.transforms import shuffle
+
+    monkeypatch.setattr(shuffle, "MAX_REPLAY_SECONDS", -1.0)

@@ -18,7 +18,8 @@ shard (or to a mixture, whose every input is walked the same way), each stage is
   *delivered point*: it emitted exactly what delivered outputs consumed. A filtered-out
   element is consumed there too; a held one that is filtered out after the re-deal is
   dropped again (the predicate is deterministic), so it changes no delivered multiset.
-* *holding*: a ``shuffle`` buffer (its elements, by value, are in the state already), an
+* *holding*: a ``shuffle`` buffer (its elements: in the state, or read again from the
+  snapshot its positions name), an
   ``interleave`` above the shard (its open datasets, as positions in them: the records
   after a file's position) and a ``pack_sequences`` packer (its rows, open ones closed as
   they stand). What they hold at the delivered point is neither delivered nor left in the
@@ -80,7 +81,7 @@ from feedline.transforms.pack_sequences import PackSequencesDataset, held_rows
 from feedline.transforms.padded_batch import PaddedBatchDataset
 from feedline.transforms.prefetch import PrefetchDataset
 from feedline.transforms.shard import REDEAL_KEY, Ownership, Progression, ShardDataset
-from feedline.transforms.shuffle import ShuffleDataset
+from feedline.transforms.shuffle import POSITIONS_KEY, ShuffleDataset, buffer_by_value
 from feedline.transforms.with_options import OptionsDataset
 
 ReplicaPipeline = Callable[[int, int], Dataset]
@@ -191,9 +192,11 @@ def _remainder(top: Dataset, state: State, ctx: IteratorContext) -> _Left:
         if isinstance(node, _PASS_THROUGH):
             state = _delivered_input(node, state, ctx)
             continue
-        left.held[depth] = _held(node, state)
         if isinstance(node, ShuffleDataset):
+            # A buffer held by position is read again: its elements are what is dealt.
+            state = buffer_by_value(node, state, ctx)
             left.epochs[depth] = int(state["epoch"])
+        left.held[depth] = _held(node, state)
         state = state["input"]
     if isinstance(bottom, ShardDataset):
         owner = Ownership.from_state(state[REDEAL_KEY]) if REDEAL_KEY in state else \
@@ -413,6 +416,8 @@ def _resume_into(top: Dataset, state: State, share: _Left) -> None:
     for depth, node in enumerate(stages):
         if isinstance(node, _HOLDING) != (depth in share.held):
             raise CheckpointError(f"elastic resume: replica pipelines differ at {_stage(node)}")
+        if isinstance(node, ShuffleDataset):
+            state[POSITIONS_KEY] = {"replay": 0, "numbers": []}  # dealt elements: by value
         state.update(share.held.get(depth, {}))
         if depth in share.epochs:
             state["epoch"] = share.epochs[depth]

@@ -47,6 +47,30 @@ get_uniforms(PyObject *object, Py_buffer *view)
     return 0;
 }
 
+/* The optional numbers buffer: a writable int64 array (array('q')) parallel to the shuffle
+   buffer, permuted the same way, so a checkpoint can name the buffered elements by the
+   input position they were read at instead of storing them. None: not tracked. */
+static int
+get_numbers(PyObject *object, Py_buffer *view, Py_ssize_t needed)
+{
+    view->obj = NULL;
+    if (object == Py_None)
+        return 0;
+    if (PyObject_GetBuffer(object, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    if (view->itemsize != (Py_ssize_t)sizeof(long long) || view->format == NULL
+        || (strcmp(view->format, "q") != 0 && strcmp(view->format, "l") != 0
+            && strcmp(view->format, "<q") != 0)
+        || view->len / view->itemsize < needed) {
+        PyBuffer_Release(view);
+        view->obj = NULL;
+        PyErr_SetString(PyExc_TypeError,
+                        "numbers must be a writable int64 buffer as long as the buffer");
+        return -1;
+    }
+    return 0;
+}
+
 static Py_ssize_t
 place(double u, Py_ssize_t n)
 {
@@ -55,22 +79,29 @@ place(double u, Py_ssize_t n)
 }
 
 PyDoc_STRVAR(swap_draws_doc,
-"swap_draws(buffer, uniforms, fresh, start, out)\n\n"
+"swap_draws(buffer, uniforms, fresh, start, out, numbers=None, first=0)\n\n"
 "For each uniform u and each element of fresh[start:] in turn: the buffer (one short of\n"
 "full) takes the element and gives back the one at place(u, len(buffer) + 1), the element\n"
-"itself when that place is the last, appended to out.");
+"itself when that place is the last, appended to out. With numbers (an int64 buffer as\n"
+"long as the buffer), the slot that takes fresh[start + k] gets the number first + k.");
 
 static PyObject *
 swap_draws(PyObject *module, PyObject *args)
 {
-    PyObject *buffer, *uniforms, *fresh, *out;
+    PyObject *buffer, *uniforms, *fresh, *out, *numbers_object = Py_None;
     Py_ssize_t start;
-    if (!PyArg_ParseTuple(args, "O!OO!nO!", &PyList_Type, &buffer, &uniforms, &PyList_Type,
-                          &fresh, &start, &PyList_Type, &out))
+    long long first = 0;
+    if (!PyArg_ParseTuple(args, "O!OO!nO!|OL", &PyList_Type, &buffer, &uniforms, &PyList_Type,
+                          &fresh, &start, &PyList_Type, &out, &numbers_object, &first))
         return NULL;
-    Py_buffer view;
+    Py_buffer view, numbers_view;
     if (get_uniforms(uniforms, &view) < 0)
         return NULL;
+    if (get_numbers(numbers_object, &numbers_view, PyList_GET_SIZE(buffer)) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    long long *numbers = numbers_view.obj == NULL ? NULL : (long long *)numbers_view.buf;
     const double *u = (const double *)view.buf;
     Py_ssize_t count = view.len / (Py_ssize_t)sizeof(double);
     int status = 0;
@@ -91,32 +122,43 @@ swap_draws(PyObject *module, PyObject *args)
             }
             SET_SLOT(buffer, i, Py_NewRef(element));
             Py_DECREF(drawn);
+            if (numbers != NULL)
+                numbers[i] = first + k;
         } else if (PyList_Append(out, element) < 0) {
             status = -1;
         }
     }
     Py_END_CRITICAL_SECTION2();
     PyBuffer_Release(&view);
+    if (numbers != NULL)
+        PyBuffer_Release(&numbers_view);
     if (status < 0)
         return NULL;
     Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(drain_doc,
-"drain(buffer, uniforms, out)\n\n"
+"drain(buffer, uniforms, out, numbers=None)\n\n"
 "For each uniform u: take the element at place(u, len(buffer)) out of the buffer (the last\n"
 "element fills its place) and append it to out. There must be no more uniforms than\n"
-"elements in the buffer.");
+"elements in the buffer. numbers (an int64 buffer at least as long as the buffer) is\n"
+"permuted the same way; the caller cuts it to the buffer's new length.");
 
 static PyObject *
 drain(PyObject *module, PyObject *args)
 {
-    PyObject *buffer, *uniforms, *out;
-    if (!PyArg_ParseTuple(args, "O!OO!", &PyList_Type, &buffer, &uniforms, &PyList_Type, &out))
+    PyObject *buffer, *uniforms, *out, *numbers_object = Py_None;
+    if (!PyArg_ParseTuple(args, "O!OO!|O", &PyList_Type, &buffer, &uniforms, &PyList_Type,
+                          &out, &numbers_object))
         return NULL;
-    Py_buffer view;
+    Py_buffer view, numbers_view;
     if (get_uniforms(uniforms, &view) < 0)
         return NULL;
+    if (get_numbers(numbers_object, &numbers_view, PyList_GET_SIZE(buffer)) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    long long *numbers = numbers_view.obj == NULL ? NULL : (long long *)numbers_view.buf;
     const double *u = (const double *)view.buf;
     Py_ssize_t count = view.len / (Py_ssize_t)sizeof(double);
     int status = 0;
@@ -140,6 +182,8 @@ drain(PyObject *module, PyObject *args)
         if (i < n - 1) {
             SET_SLOT(buffer, i, PyList_GET_ITEM(buffer, n - 1));
             SET_SLOT(buffer, n - 1, drawn);
+            if (numbers != NULL)
+                numbers[i] = numbers[n - 1];
         }
     }
     if (n < full) {
@@ -149,6 +193,8 @@ drain(PyObject *module, PyObject *args)
     }
     Py_END_CRITICAL_SECTION();
     PyBuffer_Release(&view);
+    if (numbers != NULL)
+        PyBuffer_Release(&numbers_view);
     if (status < 0)
         return NULL;
     Py_RETURN_NONE;

@@ -16,6 +16,10 @@ from feedline.core import pipeline_state
 
 Point = collections.namedtuple("Point", "x y")
 
+# What a state does with elements is what these tests damage and forge: shuffle buffers are
+# stored by value here (tests/transforms/test_shuffle_positions.py checks the re-read).
+pytestmark = pytest.mark.usefixtures("shuffle_buffers_by_value")
+
 
 def _forge(iterator: fl.PipelineIterator, root: object) -> dict:
     """A state with a valid envelope for ``iterator``: what a deliberate attacker can make."""

@@ -111,11 +111,13 @@ def test_next_called_on_a_temporary_iterator_returns_its_first_element():
 
 
 def test_a_refused_checkpoint_names_the_stage_that_refused():
-    # A shuffle buffer holding datasets cannot be saved: the error says which stage it is
-    # (it named none), once, however many stages it passes through on its way out.
+    # A shuffle buffer holding datasets from an input it cannot read again the same way
+    # (deterministic=False) cannot be saved: the error says which stage it is (it named
+    # none), once, however many stages it passes through on its way out.
     import feedline as fl
 
-    ds = fl.Dataset.range(4).map(lambda x: fl.Dataset.from_tensors(x)).shuffle(3, seed=1) \
+    ds = fl.Dataset.range(4).map(lambda x: fl.Dataset.from_tensors(x), num_parallel_calls=2,
+                                 deterministic=False).shuffle(3, seed=1) \
         .flat_map(lambda d: d).map(lambda x: x + 1)
     with iter(ds) as it:
         next(it)

@@ -10,6 +10,9 @@ import pytest
 
 import feedline as fl
 
+# The binary sections hold elements: shuffle buffers are stored by value here.
+pytestmark = pytest.mark.usefixtures("shuffle_buffers_by_value")
+
 
 def _shuffled(n: int, element_bytes: int) -> fl.Dataset:
     payload = np.arange(n * element_bytes, dtype=np.uint8).reshape(n, element_bytes)

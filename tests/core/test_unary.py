@@ -59,15 +59,33 @@ def _root_after(ds: fl.Dataset, steps: int) -> dict:
         return it.state_dict()["root"]
 
 
+def _with_shuffle_version_2(state):
+    """``state`` as the shuffle stages write it since version 2: a buffer by value has
+    ``positions`` of nothing to read again (the one deliberate change since c3e5a05)."""
+    if not isinstance(state, dict):
+        return state
+    out = {}
+    for key, value in state.items():
+        out[key] = _with_shuffle_version_2(value)
+        if state.get("type") == "ShuffleIterator":
+            if key == "version":
+                out[key] = 2
+            if key == "buffer":
+                out["positions"] = {"replay": 0, "numbers": []}
+    return out
+
+
+@pytest.mark.usefixtures("shuffle_buffers_by_value")
 @pytest.mark.parametrize("name", ["chain", "rows"])
 def test_states_keep_the_layout_written_before_the_base_classes(name):
     # unary_states.json was written by feedline before the stages adopted UnaryDataset /
     # UnaryIterator: the states must stay the same, key order included, so old checkpoints
-    # load and new ones load into old versions.
+    # load. The shuffle's version 2 (positions) is the one change, made on purpose.
     golden = json.loads(GOLDEN.read_text())[name]
     ds = golden_pipelines()[name]
     for steps in GOLDEN_STEPS:
-        assert json.dumps(_root_after(ds, steps)) == json.dumps(golden[str(steps)]), steps
+        assert json.dumps(_root_after(ds, steps)) == json.dumps(
+            _with_shuffle_version_2(golden[str(steps)])), steps
 
 
 @pytest.mark.parametrize("name", ["chain", "rows"])

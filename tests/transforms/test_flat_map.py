@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 
@@ -138,9 +140,12 @@ def test_datasets_as_elements_checkpoint_through_unbatch():
 
 
 def test_a_checkpoint_that_cannot_be_taken_names_flat_map():
-    # A shuffle buffer of datasets cannot be stored: iterating works; a checkpoint taken
-    # while an element's dataset is read says which stage and element, and why.
-    ds = _datasets_as_elements().shuffle(4, seed=1).flat_map(
+    # A shuffle buffer of datasets from an input that cannot be read again the same way
+    # (deterministic=False) cannot be stored: iterating works; a checkpoint taken while an
+    # element's dataset is read says which stage and element, and why.
+    unordered = fl.Dataset.range(10).map(lambda x: fl.Dataset.from_tensors(x),
+                                         num_parallel_calls=2, deterministic=False)
+    ds = unordered.shuffle(4, seed=1).flat_map(
         lambda d: d.repeat(2), name="flatten")
     it = ds._make_iterator(IteratorContext())
     for _ in range(3):  # into the second element's dataset (the buffer holds datasets then)
@@ -150,3 +155,19 @@ def test_a_checkpoint_that_cannot_be_taken_names_flat_map():
         it.state_dict()
     assert len(list(it)) == 17
     it.close()
+
+
+def test_a_shuffle_buffer_of_datasets_checkpoints_by_position_under_flat_map():
+    # Read again from its input, a buffer of datasets needs no encoding: the checkpoint
+    # taken inside the second element's dataset restores the exact rest.
+    ds = _datasets_as_elements().shuffle(4, seed=1, reshuffle_each_iteration=False).flat_map(
+        lambda d: d.repeat(2))
+    expected = [int(x) for x in ds]
+    it = iter(ds)
+    taken = [int(next(it)) for _ in range(3)]
+    state = json.loads(json.dumps(it.state_dict()))
+    restored = iter(ds)
+    restored.load_state_dict(state)
+    assert taken + [int(x) for x in restored] == expected
+    it.close()
+    restored.close()

@@ -111,9 +111,11 @@ def test_unbatch_of_datasets_checkpoints_by_reading_the_batch_again():
 
 
 def test_unbatch_of_datasets_refuses_a_checkpoint_naming_the_stage():
-    # The input (a shuffle buffer of batches of datasets) cannot give its position either:
-    # iterating works, a checkpoint while rows are held is a CheckpointError naming unbatch.
-    ds = (fl.Dataset.range(6).map(lambda x: fl.Dataset.from_tensors(x)).batch(2)
+    # The input (a shuffle buffer of batches of datasets, read from a deterministic=False
+    # map, so not by position) cannot give its position either: iterating works, a
+    # checkpoint while rows are held is a CheckpointError naming unbatch.
+    ds = (fl.Dataset.range(6).map(lambda x: fl.Dataset.from_tensors(x), num_parallel_calls=2,
+                                  deterministic=False).batch(2)
           .shuffle(3, seed=0).unbatch(name="rows"))
     it = ds._make_iterator(IteratorContext())
     for _ in range(3):  # into the second batch (the buffer holds datasets then)
