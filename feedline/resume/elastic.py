@@ -65,7 +65,7 @@ from typing import Any
 from feedline.core import pipeline_state
 from feedline.core.dataset import Dataset
 from feedline.core.errors import CheckpointError
-from feedline.core.fingerprint import PipelineFingerprint, declared_types
+from feedline.core.fingerprint import DeclaredTypes, PipelineFingerprint, declared_types
 from feedline.core.iterator import DatasetIterator, IteratorContext, State
 from feedline.core.state_codec import declared_types_in_use
 from feedline.optimize import optimize
@@ -177,10 +177,28 @@ def _chain(dataset: Dataset) -> tuple[IteratorContext, Dataset]:
     return IteratorContext(options=options), optimize(dataset, options)
 
 
+class _DeclaredWhenNeeded(DeclaredTypes):
+    """``declared_types(dataset)``, walked for only when a state names a namedtuple.
+
+    A state holding none (most do) never needs them: this saves a second walk of the
+    graph per replica, next to the fingerprint's.
+    """
+
+    def __init__(self, dataset: Dataset) -> None:
+        super().__init__()
+        self._dataset: Dataset | None = dataset
+
+    def namedtuple(self, name: str, fields: list[str] | None) -> type:
+        if self._dataset is not None:
+            self.namedtuples.update(declared_types(self._dataset).namedtuples)
+            self._dataset = None
+        return super().namedtuple(name, fields)
+
+
 def _replica_remainder(dataset: Dataset, sealed: State) -> _Left:
     root = pipeline_state.open_sealed(sealed, PipelineFingerprint.of(dataset))
     ctx, top = _chain(dataset)
-    with declared_types_in_use(declared_types(dataset)):
+    with declared_types_in_use(_DeclaredWhenNeeded(dataset)):
         return _remainder(top, root, ctx)
 
 
@@ -406,9 +424,12 @@ def _check_disjoint(finite: list[int], tails: list[Progression]) -> None:
 def _resumed_state(dataset: Dataset, share: _Left) -> State:
     """A fresh state of ``dataset`` with ``share`` put into its holding stages and shards."""
     with PipelineIterator(dataset) as fresh:
-        root = fresh.state_dict()["root"]
+        # The tree's own state, unsealed, and the fingerprint the iterator computes once:
+        # sealing it here (a checksum) and fingerprinting the graph again would be wasted.
+        root = fresh._root.state_dict()
+        fingerprint = fresh._fingerprint()
     _resume_into(_chain(dataset)[1], root, share)
-    return pipeline_state.seal(root, PipelineFingerprint.of(dataset))
+    return pipeline_state.seal(root, fingerprint)
 
 
 def _resume_into(top: Dataset, state: State, share: _Left) -> None:
