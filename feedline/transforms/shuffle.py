@@ -538,7 +538,7 @@ def replayed_buffer(upstream: DatasetIterator, replay: int, numbers: list[int],
     Example:
         >>> import feedline as fl
         >>> it = fl.Dataset.range(10, 20)._make_iterator(IteratorContext())
-        >>> replayed_buffer(it, 5, [4, 1, 3])
+        >>> [int(x) for x in replayed_buffer(it, 5, [4, 1, 3])]
         [14, 11, 13]
     """
     wanted = {number: place for place, number in enumerate(numbers)}
