@@ -121,6 +121,7 @@ def test_a_loader_built_from_a_state_reads_nothing_before_it(tmp_path):
     assert head[0] == [0, 1] and rest[0] == [20, 21] and len(rest) == 20
 
 
+@pytest.mark.slow
 def test_a_loader_in_worker_processes_loads_its_state_before_they_read(tmp_path):
     log = LogCalls(str(tmp_path / "processes.log"))
     records = str(tmp_path / "rows.tfrecord")

@@ -252,6 +252,7 @@ def _state_after(ds: fl.Dataset, steps: int) -> tuple[dict, list]:
     return state, taken
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("saved_chunked", [True, False], ids=["chunked->one-by-one",
                                                               "one-by-one->chunked"])

@@ -330,6 +330,7 @@ def test_an_unseeded_shuffle_loses_nothing_when_a_worker_dies(cluster):
     assert sorted(seen) == [x * x for x in range(300)]
 
 
+@pytest.mark.slow
 def test_a_checkpoint_restores_on_a_cluster_of_another_size(cluster):
     def pipeline(service):
         return fl.Dataset.range(120).apply(fl.service.distribute("distributed_epoch", service))

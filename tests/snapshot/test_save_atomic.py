@@ -78,6 +78,7 @@ def test_a_resave_killed_after_the_switch_leaves_the_new_copy(saved_old, point):
     assert_no_leftovers(saved_old)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_kills_at_every_step_in_turn_leave_no_leftovers(saved_old):
     for point in ["rounds:2", "before_switch", "none", "removing", "rounds:3",
