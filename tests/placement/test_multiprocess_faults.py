@@ -1359,7 +1359,11 @@ raise RuntimeError("the training script crashed")
     pytest.param(True, "stuck", id="process_group_while_waiting_for_a_stuck_worker",
                  marks=pytest.mark.slow)])
 def test_ctrl_c_interrupts_the_consumer_and_ends_the_workers(tmp_path, group, fn):
+    # Ctrl-C as a script started from a terminal gets it: a test run started in the
+    # background of a shell without job control ignores SIGINT, and children inherit that.
     process = _run_script(tmp_path, _PIPELINE + f"""
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 it = iter(fl.Dataset.range(10**6).map({fn}).batch(2).multiprocess(2))
 next(it)
 try:
