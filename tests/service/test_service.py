@@ -389,7 +389,9 @@ def test_a_shared_pass_ends_on_workers_when_its_last_consumer_closes(cluster):
     next(second)
     names = cluster.workers()
     first.close()
-    assert all(_worker_status(cluster, n)["tasks"] == 1 for n in names)  # second reads on
+    # The workers hear of the close in their own time (a busy machine: later); the second
+    # consumer's task reads on.
+    _wait_until(lambda: all(_worker_status(cluster, n)["tasks"] == 1 for n in names))
     next(second)
     second.close()
     _wait_until(lambda: all(_worker_status(cluster, n)["threads"] == 0 for n in names))
@@ -407,7 +409,10 @@ def test_a_ray_address_uses_the_clusters_feedline_dispatcher_starting_it_once(
     try:
         assert _ints(ds) == list(range(30))
         dispatcher = ray.get_actor(DISPATCHER_NAME, namespace=NAMESPACE)
-        assert ray.get(dispatcher.workers.remote()) == [f"{DISPATCHER_NAME}-worker-0"]
+        # One worker to start with; "auto" lets the autoscaler add more while consumers
+        # wait (on a busy machine they do), up to 4 per CPU.
+        workers = ray.get(dispatcher.workers.remote())
+        assert workers[0] == f"{DISPATCHER_NAME}-worker-0" and len(workers) <= 4, workers
         assert ray.get(connect("auto").max_workers.remote()) == 4  # found, not made again
     finally:
         dispatcher = ray.get_actor(DISPATCHER_NAME, namespace=NAMESPACE)
