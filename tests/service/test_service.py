@@ -412,13 +412,15 @@ def test_a_ray_address_uses_the_clusters_feedline_dispatcher_starting_it_once(
         # One worker to start with; "auto" lets the autoscaler add more while consumers
         # wait (on a busy machine they do), up to 4 per CPU.
         workers = ray.get(dispatcher.workers.remote())
-        assert workers[0] == f"{DISPATCHER_NAME}-worker-0" and len(workers) <= 4, workers
+        assert f"{DISPATCHER_NAME}-worker-0" in workers and len(workers) <= 4, workers
         assert ray.get(connect("auto").max_workers.remote()) == 4  # found, not made again
     finally:
         dispatcher = ray.get_actor(DISPATCHER_NAME, namespace=NAMESPACE)
         ended = ray.get(dispatcher.stop.remote())
         ray.kill(dispatcher, no_restart=True)
-    assert ended == [f"{DISPATCHER_NAME}-worker-0"]
+    # The workers it had (the first, and any the autoscaler added) ended with it.
+    assert 1 <= len(ended) <= 4 and all(
+        name.startswith(f"{DISPATCHER_NAME}-worker-") for name in ended), ended
 
 
 def _is_loopback(address):
